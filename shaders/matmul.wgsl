@@ -1,0 +1,76 @@
+// Batched C[b] = A[b] @ B[b] with arbitrary strides (transposed and broadcast operands need no
+// copy). 64x64 output tiles per 256-invocation workgroup, 4x4 outputs per invocation held in
+// registers, K stepped 16 at a time through workgroup memory.
+// meta: [M, N, K, off_a, sab, sam, sak, off_b, sbb, sbk, sbn, batch_base]
+@group(0) @binding(1) var<storage, read> a: array<{{T}}>;
+@group(0) @binding(2) var<storage, read> b: array<{{T}}>;
+@group(0) @binding(3) var<storage, read_write> c: array<{{T}}>;
+
+const TS: u32 = 64u;
+const TK: u32 = 16u;
+var<workgroup> ta: array<array<f32, 64>, 16>;
+var<workgroup> tb: array<array<f32, 64>, 16>;
+
+@compute @workgroup_size(16, 16)
+fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+    let M = params[0];
+    let N = params[1];
+    let K = params[2];
+    let bi = wid.z + params[11];
+    let abase = params[3] + bi * params[4];
+    let bbase = params[7] + bi * params[8];
+    let row0 = wid.y * TS;
+    let col0 = wid.x * TS;
+    let tid = lid.y * 16u + lid.x;
+    var acc: array<array<f32, 4>, 4>;
+    for (var i = 0u; i < 4u; i = i + 1u) {
+        for (var j = 0u; j < 4u; j = j + 1u) {
+            acc[i][j] = 0.0;
+        }
+    }
+    for (var k0 = 0u; k0 < K; k0 = k0 + TK) {
+        // 256 invocations load a 64x16 tile of A and a 16x64 tile of B, 4 elements each.
+        for (var e = 0u; e < 4u; e = e + 1u) {
+            let idx = tid + e * 256u;
+            let r = idx / TK;
+            let kk = idx % TK;
+            var va = 0.0;
+            if (row0 + r < M && k0 + kk < K) {
+                va = f32(a[abase + (row0 + r) * params[5] + (k0 + kk) * params[6]]);
+            }
+            ta[kk][r] = va;
+            let kb = idx / TS;
+            let cc = idx % TS;
+            var vb = 0.0;
+            if (k0 + kb < K && col0 + cc < N) {
+                vb = f32(b[bbase + (k0 + kb) * params[9] + (col0 + cc) * params[10]]);
+            }
+            tb[kb][cc] = vb;
+        }
+        workgroupBarrier();
+        for (var kk = 0u; kk < TK; kk = kk + 1u) {
+            var ar: array<f32, 4>;
+            var br: array<f32, 4>;
+            for (var i = 0u; i < 4u; i = i + 1u) {
+                ar[i] = ta[kk][lid.y * 4u + i];
+                br[i] = tb[kk][lid.x * 4u + i];
+            }
+            for (var i = 0u; i < 4u; i = i + 1u) {
+                for (var j = 0u; j < 4u; j = j + 1u) {
+                    acc[i][j] = acc[i][j] + ar[i] * br[j];
+                }
+            }
+        }
+        workgroupBarrier();
+    }
+    let cbase = bi * M * N;
+    for (var i = 0u; i < 4u; i = i + 1u) {
+        let r = row0 + lid.y * 4u + i;
+        for (var j = 0u; j < 4u; j = j + 1u) {
+            let cc = col0 + lid.x * 4u + j;
+            if (r < M && cc < N) {
+                c[cbase + r * N + cc] = {{T}}(acc[i][j]);
+            }
+        }
+    }
+}

@@ -1,0 +1,51 @@
+// torch.scatter_add along `dim`, deterministic and without float atomics: one invocation per
+// element of the (contiguous) base sums the sources whose index points at it.
+// meta: [n, ndim, dim, off_idx, off_src, bshape[nd], ishape[nd], istrides[nd], sstrides[nd]]
+@group(0) @binding(1) var<storage, read> base: array<{{T}}>;
+@group(0) @binding(2) var<storage, read> idx: array<i32>;
+@group(0) @binding(3) var<storage, read> src: array<{{T}}>;
+@group(0) @binding(4) var<storage, read_write> dst: array<{{T}}>;
+
+@compute @workgroup_size(256)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = linear_id(gid, nwg);
+    if (i >= params[0]) {
+        return;
+    }
+    let nd = params[1];
+    let dim = params[2];
+    let bs = 5u;
+    let is = 5u + nd;
+    let ist = 5u + 2u * nd;
+    let sst = 5u + 3u * nd;
+    // Coordinates of i in the base, and whether the index tensor covers them off `dim`.
+    var rem = i;
+    var ioff = params[3];
+    var soff = params[4];
+    var dst_pos = 0u;
+    var covered = true;
+    for (var d = i32(nd) - 1; d >= 0; d = d - 1) {
+        let ud = u32(d);
+        let c = rem % params[bs + ud];
+        rem = rem / params[bs + ud];
+        if (ud == dim) {
+            dst_pos = c;
+        } else {
+            if (c >= params[is + ud]) {
+                covered = false;
+            }
+            ioff = ioff + c * params[ist + ud];
+            soff = soff + c * params[sst + ud];
+        }
+    }
+    var acc = base[i];
+    if (covered) {
+        let kn = params[is + dim];
+        for (var k = 0u; k < kn; k = k + 1u) {
+            if (idx[ioff + k * params[ist + dim]] == i32(dst_pos)) {
+                acc = acc + src[soff + k * params[sst + dim]];
+            }
+        }
+    }
+    dst[i] = acc;
+}

@@ -1,0 +1,192 @@
+//! Reverse-mode autograd: graph nodes recorded by ops, a topological backward pass, grad mode.
+
+mod grad_mode;
+pub use grad_mode::{
+    enable_grad, is_anomaly_enabled, is_grad_enabled, no_grad, set_anomaly_enabled, GradModeGuard,
+};
+
+use crate::tensor::StorageCell;
+use crate::{Error, Result, Tensor};
+use parking_lot::Mutex;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+/// A backward rule: upstream gradient in, one optional gradient per input out.
+pub(crate) type BackwardFn = Arc<dyn Fn(&Tensor) -> Result<Vec<Option<Tensor>>> + Send + Sync>;
+
+/// One recorded op in the graph: the inputs that need gradients and the rule that computes them.
+pub struct Node {
+    pub(crate) name: &'static str,
+    pub(crate) inputs: Vec<Option<Tensor>>,
+    backward: Mutex<Option<BackwardFn>>,
+    saved: Vec<(Arc<StorageCell>, u64)>,
+    created_at: Option<String>,
+}
+
+impl Node {
+    /// The op's name, as PyTorch would print its grad_fn (`MulBackward`).
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+}
+
+impl std::fmt::Debug for Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "<{}Backward>", self.name)
+    }
+}
+
+/// Attach a node to `out` if grad mode is on and any input requires grad. `saved` are the tensors
+/// the rule reads (their version is checked at backward time).
+pub(crate) fn record(
+    out: Tensor,
+    name: &'static str,
+    inputs: &[&Tensor],
+    saved: &[&Tensor],
+    backward: impl Fn(&Tensor) -> Result<Vec<Option<Tensor>>> + Send + Sync + 'static,
+) -> Tensor {
+    if !is_grad_enabled() || !inputs.iter().any(|t| t.requires_grad()) {
+        return out;
+    }
+    let node = Node {
+        name,
+        inputs: inputs
+            .iter()
+            .map(|t| {
+                if t.requires_grad() {
+                    Some((*t).clone())
+                } else {
+                    None
+                }
+            })
+            .collect(),
+        backward: Mutex::new(Some(Arc::new(backward))),
+        saved: saved
+            .iter()
+            .map(|t| (t.0.storage.clone(), t.version()))
+            .collect(),
+        created_at: if is_anomaly_enabled() {
+            Some(std::backtrace::Backtrace::force_capture().to_string())
+        } else {
+            None
+        },
+    };
+    out.with_grad_fn(Arc::new(node))
+}
+
+fn topo_order(root: &Tensor) -> Vec<Tensor> {
+    let mut order = Vec::new();
+    let mut seen = HashSet::new();
+    let mut stack: Vec<(Tensor, bool)> = vec![(root.clone(), false)];
+    while let Some((t, expanded)) = stack.pop() {
+        if expanded {
+            order.push(t);
+            continue;
+        }
+        if !seen.insert(t.id()) {
+            continue;
+        }
+        stack.push((t.clone(), true));
+        if let Some(node) = t.grad_fn() {
+            for inp in node.inputs.iter().flatten() {
+                if !seen.contains(&inp.id()) {
+                    stack.push((inp.clone(), false));
+                }
+            }
+        }
+    }
+    order.reverse();
+    order
+}
+
+fn accumulate(t: &Tensor, g: &Tensor, create_graph: bool) -> Result<()> {
+    let g = if create_graph { g.clone() } else { g.detach() };
+    let mut slot = t.0.grad.lock();
+    *slot = Some(match slot.take() {
+        Some(old) => {
+            let _guard = if create_graph { None } else { Some(no_grad()) };
+            old.add(&g)?
+        }
+        None => g,
+    });
+    Ok(())
+}
+
+/// Run the backward pass from `root` with upstream gradient `grad`.
+pub(crate) fn backward(
+    root: &Tensor,
+    grad: Tensor,
+    retain_graph: bool,
+    create_graph: bool,
+) -> Result<()> {
+    let _mode = GradModeGuard::new(create_graph);
+    let order = topo_order(root);
+    let mut grads: HashMap<u64, Tensor> = HashMap::new();
+    grads.insert(root.id(), grad);
+    for t in order {
+        let Some(g) = grads.remove(&t.id()) else {
+            continue;
+        };
+        let Some(node) = t.grad_fn() else {
+            if t.requires_grad() {
+                accumulate(&t, &g, create_graph)?;
+            }
+            continue;
+        };
+        if t.retains_grad() {
+            accumulate(&t, &g, create_graph)?;
+        }
+        for (cell, version) in &node.saved {
+            let now = cell.version();
+            if now != *version {
+                return Err(Error::Autograd(format!(
+                    "one of the variables needed for gradient computation has been modified by an inplace operation: the input of {}Backward is at version {now}; expected version {version} instead. Hint: avoid the in-place op, or clone() the tensor before changing it.",
+                    node.name
+                )));
+            }
+        }
+        let f = {
+            let mut slot = node.backward.lock();
+            let f = slot.clone();
+            if !retain_graph {
+                *slot = None;
+            }
+            f
+        };
+        let Some(f) = f else {
+            return Err(Error::Autograd(
+                "Trying to backward through the graph a second time (or directly access saved tensors after they have already been freed). Saved intermediate values of the graph are freed when you call .backward() or autograd.grad(). Specify retain_graph=True if you need to backward through the graph a second time or if you need to access saved tensors after calling backward.".into(),
+            ));
+        };
+        let input_grads = f(&g)?;
+        for (inp, ig) in node.inputs.iter().zip(input_grads) {
+            let (Some(inp), Some(ig)) = (inp, ig) else {
+                continue;
+            };
+            if is_anomaly_enabled() && ig.dtype().is_float() && ig.has_non_finite()? {
+                return Err(Error::Autograd(format!(
+                    "Function '{}Backward' returned nan or inf values in its output. Its forward was created at:\n{}",
+                    node.name,
+                    node.created_at.as_deref().unwrap_or("(unknown)")
+                )));
+            }
+            if ig.shape() != inp.shape() {
+                return Err(Error::Autograd(format!(
+                    "Function {}Backward returned an invalid gradient - got {:?} but expected shape compatible with {:?}",
+                    node.name,
+                    ig.shape(),
+                    inp.shape()
+                )));
+            }
+            match grads.remove(&inp.id()) {
+                Some(prev) => {
+                    grads.insert(inp.id(), prev.add(&ig)?);
+                }
+                None => {
+                    grads.insert(inp.id(), ig);
+                }
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,124 @@
+//! CPU indexing kernels: gather, scatter_add, and the im2col/col2im pair behind conv and pooling.
+
+use super::{for_offsets, par_fill, with_cpu, CpuElem, CpuStorage};
+use crate::dtype::Elem;
+use crate::ops::ConvGeom;
+use crate::shape::{contiguous_strides, Layout};
+
+/// `out[..., j, ...] = x[..., idx[..., j, ...], ...]` along `dim` (torch.gather). `x` is contiguous
+/// of shape `xshape`; `idx` has the output's shape. Indices were validated by the caller.
+pub(crate) fn gather(
+    x: &CpuStorage,
+    xshape: &[usize],
+    dim: usize,
+    idx: &[i32],
+    il: &Layout,
+) -> CpuStorage {
+    let xs = contiguous_strides(xshape);
+    let ostr = contiguous_strides(&il.shape);
+    with_cpu!(x, v, T => {
+        let mut out = vec![T::default(); il.numel()];
+        par_fill(&mut out, |start, chunk| {
+            for_offsets(il, start, chunk.len(), |i, o| {
+                let mut lin = start + i;
+                let mut src = 0;
+                for d in 0..ostr.len() {
+                    let c = lin / ostr[d];
+                    lin %= ostr[d];
+                    src += if d == dim { idx[o] as usize } else { c } * xs[d];
+                }
+                chunk[i] = v[src];
+            });
+        });
+        T::wrap(out)
+    })
+}
+
+/// `base[..., idx[..., j, ...], ...] += src[..., j, ...]` along `dim`; `base` is contiguous.
+pub(crate) fn scatter_add(
+    base: &mut CpuStorage,
+    bshape: &[usize],
+    dim: usize,
+    idx: &[i32],
+    il: &Layout,
+    src: &CpuStorage,
+    sl: &Layout,
+) {
+    let bs = contiguous_strides(bshape);
+    let ostr = contiguous_strides(&il.shape);
+    with_cpu!(src, sv, T => {
+        let bv = T::slice_mut(base).expect("scatter_add: same dtype");
+        let s = super::gather_strided(sv, sl);
+        let mut io = vec![0usize; il.numel()];
+        for_offsets(il, 0, il.numel(), |i, o| io[i] = o);
+        for (i, &o) in io.iter().enumerate() {
+            let mut lin = i;
+            let mut dst = 0;
+            for d in 0..ostr.len() {
+                let c = lin / ostr[d];
+                lin %= ostr[d];
+                dst += if d == dim { idx[o] as usize } else { c } * bs[d];
+            }
+            bv[dst] = T::from_f64(bv[dst].to_f64() + s[i].to_f64());
+        }
+    })
+}
+
+/// Unfold `[N, C, H, W]` (contiguous) into columns `[N, C*kh*kw, Ho*Wo]`; padding reads `pad`.
+pub(crate) fn im2col(x: &CpuStorage, g: &ConvGeom, pad: f64) -> CpuStorage {
+    with_cpu!(x, v, T => {
+        let padv = T::from_f64(pad);
+        let (kk, l) = (g.kh * g.kw, g.ho * g.wo);
+        let mut out = vec![T::default(); g.n * g.c * kk * l];
+        par_fill(&mut out, |start, chunk| {
+            for (i, o) in chunk.iter_mut().enumerate() {
+                let e = start + i;
+                let (row, p) = (e / l, e % l);
+                let (nc, kij) = (row / kk, row % kk);
+                let (ki, kj) = (kij / g.kw, kij % g.kw);
+                let (oh, ow) = (p / g.wo, p % g.wo);
+                let h = (oh * g.sh + ki * g.dh) as isize - g.ph as isize;
+                let w = (ow * g.sw + kj * g.dw) as isize - g.pw as isize;
+                *o = if h < 0 || w < 0 || h >= g.h as isize || w >= g.w as isize {
+                    padv
+                } else {
+                    v[nc * g.h * g.w + h as usize * g.w + w as usize]
+                };
+            }
+        });
+        T::wrap(out)
+    })
+}
+
+/// Fold columns `[N, C*kh*kw, Ho*Wo]` back to `[N, C, H, W]`, summing overlaps (im2col's adjoint).
+pub(crate) fn col2im(cols: &CpuStorage, g: &ConvGeom) -> CpuStorage {
+    with_cpu!(cols, v, T => {
+        let (kk, l) = (g.kh * g.kw, g.ho * g.wo);
+        let mut out = vec![T::default(); g.n * g.c * g.h * g.w];
+        par_fill(&mut out, |start, chunk| {
+            for (i, o) in chunk.iter_mut().enumerate() {
+                let e = start + i;
+                let (nc, hw) = (e / (g.h * g.w), e % (g.h * g.w));
+                let (h, w) = (hw / g.w, hw % g.w);
+                let mut acc = 0.0f64;
+                for ki in 0..g.kh {
+                    let hh = (h + g.ph) as isize - (ki * g.dh) as isize;
+                    if hh < 0 || hh as usize % g.sh != 0 || hh as usize / g.sh >= g.ho {
+                        continue;
+                    }
+                    let oh = hh as usize / g.sh;
+                    for kj in 0..g.kw {
+                        let ww = (w + g.pw) as isize - (kj * g.dw) as isize;
+                        if ww < 0 || ww as usize % g.sw != 0 || ww as usize / g.sw >= g.wo {
+                            continue;
+                        }
+                        let ow = ww as usize / g.sw;
+                        acc += v[(nc * kk + ki * g.kw + kj) * l + oh * g.wo + ow].to_f64();
+                    }
+                }
+                *o = T::from_f64(acc);
+            }
+        });
+        T::wrap(out)
+    })
+}

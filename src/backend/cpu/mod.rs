@@ -1,0 +1,243 @@
+//! The CPU backend: rayon kernels generic over the element type.
+
+mod elementwise;
+mod index;
+mod matmul;
+mod reduce;
+
+pub(crate) use elementwise::*;
+pub(crate) use index::*;
+pub(crate) use matmul::*;
+pub(crate) use reduce::*;
+
+use crate::dtype::Elem;
+use crate::shape::Layout;
+use crate::DType;
+use half::{bf16, f16};
+use rayon::prelude::*;
+
+/// Host storage: one vector of the tensor's element type.
+#[derive(Clone, Debug)]
+pub enum CpuStorage {
+    Bool(Vec<bool>),
+    I32(Vec<i32>),
+    F16(Vec<f16>),
+    BF16(Vec<bf16>),
+    F32(Vec<f32>),
+    F64(Vec<f64>),
+}
+
+/// Dispatch `$body` over the storage variants with `$v` bound to the vector and `$t` to its type.
+macro_rules! with_cpu {
+    ($s:expr, $v:ident, $t:ident => $body:expr) => {
+        match $s {
+            CpuStorage::Bool($v) => {
+                type $t = bool;
+                $body
+            }
+            CpuStorage::I32($v) => {
+                type $t = i32;
+                $body
+            }
+            CpuStorage::F16($v) => {
+                type $t = half::f16;
+                $body
+            }
+            CpuStorage::BF16($v) => {
+                type $t = half::bf16;
+                $body
+            }
+            CpuStorage::F32($v) => {
+                type $t = f32;
+                $body
+            }
+            CpuStorage::F64($v) => {
+                type $t = f64;
+                $body
+            }
+        }
+    };
+}
+pub(crate) use with_cpu;
+
+/// Dispatch over a dtype with `$t` bound to its Rust type.
+macro_rules! with_dtype {
+    ($d:expr, $t:ident => $body:expr) => {
+        match $d {
+            DType::Bool => {
+                type $t = bool;
+                $body
+            }
+            DType::I32 => {
+                type $t = i32;
+                $body
+            }
+            DType::F16 => {
+                type $t = half::f16;
+                $body
+            }
+            DType::BF16 => {
+                type $t = half::bf16;
+                $body
+            }
+            DType::F32 => {
+                type $t = f32;
+                $body
+            }
+            DType::F64 => {
+                type $t = f64;
+                $body
+            }
+        }
+    };
+}
+pub(crate) use with_dtype;
+
+/// Element types with a CPU storage variant.
+pub trait CpuElem: Elem {
+    /// Wrap a vector.
+    fn wrap(v: Vec<Self>) -> CpuStorage;
+    /// Borrow the vector if the variant matches.
+    fn slice(s: &CpuStorage) -> Option<&[Self]>;
+    /// Borrow mutably if the variant matches.
+    fn slice_mut(s: &mut CpuStorage) -> Option<&mut [Self]>;
+}
+macro_rules! cpu_elem {
+    ($t:ty, $var:ident) => {
+        impl CpuElem for $t {
+            fn wrap(v: Vec<Self>) -> CpuStorage {
+                CpuStorage::$var(v)
+            }
+            fn slice(s: &CpuStorage) -> Option<&[Self]> {
+                match s {
+                    CpuStorage::$var(v) => Some(v),
+                    _ => None,
+                }
+            }
+            fn slice_mut(s: &mut CpuStorage) -> Option<&mut [Self]> {
+                match s {
+                    CpuStorage::$var(v) => Some(v),
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+cpu_elem!(bool, Bool);
+cpu_elem!(i32, I32);
+cpu_elem!(f16, F16);
+cpu_elem!(bf16, BF16);
+cpu_elem!(f32, F32);
+cpu_elem!(f64, F64);
+
+impl CpuStorage {
+    /// The dtype held.
+    pub fn dtype(&self) -> DType {
+        with_cpu!(self, _v, T => <T as Elem>::DTYPE)
+    }
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        with_cpu!(self, v, _T => v.len())
+    }
+    /// A vector of `n` copies of `value`.
+    pub fn full(dtype: DType, n: usize, value: f64) -> CpuStorage {
+        with_dtype!(dtype, T => T::wrap(vec![T::from_f64(value); n]))
+    }
+    /// Elements widened to f64 (test and conversion helper).
+    pub fn to_f64_vec(&self) -> Vec<f64> {
+        with_cpu!(self, v, _T => v.iter().map(|x| x.to_f64()).collect())
+    }
+    /// Build from f64 values.
+    pub fn from_f64(dtype: DType, v: &[f64]) -> CpuStorage {
+        with_dtype!(dtype, T => T::wrap(v.iter().map(|&x| T::from_f64(x)).collect()))
+    }
+}
+
+/// Work per rayon task: below this, kernels run on one thread.
+pub(crate) const GRAIN: usize = 1 << 14;
+
+/// Call `f(i, offset)` for the `len` elements of `layout` starting at row-major index `start`.
+#[inline]
+pub(crate) fn for_offsets(
+    layout: &Layout,
+    start: usize,
+    len: usize,
+    mut f: impl FnMut(usize, usize),
+) {
+    let nd = layout.shape.len();
+    if nd == 0 {
+        if len > 0 {
+            f(0, layout.offset);
+        }
+        return;
+    }
+    let shape = &layout.shape;
+    let strides = &layout.strides;
+    let mut idx = [0usize; 16];
+    let mut idxv;
+    let idx: &mut [usize] = if nd <= 16 {
+        &mut idx[..nd]
+    } else {
+        idxv = vec![0; nd];
+        &mut idxv
+    };
+    let mut rem = start;
+    let mut off = layout.offset;
+    for d in (0..nd).rev() {
+        idx[d] = rem % shape[d];
+        rem /= shape[d];
+        off += idx[d] * strides[d];
+    }
+    let last = nd - 1;
+    let (ls, lst) = (shape[last], strides[last]);
+    let mut i = 0;
+    while i < len {
+        // Walk the innermost dimension without re-deriving the index.
+        let run = (ls - idx[last]).min(len - i);
+        for k in 0..run {
+            f(i + k, off + k * lst);
+        }
+        i += run;
+        idx[last] += run;
+        off += run * lst;
+        if idx[last] == ls && i < len {
+            off -= ls * lst;
+            idx[last] = 0;
+            let mut d = last;
+            while d > 0 {
+                d -= 1;
+                idx[d] += 1;
+                off += strides[d];
+                if idx[d] < shape[d] {
+                    break;
+                }
+                off -= strides[d] * shape[d];
+                idx[d] = 0;
+            }
+        }
+    }
+}
+
+/// Fill `out` in parallel chunks; `f(start, chunk)` writes the chunk beginning at `start`.
+pub(crate) fn par_fill<T: Send>(out: &mut [T], f: impl Fn(usize, &mut [T]) + Sync + Send) {
+    if out.len() <= GRAIN {
+        f(0, out);
+    } else {
+        out.par_chunks_mut(GRAIN)
+            .enumerate()
+            .for_each(|(c, chunk)| f(c * GRAIN, chunk));
+    }
+}
+
+/// Gather the elements of `layout` from `src` into a new contiguous vector.
+pub(crate) fn gather_strided<T: Elem>(src: &[T], layout: &Layout) -> Vec<T> {
+    let n = layout.numel();
+    if layout.is_contiguous() {
+        return src[layout.offset..layout.offset + n].to_vec();
+    }
+    let mut out = vec![T::default(); n];
+    par_fill(&mut out, |start, chunk| {
+        for_offsets(layout, start, chunk.len(), |i, o| chunk[i] = src[o]);
+    });
+    out
+}

@@ -1,0 +1,103 @@
+//! CPU reductions over the last axis of a contiguous `[rows, n]` tensor.
+
+use super::{with_cpu, CpuElem, CpuStorage};
+use crate::dtype::Elem;
+use crate::ops::ReduceOp;
+use rayon::prelude::*;
+
+/// Reduce each row of `[rows, n]`; values keep the dtype, arg ops give i32.
+pub(crate) fn reduce_rows(op: ReduceOp, x: &CpuStorage, rows: usize, n: usize) -> CpuStorage {
+    with_cpu!(x, v, T => {
+        let row = |r: usize| &v[r * n..(r + 1) * n];
+        match op {
+            ReduceOp::ArgMax | ReduceOp::ArgMin => {
+                let out: Vec<i32> = (0..rows).into_par_iter().map(|r| arg_row(op, row(r)) as i32).collect();
+                CpuStorage::I32(out)
+            }
+            _ => {
+                let out: Vec<T> = (0..rows)
+                    .into_par_iter()
+                    .with_min_len((4096 / n.max(1)).max(1))
+                    .map(|r| T::from_f64(value_row(op, row(r))))
+                    .collect();
+                T::wrap(out)
+            }
+        }
+    })
+}
+
+fn value_row<T: Elem>(op: ReduceOp, r: &[T]) -> f64 {
+    match op {
+        ReduceOp::Sum => {
+            if r.len() > 1 << 15 {
+                r.par_chunks(1 << 14)
+                    .map(|c| c.iter().map(|x| x.to_f64()).sum::<f64>())
+                    .sum()
+            } else {
+                r.iter().map(|x| x.to_f64()).sum()
+            }
+        }
+        ReduceOp::Prod => r.iter().map(|x| x.to_f64()).product(),
+        ReduceOp::Max => r
+            .iter()
+            .map(|x| x.to_f64())
+            .fold(f64::NEG_INFINITY, |m, x| {
+                if x.is_nan() || m.is_nan() {
+                    f64::NAN
+                } else {
+                    m.max(x)
+                }
+            }),
+        ReduceOp::Min => r.iter().map(|x| x.to_f64()).fold(f64::INFINITY, |m, x| {
+            if x.is_nan() || m.is_nan() {
+                f64::NAN
+            } else {
+                m.min(x)
+            }
+        }),
+        ReduceOp::ArgMax | ReduceOp::ArgMin => unreachable!("arg reductions return indices"),
+    }
+}
+
+/// Index of the first maximum (or minimum); NaN wins, as in PyTorch.
+fn arg_row<T: Elem>(op: ReduceOp, r: &[T]) -> usize {
+    let mut best = 0;
+    let mut bv = match r.first() {
+        Some(x) => x.to_f64(),
+        None => return 0,
+    };
+    for (i, x) in r.iter().enumerate().skip(1) {
+        let x = x.to_f64();
+        if bv.is_nan() {
+            break;
+        }
+        let better = x.is_nan()
+            || if op == ReduceOp::ArgMax {
+                x > bv
+            } else {
+                x < bv
+            };
+        if better {
+            best = i;
+            bv = x;
+        }
+    }
+    best
+}
+
+/// Inclusive prefix sum along each row.
+pub(crate) fn cumsum_rows(x: &CpuStorage, rows: usize, n: usize) -> CpuStorage {
+    with_cpu!(x, v, T => {
+        let mut out = vec![T::default(); rows * n];
+        if n > 0 {
+            out.par_chunks_mut(n).enumerate().for_each(|(r, o)| {
+                let mut acc = 0.0f64;
+                for j in 0..n {
+                    acc += v[r * n + j].to_f64();
+                    o[j] = T::from_f64(acc);
+                }
+            });
+        }
+        T::wrap(out)
+    })
+}

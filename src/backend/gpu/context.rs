@@ -1,0 +1,526 @@
+//! One wgpu context per adapter, shared by every tensor on it: device and queue, the pipeline
+//! cache, the buffer pool and the pending command encoder.
+
+use crate::{Error, Result};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use wgpu::util::DeviceExt;
+
+/// Dispatches recorded before the pending encoder is submitted on its own.
+const BATCH: u32 = 64;
+
+/// Counters for benchmarks and leak tests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GpuStats {
+    /// Bytes held by live tensors (pool size classes).
+    pub bytes_in_use: u64,
+    /// High-water mark of `bytes_in_use`.
+    pub peak_bytes: u64,
+    /// Bytes cached in the pool's free lists.
+    pub bytes_cached: u64,
+    /// Compute dispatches recorded.
+    pub dispatches: u64,
+    /// Queue submissions.
+    pub submits: u64,
+    /// Compute pipelines created (each cached for the context's lifetime).
+    pub pipelines_created: u64,
+}
+
+pub(crate) struct Pending {
+    encoder: Option<wgpu::CommandEncoder>,
+    dispatches: u32,
+}
+
+/// A GPU adapter's shared state.
+pub struct GpuContext {
+    pub(crate) device: wgpu::Device,
+    pub(crate) queue: wgpu::Queue,
+    pub(crate) info: wgpu::AdapterInfo,
+    pub(crate) limits: wgpu::Limits,
+    pub(crate) has_f16: bool,
+    pipelines: Mutex<HashMap<String, Arc<wgpu::ComputePipeline>>>,
+    free: Mutex<HashMap<u64, Vec<wgpu::Buffer>>>,
+    pending: Mutex<Pending>,
+    error: Arc<Mutex<Option<String>>>,
+    in_use: AtomicU64,
+    peak: AtomicU64,
+    cached: AtomicU64,
+    dispatches: AtomicU64,
+    submits: AtomicU64,
+    pipelines_created: AtomicU64,
+}
+
+/// A pooled storage buffer; returned to its context's pool when dropped.
+pub struct GpuBuffer {
+    pub(crate) buffer: Option<wgpu::Buffer>,
+    pub(crate) class: u64,
+    pub(crate) ctx: Arc<GpuContext>,
+}
+
+impl GpuBuffer {
+    pub(crate) fn raw(&self) -> &wgpu::Buffer {
+        self.buffer.as_ref().expect("live buffer")
+    }
+}
+
+impl Drop for GpuBuffer {
+    fn drop(&mut self) {
+        if let Some(b) = self.buffer.take() {
+            self.ctx.in_use.fetch_sub(self.class, Ordering::Relaxed);
+            self.ctx.cached.fetch_add(self.class, Ordering::Relaxed);
+            self.ctx.free.lock().entry(self.class).or_default().push(b);
+        }
+    }
+}
+
+impl std::fmt::Debug for GpuBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "GpuBuffer({} bytes)", self.class)
+    }
+}
+
+type Registry = Mutex<HashMap<usize, std::result::Result<Arc<GpuContext>, String>>>;
+static CONTEXTS: OnceLock<Registry> = OnceLock::new();
+static ADAPTERS: OnceLock<Mutex<Option<Vec<wgpu::Adapter>>>> = OnceLock::new();
+
+fn adapters() -> Vec<wgpu::Adapter> {
+    let cell = ADAPTERS.get_or_init(|| Mutex::new(None));
+    let mut g = cell.lock();
+    if g.is_none() {
+        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
+            backends: wgpu::Backends::from_env().unwrap_or(wgpu::Backends::all()),
+            ..wgpu::InstanceDescriptor::new_without_display_handle()
+        });
+        let mut list = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()));
+        // Native APIs before GL; discrete before integrated before software.
+        let rank = |a: &wgpu::Adapter| {
+            let i = a.get_info();
+            let b = match i.backend {
+                wgpu::Backend::Vulkan | wgpu::Backend::Metal | wgpu::Backend::Dx12 => 0,
+                _ => 1,
+            };
+            let t = match i.device_type {
+                wgpu::DeviceType::DiscreteGpu => 0,
+                wgpu::DeviceType::IntegratedGpu => 1,
+                wgpu::DeviceType::VirtualGpu => 2,
+                wgpu::DeviceType::Cpu => 3,
+                wgpu::DeviceType::Other => 4,
+            };
+            (b, t)
+        };
+        list.sort_by_key(rank);
+        // Only adapters that can run compute shaders.
+        list.retain(|a| {
+            a.get_downlevel_capabilities()
+                .flags
+                .contains(wgpu::DownlevelFlags::COMPUTE_SHADERS)
+        });
+        *g = Some(list);
+    }
+    g.clone().unwrap_or_default()
+}
+
+/// The shared context of GPU adapter `ordinal`, created on first use.
+pub fn context(ordinal: usize) -> Result<Arc<GpuContext>> {
+    let reg = CONTEXTS.get_or_init(|| Mutex::new(HashMap::new()));
+    let mut g = reg.lock();
+    let entry = g.entry(ordinal).or_insert_with(|| create(ordinal));
+    entry.clone().map_err(Error::NoGpu)
+}
+
+fn create(ordinal: usize) -> std::result::Result<Arc<GpuContext>, String> {
+    let list = adapters();
+    let adapter = list.get(ordinal).ok_or_else(|| {
+        format!(
+            "wgpu found {} adapter(s) with compute support, so gpu:{ordinal} does not exist (on Linux, install a Vulkan driver such as Mesa's lavapipe: apt-get install mesa-vulkan-drivers libvulkan1)",
+            list.len()
+        )
+    })?;
+    let info = adapter.get_info();
+    let features = adapter.features();
+    let has_f16 = features.contains(wgpu::Features::SHADER_F16)
+        && std::env::var("WGTORCH_NO_NATIVE_F16").is_err();
+    let mut required = wgpu::Features::empty();
+    if has_f16 {
+        required |= wgpu::Features::SHADER_F16;
+    }
+    let limits = adapter.limits();
+    let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+        label: Some("wgtorch"),
+        required_features: required,
+        required_limits: limits.clone(),
+        ..Default::default()
+    }))
+    .map_err(|e| format!("adapter \"{}\" refused a device: {e}", info.name))?;
+    let error = Arc::new(Mutex::new(None::<String>));
+    let sink = error.clone();
+    device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+        let mut s = sink.lock();
+        if s.is_none() {
+            *s = Some(match &e {
+                wgpu::Error::Validation { description, .. } => description.clone(),
+                other => other.to_string(),
+            });
+        }
+    }));
+    Ok(Arc::new(GpuContext {
+        device,
+        queue,
+        info,
+        limits,
+        has_f16,
+        pipelines: Mutex::new(HashMap::new()),
+        free: Mutex::new(HashMap::new()),
+        pending: Mutex::new(Pending {
+            encoder: None,
+            dispatches: 0,
+        }),
+        error,
+        in_use: AtomicU64::new(0),
+        peak: AtomicU64::new(0),
+        cached: AtomicU64::new(0),
+        dispatches: AtomicU64::new(0),
+        submits: AtomicU64::new(0),
+        pipelines_created: AtomicU64::new(0),
+    }))
+}
+
+fn size_class(bytes: u64) -> u64 {
+    bytes.max(256).next_power_of_two()
+}
+
+impl GpuContext {
+    /// "name (type, backend)".
+    pub fn describe(&self) -> String {
+        format!(
+            "{} ({:?}, {:?}{})",
+            self.info.name,
+            self.info.device_type,
+            self.info.backend,
+            if self.has_f16 { ", shader-f16" } else { "" }
+        )
+    }
+    /// Adapter name.
+    pub fn adapter_name(&self) -> &str {
+        &self.info.name
+    }
+    /// Counters.
+    pub fn stats(&self) -> GpuStats {
+        GpuStats {
+            bytes_in_use: self.in_use.load(Ordering::Relaxed),
+            peak_bytes: self.peak.load(Ordering::Relaxed),
+            bytes_cached: self.cached.load(Ordering::Relaxed),
+            dispatches: self.dispatches.load(Ordering::Relaxed),
+            submits: self.submits.load(Ordering::Relaxed),
+            pipelines_created: self.pipelines_created.load(Ordering::Relaxed),
+        }
+    }
+    /// Reset the peak to the current use.
+    pub fn reset_peak(&self) {
+        self.peak
+            .store(self.in_use.load(Ordering::Relaxed), Ordering::Relaxed);
+    }
+
+    /// Refuse a buffer larger than the adapter can bind.
+    pub(crate) fn check_size(&self, op: &'static str, bytes: u64) -> Result<()> {
+        let lim =
+            (self.limits.max_storage_buffer_binding_size as u64).min(self.limits.max_buffer_size);
+        if size_class(bytes) > lim && bytes > 0 {
+            return Err(Error::GpuLimit {
+                op,
+                what: format!("a storage buffer of {bytes} bytes"),
+                needed: bytes,
+                limit: lim,
+                limit_name: "max_storage_buffer_binding_size",
+                adapter: self.info.name.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// A pooled buffer of at least `bytes`.
+    pub(crate) fn alloc(self: &Arc<Self>, op: &'static str, bytes: u64) -> Result<GpuBuffer> {
+        self.check_size(op, bytes)?;
+        let lim =
+            (self.limits.max_storage_buffer_binding_size as u64).min(self.limits.max_buffer_size);
+        let class = size_class(bytes).min(lim.max(256));
+        let reused = self.free.lock().get_mut(&class).and_then(|v| v.pop());
+        let buffer = match reused {
+            Some(b) => {
+                self.cached.fetch_sub(class, Ordering::Relaxed);
+                b
+            }
+            None => self.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("wgtorch-tensor"),
+                size: class,
+                usage: wgpu::BufferUsages::STORAGE
+                    | wgpu::BufferUsages::COPY_SRC
+                    | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            }),
+        };
+        let now = self.in_use.fetch_add(class, Ordering::Relaxed) + class;
+        self.peak.fetch_max(now, Ordering::Relaxed);
+        Ok(GpuBuffer {
+            buffer: Some(buffer),
+            class,
+            ctx: self.clone(),
+        })
+    }
+
+    /// Free every cached buffer.
+    pub fn empty_cache(&self) {
+        self.free.lock().clear();
+        self.cached.store(0, Ordering::Relaxed);
+    }
+
+    /// Upload bytes into a new pooled buffer (ordered after the work already recorded).
+    pub(crate) fn upload(self: &Arc<Self>, op: &'static str, bytes: &[u8]) -> Result<GpuBuffer> {
+        let buf = self.alloc(op, bytes.len() as u64)?;
+        if !bytes.is_empty() {
+            let mut padded;
+            let data = if bytes.len() % 4 != 0 {
+                padded = bytes.to_vec();
+                padded.resize(bytes.len().next_multiple_of(4), 0);
+                &padded[..]
+            } else {
+                bytes
+            };
+            let staging = self
+                .device
+                .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                    label: Some("wgtorch-upload"),
+                    contents: data,
+                    usage: wgpu::BufferUsages::COPY_SRC,
+                });
+            self.with_encoder(|enc| {
+                enc.copy_buffer_to_buffer(&staging, 0, buf.raw(), 0, data.len() as u64)
+            });
+        }
+        Ok(buf)
+    }
+
+    fn with_encoder<R>(&self, f: impl FnOnce(&mut wgpu::CommandEncoder) -> R) -> R {
+        let mut p = self.pending.lock();
+        let enc = p.encoder.get_or_insert_with(|| {
+            self.device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                    label: Some("wgtorch-batch"),
+                })
+        });
+        f(enc)
+    }
+
+    /// The cached pipeline for `key`, compiling `source()` the first time.
+    pub(crate) fn pipeline(
+        &self,
+        key: &str,
+        source: impl FnOnce() -> String,
+    ) -> Arc<wgpu::ComputePipeline> {
+        if let Some(p) = self.pipelines.lock().get(key) {
+            return p.clone();
+        }
+        let src = source();
+        let module = self
+            .device
+            .create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: Some(key),
+                source: wgpu::ShaderSource::Wgsl(src.into()),
+            });
+        let p = Arc::new(
+            self.device
+                .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                    label: Some(key),
+                    layout: None,
+                    module: &module,
+                    entry_point: Some("main"),
+                    compilation_options: Default::default(),
+                    cache: None,
+                }),
+        );
+        self.pipelines_created.fetch_add(1, Ordering::Relaxed);
+        self.pipelines.lock().insert(key.to_string(), p.clone());
+        p
+    }
+
+    /// Record one dispatch of `pipeline` over `groups` workgroups (folded into 2-D past the
+    /// per-dimension limit), binding `meta` at 0 and `buffers` at 1, 2, ...
+    pub(crate) fn dispatch(
+        &self,
+        op: &'static str,
+        pipeline: &wgpu::ComputePipeline,
+        meta: &[u32],
+        buffers: &[&wgpu::Buffer],
+        groups: [u32; 3],
+    ) -> Result<()> {
+        let maxd = self.limits.max_compute_workgroups_per_dimension;
+        let [mut x, mut y, z] = groups;
+        if x == 0 || y == 0 || z == 0 {
+            return Ok(());
+        }
+        if x > maxd {
+            if y != 1 {
+                return Err(Error::GpuLimit {
+                    op,
+                    what: format!("{x}x{y} workgroups"),
+                    needed: x as u64,
+                    limit: maxd as u64,
+                    limit_name: "max_compute_workgroups_per_dimension",
+                    adapter: self.info.name.clone(),
+                });
+            }
+            y = x.div_ceil(maxd);
+            x = maxd;
+            if y > maxd {
+                return Err(Error::GpuLimit {
+                    op,
+                    what: format!("{} workgroups", groups[0]),
+                    needed: groups[0] as u64,
+                    limit: maxd as u64 * maxd as u64,
+                    limit_name: "max_compute_workgroups_per_dimension (squared)",
+                    adapter: self.info.name.clone(),
+                });
+            }
+        }
+        let mut words = meta.to_vec();
+        if words.is_empty() {
+            words.push(0);
+        }
+        let meta_buf = self
+            .device
+            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                label: Some("wgtorch-meta"),
+                contents: bytemuck::cast_slice(&words),
+                usage: wgpu::BufferUsages::STORAGE,
+            });
+        let layout = pipeline.get_bind_group_layout(0);
+        let mut entries = vec![wgpu::BindGroupEntry {
+            binding: 0,
+            resource: meta_buf.as_entire_binding(),
+        }];
+        for (i, b) in buffers.iter().enumerate() {
+            entries.push(wgpu::BindGroupEntry {
+                binding: i as u32 + 1,
+                resource: b.as_entire_binding(),
+            });
+        }
+        let bind = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some(op),
+            layout: &layout,
+            entries: &entries,
+        });
+        let flush = {
+            let mut p = self.pending.lock();
+            let enc = p.encoder.get_or_insert_with(|| {
+                self.device
+                    .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                        label: Some("wgtorch-batch"),
+                    })
+            });
+            {
+                let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: Some(op),
+                    timestamp_writes: None,
+                });
+                pass.set_pipeline(pipeline);
+                pass.set_bind_group(0, &bind, &[]);
+                pass.dispatch_workgroups(x, y, z);
+            }
+            p.dispatches += 1;
+            p.dispatches >= BATCH
+        };
+        self.dispatches.fetch_add(1, Ordering::Relaxed);
+        if flush {
+            self.submit();
+        }
+        Ok(())
+    }
+
+    /// Submit the recorded work.
+    pub fn submit(&self) {
+        let enc = {
+            let mut p = self.pending.lock();
+            p.dispatches = 0;
+            p.encoder.take()
+        };
+        if let Some(enc) = enc {
+            self.queue.submit(Some(enc.finish()));
+            self.submits.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Report (and clear) an error the driver raised since the last check.
+    pub(crate) fn take_error(&self, op: &'static str) -> Result<()> {
+        match self.error.lock().take() {
+            Some(msg) => Err(Error::Gpu {
+                op,
+                adapter: self.info.name.clone(),
+                msg,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Copy `bytes` bytes of `buf` back to the host, waiting for the work before it.
+    pub(crate) async fn read_async(&self, buf: &wgpu::Buffer, bytes: u64) -> Result<Vec<u8>> {
+        if bytes == 0 {
+            return Ok(Vec::new());
+        }
+        let padded = bytes.next_multiple_of(4);
+        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("wgtorch-readback"),
+            size: padded,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        self.with_encoder(|enc| enc.copy_buffer_to_buffer(buf, 0, &staging, 0, padded));
+        self.submit();
+        let (tx, rx) = std::sync::mpsc::channel();
+        staging.map_async(wgpu::MapMode::Read, .., move |r| {
+            let _ = tx.send(r);
+        });
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| Error::Gpu {
+                op: "readback",
+                adapter: self.info.name.clone(),
+                msg: e.to_string(),
+            })?;
+        self.take_error("readback")?;
+        match rx.recv() {
+            Ok(Ok(())) => {}
+            _ => {
+                return Err(Error::Gpu {
+                    op: "readback",
+                    adapter: self.info.name.clone(),
+                    msg: "mapping the readback buffer failed".into(),
+                })
+            }
+        }
+        let data = staging
+            .get_mapped_range(..)
+            .map_err(|e| Error::Gpu {
+                op: "readback",
+                adapter: self.info.name.clone(),
+                msg: e.to_string(),
+            })?
+            .to_vec();
+        staging.unmap();
+        Ok(data[..bytes as usize].to_vec())
+    }
+
+    /// Wait until all submitted work is done.
+    pub fn synchronize(&self) -> Result<()> {
+        self.submit();
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| Error::Gpu {
+                op: "synchronize",
+                adapter: self.info.name.clone(),
+                msg: e.to_string(),
+            })?;
+        self.take_error("synchronize")
+    }
+}

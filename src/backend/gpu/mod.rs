@@ -1,0 +1,531 @@
+//! The wgpu backend: kernel launchers over pooled buffers. Every launcher takes strided inputs and
+//! writes a fresh contiguous output, except `copy_into` and the in-place fill.
+
+mod context;
+pub mod kernels;
+
+pub use context::{context, GpuBuffer, GpuContext, GpuStats};
+use kernels::{GpuType, Kernel};
+
+use crate::backend::cpu::CpuStorage;
+use crate::ops::{BinaryOp, ConvGeom, ReduceOp, UnaryOp};
+use crate::shape::{contiguous_strides, Layout};
+use crate::{DType, Device, Error, Result};
+use std::sync::Arc;
+
+/// A tensor's storage on a GPU: a pooled buffer of 4-byte elements.
+#[derive(Clone, Debug)]
+pub struct GpuStorage {
+    pub(crate) buf: Arc<GpuBuffer>,
+    pub(crate) dtype: DType,
+}
+
+const WG: u32 = 256;
+
+fn groups(n: usize) -> [u32; 3] {
+    [(n as u32).div_ceil(WG), 1, 1]
+}
+
+/// The GPU storage type of `dtype`, or the error naming the device and adapter.
+pub(crate) fn gpu_type(ctx: &GpuContext, ordinal: usize, dtype: DType) -> Result<GpuType> {
+    GpuType::of(dtype).ok_or_else(|| Error::DTypeNotOnDevice {
+        dtype,
+        device: Device::Gpu(ordinal),
+        adapter: ctx.adapter_name().to_string(),
+    })
+}
+
+impl GpuStorage {
+    fn ctx(&self) -> &Arc<GpuContext> {
+        &self.buf.ctx
+    }
+    fn raw(&self) -> &wgpu::Buffer {
+        self.buf.raw()
+    }
+    fn ty(&self) -> GpuType {
+        GpuType::of(self.dtype).expect("GPU storage holds a GPU dtype")
+    }
+}
+
+/// Merge dimensions that are contiguous in every one of `strides` (fewer index computations in
+/// the kernels) and drop size-1 dimensions.
+fn coalesce(shape: &[usize], strides: &[&[usize]]) -> (Vec<usize>, Vec<Vec<usize>>) {
+    let mut sh: Vec<usize> = Vec::new();
+    let mut st: Vec<Vec<usize>> = vec![Vec::new(); strides.len()];
+    for d in 0..shape.len() {
+        if shape[d] == 1 {
+            continue;
+        }
+        let mergeable = !sh.is_empty()
+            && strides
+                .iter()
+                .enumerate()
+                .all(|(k, s)| *st[k].last().unwrap() == s[d] * shape[d]);
+        if mergeable {
+            let last = sh.len() - 1;
+            sh[last] *= shape[d];
+            for (k, s) in strides.iter().enumerate() {
+                *st[k].last_mut().unwrap() = s[d];
+            }
+        } else {
+            sh.push(shape[d]);
+            for (k, s) in strides.iter().enumerate() {
+                st[k].push(s[d]);
+            }
+        }
+    }
+    if sh.is_empty() {
+        sh.push(1);
+        for s in st.iter_mut() {
+            s.push(0);
+        }
+    }
+    (sh, st)
+}
+
+fn u(v: usize) -> u32 {
+    v as u32
+}
+
+/// Create an output buffer of `n` elements.
+fn output(ctx: &Arc<GpuContext>, op: &'static str, n: usize, dtype: DType) -> Result<GpuStorage> {
+    Ok(GpuStorage {
+        buf: Arc::new(ctx.alloc(op, (n * 4) as u64)?),
+        dtype,
+    })
+}
+
+fn launch(
+    ctx: &GpuContext,
+    op: &'static str,
+    k: Kernel,
+    meta: &[u32],
+    bufs: &[&wgpu::Buffer],
+    g: [u32; 3],
+) -> Result<()> {
+    let p = ctx.pipeline(&k.key(), || k.source());
+    ctx.dispatch(op, &p, meta, bufs, g)
+}
+
+/// Upload host data.
+pub(crate) fn upload(
+    ctx: &Arc<GpuContext>,
+    ordinal: usize,
+    data: &CpuStorage,
+) -> Result<GpuStorage> {
+    let dtype = data.dtype();
+    gpu_type(ctx, ordinal, dtype)?;
+    let bytes: Vec<u8> = match data {
+        CpuStorage::F32(v) => bytemuck::cast_slice(v).to_vec(),
+        CpuStorage::I32(v) => bytemuck::cast_slice(v).to_vec(),
+        CpuStorage::Bool(v) => v.iter().flat_map(|&b| (b as u32).to_le_bytes()).collect(),
+        _ => unreachable!("checked by gpu_type"),
+    };
+    Ok(GpuStorage {
+        buf: Arc::new(ctx.upload("to", &bytes)?),
+        dtype,
+    })
+}
+
+/// Read the first `n` elements back (async at the core; the blocking API wraps it).
+pub(crate) async fn download(s: &GpuStorage, n: usize) -> Result<CpuStorage> {
+    let bytes = s.ctx().read_async(s.raw(), (n * 4) as u64).await?;
+    Ok(match s.dtype {
+        DType::F32 => CpuStorage::F32(bytemuck::pod_collect_to_vec(&bytes)),
+        DType::I32 => CpuStorage::I32(bytemuck::pod_collect_to_vec(&bytes)),
+        DType::Bool => CpuStorage::Bool(
+            bytemuck::pod_collect_to_vec::<u8, u32>(&bytes)
+                .into_iter()
+                .map(|x| x != 0)
+                .collect(),
+        ),
+        _ => unreachable!("GPU storage holds a GPU dtype"),
+    })
+}
+
+/// A new buffer of `n` copies of `value`.
+pub(crate) fn full(
+    ctx: &Arc<GpuContext>,
+    ordinal: usize,
+    n: usize,
+    value: f64,
+    dtype: DType,
+) -> Result<GpuStorage> {
+    let t = gpu_type(ctx, ordinal, dtype)?;
+    let out = output(ctx, "full", n, dtype)?;
+    let bits = match t {
+        GpuType::F32 => (value as f32).to_bits(),
+        GpuType::I32 => (value as i32) as u32,
+        GpuType::U32 => (value != 0.0) as u32,
+    };
+    launch(
+        ctx,
+        "full",
+        Kernel::Fill(t),
+        &[u(n), bits],
+        &[out.raw()],
+        groups(n),
+    )?;
+    Ok(out)
+}
+
+pub(crate) fn unary(op: UnaryOp, x: &GpuStorage, l: &Layout) -> Result<GpuStorage> {
+    let ctx = x.ctx();
+    let n = l.numel();
+    let out = output(ctx, op.name(), n, x.dtype)?;
+    let (sh, st) = coalesce(&l.shape, &[&l.strides]);
+    let [p0, p1] = op.params();
+    let mut meta = vec![u(n), u(sh.len()), p0.to_bits(), p1.to_bits(), u(l.offset)];
+    meta.extend(sh.iter().map(|&v| u(v)));
+    meta.extend(st[0].iter().map(|&v| u(v)));
+    launch(
+        ctx,
+        op.name(),
+        Kernel::Unary(op),
+        &meta,
+        &[x.raw(), out.raw()],
+        groups(n),
+    )?;
+    Ok(out)
+}
+
+pub(crate) fn binary(
+    op: BinaryOp,
+    a: &GpuStorage,
+    al: &Layout,
+    b: &GpuStorage,
+    bl: &Layout,
+) -> Result<GpuStorage> {
+    let ctx = a.ctx();
+    let n = al.numel();
+    let out_dtype = if op.is_comparison() {
+        DType::Bool
+    } else {
+        a.dtype
+    };
+    let out = output(ctx, op.name(), n, out_dtype)?;
+    let (sh, st) = coalesce(&al.shape, &[&al.strides, &bl.strides]);
+    let mut meta = vec![u(n), u(sh.len()), u(al.offset), u(bl.offset)];
+    meta.extend(sh.iter().map(|&v| u(v)));
+    for s in &st {
+        meta.extend(s.iter().map(|&v| u(v)));
+    }
+    launch(
+        ctx,
+        op.name(),
+        Kernel::Binary(op, a.ty()),
+        &meta,
+        &[a.raw(), b.raw(), out.raw()],
+        groups(n),
+    )?;
+    Ok(out)
+}
+
+pub(crate) fn where_cond(
+    c: &GpuStorage,
+    cl: &Layout,
+    a: &GpuStorage,
+    al: &Layout,
+    b: &GpuStorage,
+    bl: &Layout,
+) -> Result<GpuStorage> {
+    let ctx = a.ctx();
+    let n = al.numel();
+    let out = output(ctx, "where", n, a.dtype)?;
+    let (sh, st) = coalesce(&al.shape, &[&cl.strides, &al.strides, &bl.strides]);
+    let mut meta = vec![u(n), u(sh.len()), u(cl.offset), u(al.offset), u(bl.offset)];
+    meta.extend(sh.iter().map(|&v| u(v)));
+    for s in &st {
+        meta.extend(s.iter().map(|&v| u(v)));
+    }
+    launch(
+        ctx,
+        "where",
+        Kernel::Where(a.ty()),
+        &meta,
+        &[c.raw(), a.raw(), b.raw(), out.raw()],
+        groups(n),
+    )?;
+    Ok(out)
+}
+
+fn copy_meta(n: usize, sl: &Layout, dl: &Layout) -> Vec<u32> {
+    let (sh, st) = coalesce(&sl.shape, &[&sl.strides, &dl.strides]);
+    let mut meta = vec![u(n), u(sh.len()), u(sl.offset), u(dl.offset)];
+    meta.extend(sh.iter().map(|&v| u(v)));
+    for s in &st {
+        meta.extend(s.iter().map(|&v| u(v)));
+    }
+    meta
+}
+
+/// Copy a strided view into a new contiguous buffer, converting to `to`.
+pub(crate) fn cast(x: &GpuStorage, l: &Layout, ordinal: usize, to: DType) -> Result<GpuStorage> {
+    let ctx = x.ctx();
+    let t = gpu_type(ctx, ordinal, to)?;
+    let n = l.numel();
+    let out = output(ctx, "contiguous", n, to)?;
+    let meta = copy_meta(n, l, &Layout::contiguous(&l.shape));
+    launch(
+        ctx,
+        "contiguous",
+        Kernel::Copy(x.ty(), t),
+        &meta,
+        &[x.raw(), out.raw()],
+        groups(n),
+    )?;
+    Ok(out)
+}
+
+/// Write `src` (strided) into the strided positions `dl` of `dst`.
+pub(crate) fn copy_into(
+    dst: &GpuStorage,
+    dl: &Layout,
+    src: &GpuStorage,
+    sl: &Layout,
+) -> Result<()> {
+    let n = dl.numel();
+    let meta = copy_meta(
+        n,
+        &Layout {
+            shape: dl.shape.clone(),
+            ..sl.clone()
+        },
+        dl,
+    );
+    launch(
+        dst.ctx(),
+        "copy_",
+        Kernel::Copy(src.ty(), dst.ty()),
+        &meta,
+        &[src.raw(), dst.raw()],
+        groups(n),
+    )
+}
+
+fn row_groups(ctx: &GpuContext, rows: usize) -> (u32, [u32; 3]) {
+    let maxd = ctx.limits.max_compute_workgroups_per_dimension as usize;
+    let gx = rows.min(maxd).max(1);
+    let gy = rows.div_ceil(gx).max(1);
+    (u(gx), [u(gx), u(gy), 1])
+}
+
+pub(crate) fn reduce_rows(
+    op: ReduceOp,
+    x: &GpuStorage,
+    rows: usize,
+    n: usize,
+) -> Result<GpuStorage> {
+    let ctx = x.ctx();
+    let out_dtype = if matches!(op, ReduceOp::ArgMax | ReduceOp::ArgMin) {
+        DType::I32
+    } else {
+        x.dtype
+    };
+    let out = output(ctx, op.name(), rows, out_dtype)?;
+    if rows == 0 {
+        return Ok(out);
+    }
+    let (gx, g) = row_groups(ctx, rows);
+    launch(
+        ctx,
+        op.name(),
+        Kernel::Reduce(op, x.ty()),
+        &[u(rows), u(n), gx],
+        &[x.raw(), out.raw()],
+        g,
+    )?;
+    Ok(out)
+}
+
+pub(crate) fn cumsum_rows(x: &GpuStorage, rows: usize, n: usize) -> Result<GpuStorage> {
+    let ctx = x.ctx();
+    let out = output(ctx, "cumsum", rows * n, x.dtype)?;
+    launch(
+        ctx,
+        "cumsum",
+        Kernel::Cumsum(x.ty()),
+        &[u(rows), u(n)],
+        &[x.raw(), out.raw()],
+        groups(rows),
+    )?;
+    Ok(out)
+}
+
+pub(crate) fn matmul(
+    a: &GpuStorage,
+    al: &Layout,
+    b: &GpuStorage,
+    bl: &Layout,
+) -> Result<GpuStorage> {
+    let ctx = a.ctx();
+    let (bs, m, k) = (al.shape[0], al.shape[1], al.shape[2]);
+    let n = bl.shape[2];
+    let out = output(ctx, "matmul", bs * m * n, a.dtype)?;
+    if bs * m * n == 0 {
+        return Ok(out);
+    }
+    if k == 0 {
+        let z = full(ctx, 0, bs * m * n, 0.0, a.dtype)?;
+        return Ok(z);
+    }
+    let maxd = ctx.limits.max_compute_workgroups_per_dimension as usize;
+    let mut base = 0;
+    while base < bs {
+        let chunk = (bs - base).min(maxd);
+        let meta = [
+            u(m),
+            u(n),
+            u(k),
+            u(al.offset),
+            u(al.strides[0]),
+            u(al.strides[1]),
+            u(al.strides[2]),
+            u(bl.offset),
+            u(bl.strides[0]),
+            u(bl.strides[1]),
+            u(bl.strides[2]),
+            u(base),
+        ];
+        launch(
+            ctx,
+            "matmul",
+            Kernel::Matmul,
+            &meta,
+            &[a.raw(), b.raw(), out.raw()],
+            [u(n.div_ceil(64)), u(m.div_ceil(64)), u(chunk)],
+        )?;
+        base += chunk;
+    }
+    Ok(out)
+}
+
+pub(crate) fn gather(
+    x: &GpuStorage,
+    xshape: &[usize],
+    dim: usize,
+    idx: &GpuStorage,
+    il: &Layout,
+) -> Result<GpuStorage> {
+    let ctx = x.ctx();
+    let n = il.numel();
+    let out = output(ctx, "gather", n, x.dtype)?;
+    let nd = xshape.len().max(1);
+    let pad = |v: &[usize]| {
+        if v.is_empty() {
+            vec![1u32]
+        } else {
+            v.iter().map(|&x| u(x)).collect()
+        }
+    };
+    let mut meta = vec![u(n), u(nd), u(dim), u(il.offset)];
+    meta.extend(pad(xshape));
+    meta.extend(pad(&contiguous_strides(xshape)));
+    meta.extend(pad(&il.shape));
+    meta.extend(if il.strides.is_empty() {
+        vec![0]
+    } else {
+        il.strides.iter().map(|&x| u(x)).collect()
+    });
+    launch(
+        ctx,
+        "gather",
+        Kernel::Gather(x.ty()),
+        &meta,
+        &[x.raw(), idx.raw(), out.raw()],
+        groups(n),
+    )?;
+    Ok(out)
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn scatter_add(
+    base: &GpuStorage,
+    bshape: &[usize],
+    dim: usize,
+    idx: &GpuStorage,
+    il: &Layout,
+    src: &GpuStorage,
+    sl: &Layout,
+) -> Result<GpuStorage> {
+    let ctx = base.ctx();
+    let n: usize = bshape.iter().product();
+    let out = output(ctx, "scatter_add", n, base.dtype)?;
+    let nd = bshape.len().max(1);
+    let pad = |v: &[usize], d: usize| {
+        if v.is_empty() {
+            vec![d as u32]
+        } else {
+            v.iter().map(|&x| u(x)).collect()
+        }
+    };
+    let mut meta = vec![u(n), u(nd), u(dim), u(il.offset), u(sl.offset)];
+    meta.extend(pad(bshape, 1));
+    meta.extend(pad(&il.shape, 1));
+    meta.extend(pad(&il.strides, 0));
+    meta.extend(pad(&sl.strides, 0));
+    launch(
+        ctx,
+        "scatter_add",
+        Kernel::ScatterAdd(base.ty()),
+        &meta,
+        &[base.raw(), idx.raw(), src.raw(), out.raw()],
+        groups(n),
+    )?;
+    Ok(out)
+}
+
+fn geom_meta(n: usize, g: &ConvGeom, pad_bits: u32) -> Vec<u32> {
+    vec![
+        u(n),
+        u(g.n),
+        u(g.c),
+        u(g.h),
+        u(g.w),
+        u(g.kh),
+        u(g.kw),
+        u(g.sh),
+        u(g.sw),
+        u(g.ph),
+        u(g.pw),
+        u(g.dh),
+        u(g.dw),
+        u(g.ho),
+        u(g.wo),
+        pad_bits,
+    ]
+}
+
+pub(crate) fn im2col(x: &GpuStorage, g: &ConvGeom, pad: f64) -> Result<GpuStorage> {
+    let ctx = x.ctx();
+    let n = g.n * g.c * g.kh * g.kw * g.ho * g.wo;
+    let out = output(ctx, "im2col", n, x.dtype)?;
+    let bits = match x.ty() {
+        GpuType::F32 => (pad as f32).to_bits(),
+        _ => pad as i32 as u32,
+    };
+    launch(
+        ctx,
+        "im2col",
+        Kernel::Im2col(x.ty()),
+        &geom_meta(n, g, bits),
+        &[x.raw(), out.raw()],
+        groups(n),
+    )?;
+    Ok(out)
+}
+
+pub(crate) fn col2im(cols: &GpuStorage, g: &ConvGeom) -> Result<GpuStorage> {
+    let ctx = cols.ctx();
+    let n = g.n * g.c * g.h * g.w;
+    let out = output(ctx, "col2im", n, cols.dtype)?;
+    launch(
+        ctx,
+        "col2im",
+        Kernel::Col2im(cols.ty()),
+        &geom_meta(n, g, 0),
+        &[cols.raw(), out.raw()],
+        groups(n),
+    )?;
+    Ok(out)
+}

@@ -1,0 +1,169 @@
+//! Backends: enum dispatch over where the storage lives. The op layer checks devices and dtypes
+//! before it calls in here, so operands always share a backend.
+
+pub mod cpu;
+pub mod gpu;
+
+use crate::ops::{BinaryOp, ConvGeom, ReduceOp, UnaryOp};
+use crate::shape::Layout;
+use crate::{DType, Result};
+use cpu::CpuStorage;
+use gpu::GpuStorage;
+
+/// A tensor's data: host vector or GPU buffer.
+#[derive(Clone, Debug)]
+pub enum Storage {
+    /// Host memory.
+    Cpu(CpuStorage),
+    /// A pooled GPU buffer.
+    Gpu(GpuStorage),
+}
+
+macro_rules! both {
+    ($x:expr, $c:ident => $cpu:expr, $g:ident => $gpu:expr) => {
+        match $x {
+            Storage::Cpu($c) => Ok(Storage::Cpu($cpu)),
+            Storage::Gpu($g) => Ok(Storage::Gpu($gpu?)),
+        }
+    };
+}
+
+fn pair<'a>(a: &'a Storage, b: &'a Storage) -> (&'a CpuStorage, &'a CpuStorage) {
+    match (a, b) {
+        (Storage::Cpu(a), Storage::Cpu(b)) => (a, b),
+        _ => unreachable!("devices checked by the op layer"),
+    }
+}
+fn gpair<'a>(a: &'a Storage, b: &'a Storage) -> (&'a GpuStorage, &'a GpuStorage) {
+    match (a, b) {
+        (Storage::Gpu(a), Storage::Gpu(b)) => (a, b),
+        _ => unreachable!("devices checked by the op layer"),
+    }
+}
+
+impl Storage {
+    /// The element type held.
+    pub fn dtype(&self) -> DType {
+        match self {
+            Storage::Cpu(c) => c.dtype(),
+            Storage::Gpu(g) => g.dtype,
+        }
+    }
+
+    pub(crate) fn unary(&self, op: UnaryOp, l: &Layout) -> Result<Storage> {
+        both!(self, c => cpu::unary(op, c, l), g => gpu::unary(op, g, l))
+    }
+    pub(crate) fn binary(
+        &self,
+        op: BinaryOp,
+        al: &Layout,
+        b: &Storage,
+        bl: &Layout,
+    ) -> Result<Storage> {
+        match self {
+            Storage::Cpu(_) => {
+                let (a, b) = pair(self, b);
+                Ok(Storage::Cpu(cpu::binary(op, a, al, b, bl)))
+            }
+            Storage::Gpu(_) => {
+                let (a, b) = gpair(self, b);
+                Ok(Storage::Gpu(gpu::binary(op, a, al, b, bl)?))
+            }
+        }
+    }
+    pub(crate) fn where_cond(
+        &self,
+        cl: &Layout,
+        a: &Storage,
+        al: &Layout,
+        b: &Storage,
+        bl: &Layout,
+    ) -> Result<Storage> {
+        match (self, a, b) {
+            (Storage::Cpu(c), Storage::Cpu(a), Storage::Cpu(b)) => {
+                Ok(Storage::Cpu(cpu::where_cond(c, cl, a, al, b, bl)))
+            }
+            (Storage::Gpu(c), Storage::Gpu(a), Storage::Gpu(b)) => {
+                Ok(Storage::Gpu(gpu::where_cond(c, cl, a, al, b, bl)?))
+            }
+            _ => unreachable!("devices checked by the op layer"),
+        }
+    }
+    /// Contiguous copy converted to `to` (`ordinal` names the GPU for errors).
+    pub(crate) fn cast(&self, l: &Layout, to: DType, ordinal: usize) -> Result<Storage> {
+        both!(self, c => if c.dtype() == to { cpu::contiguous(c, l) } else { cpu::cast(c, l, to) }, g => gpu::cast(g, l, ordinal, to))
+    }
+    pub(crate) fn copy_into(&mut self, dl: &Layout, src: &Storage, sl: &Layout) -> Result<()> {
+        match (self, src) {
+            (Storage::Cpu(d), Storage::Cpu(s)) => {
+                cpu::copy_into(d, dl, s, sl);
+                Ok(())
+            }
+            (Storage::Gpu(d), Storage::Gpu(s)) => gpu::copy_into(d, dl, s, sl),
+            _ => unreachable!("devices checked by the op layer"),
+        }
+    }
+    pub(crate) fn reduce_rows(&self, op: ReduceOp, rows: usize, n: usize) -> Result<Storage> {
+        both!(self, c => cpu::reduce_rows(op, c, rows, n), g => gpu::reduce_rows(op, g, rows, n))
+    }
+    pub(crate) fn cumsum_rows(&self, rows: usize, n: usize) -> Result<Storage> {
+        both!(self, c => cpu::cumsum_rows(c, rows, n), g => gpu::cumsum_rows(g, rows, n))
+    }
+    pub(crate) fn matmul(&self, al: &Layout, b: &Storage, bl: &Layout) -> Result<Storage> {
+        match self {
+            Storage::Cpu(_) => {
+                let (a, b) = pair(self, b);
+                Ok(Storage::Cpu(cpu::matmul(a, al, b, bl)))
+            }
+            Storage::Gpu(_) => {
+                let (a, b) = gpair(self, b);
+                Ok(Storage::Gpu(gpu::matmul(a, al, b, bl)?))
+            }
+        }
+    }
+    pub(crate) fn gather(
+        &self,
+        xshape: &[usize],
+        dim: usize,
+        idx: &Storage,
+        il: &Layout,
+    ) -> Result<Storage> {
+        match (self, idx) {
+            (Storage::Cpu(x), Storage::Cpu(CpuStorage::I32(i))) => {
+                Ok(Storage::Cpu(cpu::gather(x, xshape, dim, i, il)))
+            }
+            (Storage::Gpu(x), Storage::Gpu(i)) => {
+                Ok(Storage::Gpu(gpu::gather(x, xshape, dim, i, il)?))
+            }
+            _ => unreachable!("devices and index dtype checked by the op layer"),
+        }
+    }
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn scatter_add(
+        &self,
+        bshape: &[usize],
+        dim: usize,
+        idx: &Storage,
+        il: &Layout,
+        src: &Storage,
+        sl: &Layout,
+    ) -> Result<Storage> {
+        match (self, idx, src) {
+            (Storage::Cpu(b), Storage::Cpu(CpuStorage::I32(i)), Storage::Cpu(s)) => {
+                let mut out = b.clone();
+                cpu::scatter_add(&mut out, bshape, dim, i, il, s, sl);
+                Ok(Storage::Cpu(out))
+            }
+            (Storage::Gpu(b), Storage::Gpu(i), Storage::Gpu(s)) => Ok(Storage::Gpu(
+                gpu::scatter_add(b, bshape, dim, i, il, s, sl)?,
+            )),
+            _ => unreachable!("devices and index dtype checked by the op layer"),
+        }
+    }
+    pub(crate) fn im2col(&self, g: &ConvGeom, pad: f64) -> Result<Storage> {
+        both!(self, c => cpu::im2col(c, g, pad), s => gpu::im2col(s, g, pad))
+    }
+    pub(crate) fn col2im(&self, g: &ConvGeom) -> Result<Storage> {
+        both!(self, c => cpu::col2im(c, g), s => gpu::col2im(s, g))
+    }
+}

@@ -1,0 +1,63 @@
+//! Devices: the CPU and the GPU adapters found by wgpu.
+
+use std::fmt;
+
+/// Where a tensor lives.
+///
+/// ```
+/// use wgtorch::Device;
+/// let dev = Device::Cpu;
+/// assert_eq!(dev.to_string(), "cpu");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Device {
+    /// Host memory, computed with rayon.
+    Cpu,
+    /// The n-th GPU adapter wgpu enumerates.
+    Gpu(usize),
+}
+
+impl Device {
+    /// The first GPU adapter if there is one (its context is created on first use), else the CPU.
+    /// Set `WGTORCH_DEVICE=cpu` to force the CPU.
+    pub fn best() -> Device {
+        if std::env::var("WGTORCH_DEVICE")
+            .map(|v| v == "cpu")
+            .unwrap_or(false)
+        {
+            return Device::Cpu;
+        }
+        if crate::backend::gpu::context(0).is_ok() {
+            Device::Gpu(0)
+        } else {
+            Device::Cpu
+        }
+    }
+    /// The first GPU, or an error saying why there is none.
+    pub fn gpu() -> crate::Result<Device> {
+        crate::backend::gpu::context(0).map(|_| Device::Gpu(0))
+    }
+    /// A human-readable description: the adapter's name, type and backend for a GPU.
+    pub fn describe(&self) -> String {
+        match self {
+            Device::Cpu => format!("cpu ({} threads, rayon)", rayon::current_num_threads()),
+            Device::Gpu(n) => match crate::backend::gpu::context(*n) {
+                Ok(ctx) => format!("gpu:{n} ({})", ctx.describe()),
+                Err(e) => format!("gpu:{n} (unavailable: {e})"),
+            },
+        }
+    }
+    /// True for a GPU device.
+    pub fn is_gpu(&self) -> bool {
+        matches!(self, Device::Gpu(_))
+    }
+}
+
+impl fmt::Display for Device {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Device::Cpu => write!(f, "cpu"),
+            Device::Gpu(n) => write!(f, "gpu:{n}"),
+        }
+    }
+}

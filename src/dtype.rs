@@ -1,0 +1,183 @@
+//! Element types.
+
+use half::{bf16, f16};
+use std::fmt;
+
+/// The element type of a tensor.
+///
+/// ```
+/// use wgtorch::DType;
+/// assert_eq!(DType::F32.size_in_bytes(), 4);
+/// assert!(DType::BF16.is_float());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DType {
+    /// Boolean (masks, comparison results).
+    Bool,
+    /// 32-bit signed integer: indices and class labels.
+    I32,
+    /// IEEE half precision.
+    F16,
+    /// bfloat16.
+    BF16,
+    /// Single precision (the default).
+    F32,
+    /// Double precision (CPU only).
+    F64,
+}
+
+impl DType {
+    /// Bytes per element on the CPU.
+    pub fn size_in_bytes(self) -> usize {
+        match self {
+            DType::Bool => 1,
+            DType::F16 | DType::BF16 => 2,
+            DType::I32 | DType::F32 => 4,
+            DType::F64 => 8,
+        }
+    }
+    /// Floating-point types.
+    pub fn is_float(self) -> bool {
+        matches!(self, DType::F16 | DType::BF16 | DType::F32 | DType::F64)
+    }
+    /// PyTorch's short name (`float32`, `int32`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::Bool => "bool",
+            DType::I32 => "int32",
+            DType::F16 => "float16",
+            DType::BF16 => "bfloat16",
+            DType::F32 => "float32",
+            DType::F64 => "float64",
+        }
+    }
+    /// The type both operands are promoted to in a binary op (PyTorch's `result_type` for
+    /// tensors of the same category order bool < int < float).
+    pub fn promote(a: DType, b: DType) -> DType {
+        if a == b {
+            return a;
+        }
+        match (a.is_float(), b.is_float()) {
+            (true, false) => a,
+            (false, true) => b,
+            (false, false) => a.max(b),
+            (true, true) => match (a, b) {
+                (DType::F16, DType::BF16) | (DType::BF16, DType::F16) => DType::F32,
+                _ => a.max(b),
+            },
+        }
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.name())
+    }
+}
+
+/// Scalar math used by the CPU kernels: implemented by the two compute types, `f32` and `f64`.
+pub trait Real: num_traits::Float + Send + Sync + 'static + std::iter::Sum {
+    /// The error function.
+    fn erf(self) -> Self;
+    /// Convert from f64.
+    fn of(v: f64) -> Self;
+}
+impl Real for f32 {
+    fn erf(self) -> Self {
+        libm::erff(self)
+    }
+    fn of(v: f64) -> Self {
+        v as f32
+    }
+}
+impl Real for f64 {
+    fn erf(self) -> Self {
+        libm::erf(self)
+    }
+    fn of(v: f64) -> Self {
+        v
+    }
+}
+
+/// A Rust type that can be a tensor element. Each has a compute type ([`Real`]) that CPU kernels
+/// compute in: half types compute in f32 and round once per op, as PyTorch's CPU kernels do.
+pub trait Elem: Copy + Send + Sync + 'static + fmt::Debug + PartialOrd + Default {
+    /// The dtype tag.
+    const DTYPE: DType;
+    /// The compute type.
+    type Acc: Real;
+    /// Widen to the compute type.
+    fn to_acc(self) -> Self::Acc;
+    /// Narrow from the compute type (rounding to nearest; saturating for integers).
+    fn from_acc(v: Self::Acc) -> Self;
+    /// Widen to f64 (exact for every element type).
+    fn to_f64(self) -> f64;
+    /// Narrow from f64.
+    fn from_f64(v: f64) -> Self;
+}
+
+macro_rules! float_elem {
+    ($t:ty, $dt:expr, $acc:ty, $to:expr, $from:expr) => {
+        impl Elem for $t {
+            const DTYPE: DType = $dt;
+            type Acc = $acc;
+            #[inline(always)]
+            fn to_acc(self) -> $acc {
+                ($to)(self)
+            }
+            #[inline(always)]
+            fn from_acc(v: $acc) -> Self {
+                ($from)(v)
+            }
+            #[inline(always)]
+            fn to_f64(self) -> f64 {
+                ($to)(self) as f64
+            }
+            #[inline(always)]
+            fn from_f64(v: f64) -> Self {
+                ($from)(v as $acc)
+            }
+        }
+    };
+}
+float_elem!(f32, DType::F32, f32, |x| x, |x| x);
+float_elem!(f64, DType::F64, f64, |x| x, |x| x);
+float_elem!(f16, DType::F16, f32, f16::to_f32, f16::from_f32);
+float_elem!(bf16, DType::BF16, f32, bf16::to_f32, bf16::from_f32);
+
+impl Elem for i32 {
+    const DTYPE: DType = DType::I32;
+    type Acc = f64;
+    #[inline(always)]
+    fn to_acc(self) -> f64 {
+        self as f64
+    }
+    #[inline(always)]
+    fn from_acc(v: f64) -> Self {
+        v as i32
+    }
+    fn to_f64(self) -> f64 {
+        self as f64
+    }
+    fn from_f64(v: f64) -> Self {
+        v as i32
+    }
+}
+impl Elem for bool {
+    const DTYPE: DType = DType::Bool;
+    type Acc = f32;
+    #[inline(always)]
+    fn to_acc(self) -> f32 {
+        self as u8 as f32
+    }
+    #[inline(always)]
+    fn from_acc(v: f32) -> Self {
+        v != 0.0
+    }
+    fn to_f64(self) -> f64 {
+        self as u8 as f64
+    }
+    fn from_f64(v: f64) -> Self {
+        v != 0.0
+    }
+}

@@ -1,0 +1,139 @@
+//! The crate's error type: every fallible public function returns [`Result<T>`].
+//!
+//! Messages follow PyTorch's wording where PyTorch has one, and always name the op and the
+//! shapes, dtypes or devices involved.
+
+use crate::{DType, Device};
+
+/// Everything that can go wrong in wgtorch.
+///
+/// ```
+/// use wgtorch::{Device, Tensor};
+/// let a = Tensor::zeros([2, 3], &Device::Cpu).unwrap();
+/// let b = Tensor::zeros([4], &Device::Cpu).unwrap();
+/// let err = a.add(&b).unwrap_err();
+/// assert!(err.to_string().contains("must match the size"));
+/// ```
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Two shapes could not be broadcast together.
+    #[error("{op}: the size of tensor a ({a}) must match the size of tensor b ({b}) at non-singleton dimension {dim} (shapes {lhs:?} and {rhs:?})")]
+    Broadcast {
+        op: &'static str,
+        lhs: Vec<usize>,
+        rhs: Vec<usize>,
+        dim: usize,
+        a: usize,
+        b: usize,
+    },
+    /// Shapes that an op needs to agree do not.
+    #[error("{op}: {msg}")]
+    Shape { op: &'static str, msg: String },
+    /// Tensors on different devices were combined.
+    #[error("Expected all tensors to be on the same device, but found at least two devices, {a} and {b}! (in {op})")]
+    DeviceMismatch {
+        op: &'static str,
+        a: Device,
+        b: Device,
+    },
+    /// Tensors of different dtypes were combined where the op needs one dtype.
+    #[error("{op}: expected {expected} but found {found}")]
+    DTypeMismatch {
+        op: &'static str,
+        expected: DType,
+        found: DType,
+    },
+    /// The op is not defined for this dtype.
+    #[error("{op}: not implemented for dtype {dtype}{hint}")]
+    UnsupportedDType {
+        op: &'static str,
+        dtype: DType,
+        hint: &'static str,
+    },
+    /// The device cannot hold this dtype.
+    #[error("dtype {dtype} is not supported on device {device} ({adapter}); use .to_dtype(DType::F32) or keep the tensor on the CPU")]
+    DTypeNotOnDevice {
+        dtype: DType,
+        device: Device,
+        adapter: String,
+    },
+    /// A dimension index out of range.
+    #[error(
+        "{op}: Dimension out of range (expected to be in range of [{min}, {max}], but got {dim})"
+    )]
+    DimOutOfRange {
+        op: &'static str,
+        dim: isize,
+        min: isize,
+        max: isize,
+    },
+    /// An index out of range.
+    #[error("{op}: index {index} is out of bounds for dimension {dim} with size {size}")]
+    IndexOutOfRange {
+        op: &'static str,
+        index: i64,
+        dim: usize,
+        size: usize,
+    },
+    /// `view` on a tensor whose strides do not allow it.
+    #[error("view size is not compatible with input tensor's size and stride (at least one dimension spans across two contiguous subspaces). Use .reshape(...) instead. (shape {shape:?} -> {target:?}, strides {strides:?})")]
+    ViewNonContiguous {
+        shape: Vec<usize>,
+        strides: Vec<usize>,
+        target: Vec<isize>,
+    },
+    /// Bad argument value.
+    #[error("{op}: {msg}")]
+    InvalidArgument { op: &'static str, msg: String },
+    /// Autograd misuse, worded as PyTorch words it.
+    #[error("{0}")]
+    Autograd(String),
+    /// No GPU adapter, or the adapter could not give a device.
+    #[error("no GPU available: {0}")]
+    NoGpu(String),
+    /// The adapter's limits were exceeded.
+    #[error("{op}: {what} needs {needed} but adapter \"{adapter}\" allows at most {limit} ({limit_name})")]
+    GpuLimit {
+        op: &'static str,
+        what: String,
+        needed: u64,
+        limit: u64,
+        limit_name: &'static str,
+        adapter: String,
+    },
+    /// An error reported by the GPU driver (out of memory, lost device, ...).
+    #[error("GPU error on adapter \"{adapter}\" in {op}: {msg}")]
+    Gpu {
+        op: &'static str,
+        adapter: String,
+        msg: String,
+    },
+    /// A blocking call where blocking is impossible (the browser).
+    #[error("{0}")]
+    WouldBlock(String),
+    /// I/O.
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// `Result` with [`Error`].
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    pub(crate) fn shape(op: &'static str, msg: impl Into<String>) -> Self {
+        Error::Shape {
+            op,
+            msg: msg.into(),
+        }
+    }
+    pub(crate) fn arg(op: &'static str, msg: impl Into<String>) -> Self {
+        Error::InvalidArgument {
+            op,
+            msg: msg.into(),
+        }
+    }
+}

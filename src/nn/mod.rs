@@ -1,0 +1,3 @@
+//! Neural-network building blocks.
+
+pub mod functional;

@@ -1,0 +1,245 @@
+//! conv2d and pooling, lowered to im2col + matmul / reductions (im2col's adjoint, col2im, is its
+//! backward).
+
+use crate::autograd::record;
+use crate::{Error, Result, Tensor};
+
+/// Geometry of a 2-D sliding window over `[N, C, H, W]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConvGeom {
+    pub n: usize,
+    pub c: usize,
+    pub h: usize,
+    pub w: usize,
+    pub kh: usize,
+    pub kw: usize,
+    pub sh: usize,
+    pub sw: usize,
+    pub ph: usize,
+    pub pw: usize,
+    pub dh: usize,
+    pub dw: usize,
+    pub ho: usize,
+    pub wo: usize,
+}
+
+impl ConvGeom {
+    /// Validate and compute the output size.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        op: &'static str,
+        shape: &[usize],
+        k: [usize; 2],
+        s: [usize; 2],
+        p: [usize; 2],
+        d: [usize; 2],
+    ) -> Result<ConvGeom> {
+        if shape.len() != 4 {
+            return Err(Error::shape(
+                op,
+                format!("expected a 4-D input [N, C, H, W], got shape {shape:?}"),
+            ));
+        }
+        if s.contains(&0) || d.contains(&0) || k.contains(&0) {
+            return Err(Error::arg(
+                op,
+                format!("kernel {k:?}, stride {s:?} and dilation {d:?} must be positive"),
+            ));
+        }
+        let (h, w) = (shape[2], shape[3]);
+        let eff = |i: usize| d[i] * (k[i] - 1) + 1;
+        if h + 2 * p[0] < eff(0) || w + 2 * p[1] < eff(1) {
+            return Err(Error::shape(op, format!("Calculated padded input size per channel: ({} x {}). Kernel size: ({} x {}). Kernel size can't be greater than actual input size", h + 2 * p[0], w + 2 * p[1], eff(0), eff(1))));
+        }
+        Ok(ConvGeom {
+            n: shape[0],
+            c: shape[1],
+            h,
+            w,
+            kh: k[0],
+            kw: k[1],
+            sh: s[0],
+            sw: s[1],
+            ph: p[0],
+            pw: p[1],
+            dh: d[0],
+            dw: d[1],
+            ho: (h + 2 * p[0] - eff(0)) / s[0] + 1,
+            wo: (w + 2 * p[1] - eff(1)) / s[1] + 1,
+        })
+    }
+}
+
+impl Tensor {
+    /// Unfold into columns `[N, C*kh*kw, Ho*Wo]` (torch.nn.functional.unfold), padding with `pad`.
+    pub fn im2col(&self, g: &ConvGeom, pad: f64) -> Result<Tensor> {
+        let x = self.contiguous()?;
+        let s = x.storage().im2col(g, pad)?;
+        let out = Tensor::from_storage(s, &[g.n, g.c * g.kh * g.kw, g.ho * g.wo], self.device());
+        let g = *g;
+        Ok(record(out, "im2col", &[self], &[], move |gr| {
+            Ok(vec![Some(gr.col2im(&g)?)])
+        }))
+    }
+    /// Fold columns back to `[N, C, H, W]`, summing overlaps (torch.nn.functional.fold).
+    pub fn col2im(&self, g: &ConvGeom) -> Result<Tensor> {
+        let x = self.contiguous()?;
+        let s = x.storage().col2im(g)?;
+        let out = Tensor::from_storage(s, &[g.n, g.c, g.h, g.w], self.device());
+        let g = *g;
+        Ok(record(out, "col2im", &[self], &[], move |gr| {
+            Ok(vec![Some(gr.im2col(&g, 0.0)?)])
+        }))
+    }
+}
+
+/// 2-D convolution (torch.nn.functional.conv2d): input `[N, C, H, W]`, weight
+/// `[O, C/groups, kh, kw]`, optional bias `[O]`.
+pub fn conv2d(
+    input: &Tensor,
+    weight: &Tensor,
+    bias: Option<&Tensor>,
+    stride: [usize; 2],
+    padding: [usize; 2],
+    dilation: [usize; 2],
+    groups: usize,
+) -> Result<Tensor> {
+    input.same_device("conv2d", weight)?;
+    if weight.ndim() != 4 {
+        return Err(Error::shape(
+            "conv2d",
+            format!(
+                "weight must be 4-D [O, C/groups, kh, kw], got {:?}",
+                weight.shape()
+            ),
+        ));
+    }
+    let (o, cg, kh, kw) = (
+        weight.shape()[0],
+        weight.shape()[1],
+        weight.shape()[2],
+        weight.shape()[3],
+    );
+    let g = ConvGeom::new("conv2d", input.shape(), [kh, kw], stride, padding, dilation)?;
+    if groups == 0 || g.c != cg * groups || o % groups != 0 {
+        return Err(Error::shape("conv2d", format!("Given groups={groups}, weight of size {:?}, expected input{:?} to have {} channels, but got {} channels instead", weight.shape(), input.shape(), cg * groups, g.c)));
+    }
+    let cols = input.im2col(&g, 0.0)?; // [N, C*kh*kw, L]
+    let k = cg * kh * kw;
+    let l = g.ho * g.wo;
+    let y = if groups == 1 {
+        weight.reshape_to(&[o, k])?.matmul(&cols)? // [N, O, L]
+    } else {
+        let cols = cols
+            .reshape_to(&[g.n, groups, k, l])?
+            .permute(&[1, 2, 0, 3])?
+            .reshape_to(&[groups, k, g.n * l])?;
+        let w = weight.reshape_to(&[groups, o / groups, k])?;
+        w.matmul(&cols)?
+            .reshape_to(&[groups, o / groups, g.n, l])?
+            .permute(&[2, 0, 1, 3])?
+    };
+    let y = y.reshape_to(&[g.n, o, g.ho, g.wo])?;
+    match bias {
+        Some(b) => y.add(&b.reshape_to(&[1, o, 1, 1])?),
+        None => Ok(y),
+    }
+}
+
+fn pool_cols(
+    op: &'static str,
+    input: &Tensor,
+    k: [usize; 2],
+    s: [usize; 2],
+    p: [usize; 2],
+    pad: f64,
+) -> Result<(Tensor, ConvGeom, Vec<usize>)> {
+    if input.ndim() != 4 && input.ndim() != 3 {
+        return Err(Error::shape(
+            op,
+            format!("expected a 3-D or 4-D input, got {:?}", input.shape()),
+        ));
+    }
+    if p[0] * 2 > k[0] || p[1] * 2 > k[1] {
+        return Err(Error::arg(op, format!("pad should be at most half of effective kernel size, but got pad={p:?}, kernel_size={k:?}")));
+    }
+    let lead: Vec<usize> = input.shape()[..input.ndim() - 2].to_vec();
+    let (h, w) = (
+        input.shape()[input.ndim() - 2],
+        input.shape()[input.ndim() - 1],
+    );
+    let nc: usize = lead.iter().product();
+    let x = input.reshape_to(&[nc, 1, h, w])?;
+    let g = ConvGeom::new(op, x.shape(), k, s, p, [1, 1])?;
+    let cols = x.im2col(&g, pad)?; // [NC, kh*kw, L]
+    let mut out = lead;
+    out.extend([g.ho, g.wo]);
+    Ok((cols, g, out))
+}
+
+/// 2-D max pooling (stride defaults to the kernel size in PyTorch; pass it explicitly).
+pub fn max_pool2d(
+    input: &Tensor,
+    kernel: [usize; 2],
+    stride: [usize; 2],
+    padding: [usize; 2],
+) -> Result<Tensor> {
+    let (cols, _, out) = pool_cols(
+        "max_pool2d",
+        input,
+        kernel,
+        stride,
+        padding,
+        f64::NEG_INFINITY,
+    )?;
+    cols.max_dim(1, false)?.0.reshape_to(&out)
+}
+
+/// 2-D average pooling (count_include_pad=True, PyTorch's default).
+pub fn avg_pool2d(
+    input: &Tensor,
+    kernel: [usize; 2],
+    stride: [usize; 2],
+    padding: [usize; 2],
+) -> Result<Tensor> {
+    let (cols, _, out) = pool_cols("avg_pool2d", input, kernel, stride, padding, 0.0)?;
+    cols.mean_dims(&[1], false)?.reshape_to(&out)
+}
+
+/// Adaptive average pooling to `[oh, ow]` with PyTorch's window bounds.
+pub fn adaptive_avg_pool2d(input: &Tensor, output: [usize; 2]) -> Result<Tensor> {
+    let nd = input.ndim();
+    if nd < 3 {
+        return Err(Error::shape(
+            "adaptive_avg_pool2d",
+            format!("expected a 3-D or 4-D input, got {:?}", input.shape()),
+        ));
+    }
+    let (h, w) = (input.shape()[nd - 2], input.shape()[nd - 1]);
+    let [oh, ow] = output;
+    if oh == 0 || ow == 0 {
+        return Err(Error::arg(
+            "adaptive_avg_pool2d",
+            "output size must be positive",
+        ));
+    }
+    if h % oh == 0 && w % ow == 0 {
+        let k = [h / oh, w / ow];
+        return avg_pool2d(input, k, k, [0, 0]);
+    }
+    let mut rows = Vec::with_capacity(oh);
+    for i in 0..oh {
+        let (h0, h1) = (i * h / oh, ((i + 1) * h).div_ceil(oh));
+        let mut cols = Vec::with_capacity(ow);
+        for j in 0..ow {
+            let (w0, w1) = (j * w / ow, ((j + 1) * w).div_ceil(ow));
+            let cell =
+                input
+                    .narrow(nd as isize - 2, h0, h1 - h0)?
+                    .narrow(nd as isize - 1, w0, w1 - w0)?;
+            cols.push(cell.mean_dims(&[-2, -1], false)?);
+        }
+        rows.push(Tensor::stack(&cols, -1)?);
+    }
+    Tensor::stack(&rows, -2)
+}

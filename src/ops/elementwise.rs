@@ -1,0 +1,447 @@
+//! Elementwise ops, each declared once: its name, its WGSL expression, its CPU scalar function and
+//! its backward rule sit side by side in one `match` per aspect, so an op missing any of the four
+//! does not compile.
+
+use crate::dtype::Real;
+use crate::{Result, Tensor};
+
+const SQRT_2_OVER_PI: f64 = 0.797_884_560_802_865_4;
+const FRAC_1_SQRT_2: f64 = std::f64::consts::FRAC_1_SQRT_2;
+
+/// Unary elementwise ops on floating-point tensors. Scalar parameters travel with the variant.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum UnaryOp {
+    Neg,
+    Abs,
+    Exp,
+    Log,
+    Sqrt,
+    Rsqrt,
+    Sin,
+    Cos,
+    Tanh,
+    Sigmoid,
+    Relu,
+    /// Exact GELU (`approximate='none'`).
+    Gelu,
+    /// GELU with the tanh approximation.
+    GeluTanh,
+    Silu,
+    Elu(f32),
+    LeakyRelu(f32),
+    /// Softplus with `beta` and `threshold`.
+    Softplus(f32, f32),
+    Square,
+    Reciprocal,
+    /// Clamp to `[min, max]` (infinite for a missing side).
+    Clamp(f32, f32),
+    Erf,
+    PowScalar(f32),
+    AddScalar(f32),
+    MulScalar(f32),
+    /// 1 where x > 0, else 0 (relu's derivative).
+    Step,
+    Sign,
+}
+
+impl UnaryOp {
+    /// Name used in pipeline labels and errors.
+    pub fn name(&self) -> &'static str {
+        use UnaryOp::*;
+        match self {
+            Neg => "neg",
+            Abs => "abs",
+            Exp => "exp",
+            Log => "log",
+            Sqrt => "sqrt",
+            Rsqrt => "rsqrt",
+            Sin => "sin",
+            Cos => "cos",
+            Tanh => "tanh",
+            Sigmoid => "sigmoid",
+            Relu => "relu",
+            Gelu => "gelu",
+            GeluTanh => "gelu_tanh",
+            Silu => "silu",
+            Elu(_) => "elu",
+            LeakyRelu(_) => "leaky_relu",
+            Softplus(..) => "softplus",
+            Square => "square",
+            Reciprocal => "reciprocal",
+            Clamp(..) => "clamp",
+            Erf => "erf",
+            PowScalar(_) => "pow_scalar",
+            AddScalar(_) => "add_scalar",
+            MulScalar(_) => "mul_scalar",
+            Step => "step",
+            Sign => "sign",
+        }
+    }
+
+    /// The two scalar parameters passed to the kernel (`p0`, `p1` in WGSL).
+    pub fn params(&self) -> [f32; 2] {
+        use UnaryOp::*;
+        match *self {
+            Elu(a) | LeakyRelu(a) | PowScalar(a) | AddScalar(a) | MulScalar(a) => [a, 0.0],
+            Softplus(b, t) => [b, t],
+            Clamp(lo, hi) => [lo, hi],
+            _ => [0.0, 0.0],
+        }
+    }
+
+    /// The WGSL expression computing the result from `x` (f32) and the parameters `p0`, `p1`.
+    /// Helper functions (`erf_f`, `tanh_f`, `pow_f`) live in `shaders/prelude.wgsl`.
+    pub fn wgsl(&self) -> &'static str {
+        use UnaryOp::*;
+        match self {
+            Neg => "-x",
+            Abs => "abs(x)",
+            Exp => "exp(x)",
+            Log => "log(x)",
+            Sqrt => "sqrt(x)",
+            Rsqrt => "inverseSqrt(x)",
+            Sin => "sin(x)",
+            Cos => "cos(x)",
+            Tanh => "tanh_f(x)",
+            Sigmoid => "1.0 / (1.0 + exp(-x))",
+            Relu => "select(x, 0.0, x < 0.0)",
+            Gelu => "0.5 * x * (1.0 + erf_f(x * 0.70710678118654752))",
+            GeluTanh => {
+                "0.5 * x * (1.0 + tanh_f(0.79788456080286536 * (x + 0.044715 * x * x * x)))"
+            }
+            Silu => "x / (1.0 + exp(-x))",
+            Elu(_) => "select(p0 * (exp(x) - 1.0), x, x > 0.0)",
+            LeakyRelu(_) => "select(p0 * x, x, x > 0.0)",
+            Softplus(..) => "select(log(1.0 + exp(p0 * x)) / p0, x, x * p0 > p1)",
+            Square => "x * x",
+            Reciprocal => "1.0 / x",
+            Clamp(..) => "min(max(x, p0), p1)",
+            Erf => "erf_f(x)",
+            PowScalar(_) => "pow_f(x, p0)",
+            AddScalar(_) => "x + p0",
+            MulScalar(_) => "x * p0",
+            Step => "select(0.0, 1.0, x > 0.0)",
+            Sign => "sign(x)",
+        }
+    }
+
+    /// The CPU scalar function, in the element type's compute type.
+    #[inline(always)]
+    pub fn cpu<R: Real>(&self, x: R) -> R {
+        use UnaryOp::*;
+        let zero = R::zero();
+        let one = R::one();
+        let half = R::of(0.5);
+        match *self {
+            Neg => -x,
+            Abs => x.abs(),
+            Exp => x.exp(),
+            Log => x.ln(),
+            Sqrt => x.sqrt(),
+            Rsqrt => one / x.sqrt(),
+            Sin => x.sin(),
+            Cos => x.cos(),
+            Tanh => x.tanh(),
+            Sigmoid => one / (one + (-x).exp()),
+            Relu => {
+                if x < zero {
+                    zero
+                } else {
+                    x
+                }
+            }
+            Gelu => half * x * (one + (x * R::of(FRAC_1_SQRT_2)).erf()),
+            GeluTanh => {
+                half * x
+                    * (one + (R::of(SQRT_2_OVER_PI) * (x + R::of(0.044715) * x * x * x)).tanh())
+            }
+            Silu => x / (one + (-x).exp()),
+            Elu(a) => {
+                if x > zero {
+                    x
+                } else {
+                    R::of(a as f64) * x.exp_m1()
+                }
+            }
+            LeakyRelu(s) => {
+                if x > zero {
+                    x
+                } else {
+                    R::of(s as f64) * x
+                }
+            }
+            Softplus(b, t) => {
+                let b = R::of(b as f64);
+                if x * b > R::of(t as f64) {
+                    x
+                } else {
+                    (x * b).exp().ln_1p() / b
+                }
+            }
+            Square => x * x,
+            Reciprocal => one / x,
+            Clamp(lo, hi) => x.max(R::of(lo as f64)).min(R::of(hi as f64)),
+            Erf => x.erf(),
+            PowScalar(e) => x.powf(R::of(e as f64)),
+            AddScalar(c) => x + R::of(c as f64),
+            MulScalar(c) => x * R::of(c as f64),
+            Step => {
+                if x > zero {
+                    one
+                } else {
+                    zero
+                }
+            }
+            Sign => {
+                if x > zero {
+                    one
+                } else if x < zero {
+                    -one
+                } else {
+                    zero
+                }
+            }
+        }
+    }
+
+    /// Gradient with respect to the input, given input `x`, output `y` and upstream `g`.
+    /// Written with tensor ops, so it runs on the tensors' device and is itself differentiable.
+    pub fn backward(&self, x: &Tensor, y: &Tensor, g: &Tensor) -> Result<Tensor> {
+        use UnaryOp::*;
+        match *self {
+            Neg => g.neg(),
+            Abs => g.mul(&x.sign()?),
+            Exp => g.mul(y),
+            Log => g.div(x),
+            Sqrt => g.div(&y.mul_scalar(2.0)?),
+            Rsqrt => g.mul(&y.pow_scalar(3.0)?.mul_scalar(-0.5)?),
+            Sin => g.mul(&x.cos()?),
+            Cos => g.mul(&x.sin()?.neg()?),
+            Tanh => g.mul(&y.square()?.neg()?.add_scalar(1.0)?),
+            Sigmoid => g.mul(&y.mul(&y.neg()?.add_scalar(1.0)?)?),
+            Relu => g.mul(&x.step()?),
+            Gelu => {
+                let cdf = x
+                    .mul_scalar(FRAC_1_SQRT_2)?
+                    .erf()?
+                    .add_scalar(1.0)?
+                    .mul_scalar(0.5)?;
+                let pdf = x
+                    .square()?
+                    .mul_scalar(-0.5)?
+                    .exp()?
+                    .mul_scalar(0.398_942_280_401_432_7)?;
+                g.mul(&cdf.add(&x.mul(&pdf)?)?)
+            }
+            GeluTanh => {
+                let x2 = x.square()?;
+                let inner = x
+                    .mul(&x2.mul_scalar(0.044715)?.add_scalar(1.0)?)?
+                    .mul_scalar(SQRT_2_OVER_PI)?;
+                let t = inner.tanh()?;
+                let dinner = x2
+                    .mul_scalar(3.0 * 0.044715)?
+                    .add_scalar(1.0)?
+                    .mul_scalar(SQRT_2_OVER_PI)?;
+                let left = t.add_scalar(1.0)?.mul_scalar(0.5)?;
+                let right = x
+                    .mul(&t.square()?.neg()?.add_scalar(1.0)?)?
+                    .mul(&dinner)?
+                    .mul_scalar(0.5)?;
+                g.mul(&left.add(&right)?)
+            }
+            Silu => {
+                let s = x.sigmoid()?;
+                let d = s.mul(&x.mul(&s.neg()?.add_scalar(1.0)?)?.add_scalar(1.0)?)?;
+                g.mul(&d)
+            }
+            Elu(a) => {
+                let pos = x.gt(&x.zeros_like()?)?;
+                Tensor::where_cond(&pos, g, &g.mul(&y.add_scalar(a as f64)?)?)
+            }
+            LeakyRelu(s) => {
+                let pos = x.gt(&x.zeros_like()?)?;
+                Tensor::where_cond(&pos, g, &g.mul_scalar(s as f64)?)
+            }
+            Softplus(b, t) => {
+                let bx = x.mul_scalar(b as f64)?;
+                let lin = bx.gt(&bx.full_like(t as f64)?)?;
+                Tensor::where_cond(&lin, g, &g.mul(&bx.sigmoid()?)?)
+            }
+            Square => g.mul(&x.mul_scalar(2.0)?),
+            Reciprocal => g.mul(&y.square()?.neg()?),
+            Clamp(lo, hi) => {
+                let inside = x
+                    .ge(&x.full_like(lo as f64)?)?
+                    .logical_and(&x.le(&x.full_like(hi as f64)?)?)?;
+                Tensor::where_cond(&inside, g, &g.zeros_like()?)
+            }
+            Erf => g.mul(
+                &x.square()?
+                    .neg()?
+                    .exp()?
+                    .mul_scalar(std::f64::consts::FRAC_2_SQRT_PI)?,
+            ),
+            PowScalar(e) => {
+                if e == 0.0 {
+                    g.zeros_like()
+                } else {
+                    g.mul(&x.pow_scalar(e as f64 - 1.0)?.mul_scalar(e as f64)?)
+                }
+            }
+            AddScalar(_) => Ok(g.clone()),
+            MulScalar(c) => g.mul_scalar(c as f64),
+            Step | Sign => g.zeros_like(),
+        }
+    }
+}
+
+/// Binary elementwise ops with broadcasting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BinaryOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Pow,
+    Maximum,
+    Minimum,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    LogicalAnd,
+    LogicalOr,
+}
+
+impl BinaryOp {
+    /// PyTorch's name.
+    pub fn name(&self) -> &'static str {
+        use BinaryOp::*;
+        match self {
+            Add => "add",
+            Sub => "sub",
+            Mul => "mul",
+            Div => "div",
+            Pow => "pow",
+            Maximum => "maximum",
+            Minimum => "minimum",
+            Eq => "eq",
+            Ne => "ne",
+            Lt => "lt",
+            Le => "le",
+            Gt => "gt",
+            Ge => "ge",
+            LogicalAnd => "logical_and",
+            LogicalOr => "logical_or",
+        }
+    }
+    /// True for ops whose result is bool.
+    pub fn is_comparison(&self) -> bool {
+        use BinaryOp::*;
+        matches!(self, Eq | Ne | Lt | Le | Gt | Ge | LogicalAnd | LogicalOr)
+    }
+    /// True for ops only defined on floating-point inputs (integer inputs are promoted).
+    pub fn needs_float(&self) -> bool {
+        matches!(self, BinaryOp::Div | BinaryOp::Pow)
+    }
+    /// WGSL expression of `a` and `b` (both of the kernel's element type).
+    pub fn wgsl(&self) -> &'static str {
+        use BinaryOp::*;
+        match self {
+            Add => "a + b",
+            Sub => "a - b",
+            Mul => "a * b",
+            Div => "a / b",
+            Pow => "pow_f(a, b)",
+            Maximum => "max(a, b)",
+            Minimum => "min(a, b)",
+            Eq => "select(0u, 1u, a == b)",
+            Ne => "select(0u, 1u, a != b)",
+            Lt => "select(0u, 1u, a < b)",
+            Le => "select(0u, 1u, a <= b)",
+            Gt => "select(0u, 1u, a > b)",
+            Ge => "select(0u, 1u, a >= b)",
+            LogicalAnd => "select(0u, 1u, a != 0u && b != 0u)",
+            LogicalOr => "select(0u, 1u, a != 0u || b != 0u)",
+        }
+    }
+    /// CPU scalar function for arithmetic ops (compute type).
+    #[inline(always)]
+    pub fn cpu<R: Real>(&self, a: R, b: R) -> R {
+        use BinaryOp::*;
+        match self {
+            Add => a + b,
+            Sub => a - b,
+            Mul => a * b,
+            Div => a / b,
+            Pow => a.powf(b),
+            Maximum => {
+                if a.is_nan() || a > b {
+                    a
+                } else {
+                    b
+                }
+            }
+            Minimum => {
+                if a.is_nan() || a < b {
+                    a
+                } else {
+                    b
+                }
+            }
+            _ => R::of(self.cmp(a, b) as u8 as f64),
+        }
+    }
+    /// CPU comparison (and logical ops on 0/1 values).
+    #[inline(always)]
+    pub fn cmp<R: Real>(&self, a: R, b: R) -> bool {
+        use BinaryOp::*;
+        match self {
+            Eq => a == b,
+            Ne => a != b,
+            Lt => a < b,
+            Le => a <= b,
+            Gt => a > b,
+            Ge => a >= b,
+            LogicalAnd => a != R::zero() && b != R::zero(),
+            LogicalOr => a != R::zero() || b != R::zero(),
+            _ => false,
+        }
+    }
+    /// Gradients for `a` and `b` before they are summed back to the inputs' shapes.
+    pub fn backward(
+        &self,
+        a: &Tensor,
+        b: &Tensor,
+        y: &Tensor,
+        g: &Tensor,
+    ) -> Result<(Tensor, Tensor)> {
+        use BinaryOp::*;
+        Ok(match self {
+            Add => (g.clone(), g.clone()),
+            Sub => (g.clone(), g.neg()?),
+            Mul => (g.mul(b)?, g.mul(a)?),
+            Div => (g.div(b)?, g.mul(y)?.div(b)?.neg()?),
+            Pow => {
+                let ga = g.mul(b)?.mul(&a.pow(&b.add_scalar(-1.0)?)?)?;
+                let gb = g.mul(y)?.mul(&a.log()?)?;
+                let zero_base = a
+                    .eq(&a.zeros_like()?)?
+                    .logical_and(&b.ge(&b.zeros_like()?)?)?;
+                let gb = Tensor::where_cond(&zero_base, &gb.zeros_like()?, &gb)?;
+                (ga, gb)
+            }
+            Maximum | Minimum => {
+                let win = if *self == Maximum { a.gt(b)? } else { a.lt(b)? };
+                let tie = a.eq(b)?.to_dtype(g.dtype())?.mul_scalar(0.5)?;
+                let wa = win.to_dtype(g.dtype())?.add(&tie)?;
+                let wb = wa.neg()?.add_scalar(1.0)?;
+                (g.mul(&wa)?, g.mul(&wb)?)
+            }
+            _ => (g.zeros_like()?, g.zeros_like()?),
+        })
+    }
+}

@@ -1,0 +1,436 @@
+//! Shape and movement ops. Views share storage; their backward rules map the gradient back.
+
+use crate::autograd::record;
+use crate::shape::{infer_shape, wrap_dim, Layout};
+use crate::{Error, Result, Tensor};
+
+impl Tensor {
+    pub(crate) fn permute_raw(&self, dims: &[usize]) -> Tensor {
+        self.with_layout(self.layout().permute(dims))
+    }
+
+    /// A view with another shape; refuses layouts that would need a copy, as PyTorch does.
+    pub fn view(&self, shape: &[isize]) -> Result<Tensor> {
+        let shape = infer_shape("view", shape, self.numel())?;
+        let strides =
+            self.layout()
+                .view_strides(&shape)
+                .ok_or_else(|| Error::ViewNonContiguous {
+                    shape: self.shape().to_vec(),
+                    strides: self.stride().to_vec(),
+                    target: shape.iter().map(|&s| s as isize).collect(),
+                })?;
+        let out = self.with_layout(Layout {
+            shape: shape.clone(),
+            strides,
+            offset: self.storage_offset(),
+        });
+        let in_shape: Vec<isize> = self.shape().iter().map(|&s| s as isize).collect();
+        Ok(record(out, "view", &[self], &[], move |g| {
+            Ok(vec![Some(g.reshape(&in_shape)?)])
+        }))
+    }
+    /// Another shape; a view when the strides allow it, else a copy.
+    pub fn reshape(&self, shape: &[isize]) -> Result<Tensor> {
+        let target = infer_shape("reshape", shape, self.numel())?;
+        if self.layout().view_strides(&target).is_some() {
+            return self.view(shape);
+        }
+        self.contiguous()?.view(shape)
+    }
+    /// [`Tensor::reshape`] with unsigned sizes.
+    pub fn reshape_to(&self, shape: &[usize]) -> Result<Tensor> {
+        self.reshape(&shape.iter().map(|&s| s as isize).collect::<Vec<_>>())
+    }
+    /// Reorder dimensions (a view).
+    pub fn permute(&self, dims: &[isize]) -> Result<Tensor> {
+        let nd = self.ndim();
+        if dims.len() != nd {
+            return Err(Error::shape(
+                "permute",
+                format!(
+                    "number of dims don't match in permute: input has {nd} dims, got {} ({dims:?})",
+                    dims.len()
+                ),
+            ));
+        }
+        let mut d = Vec::with_capacity(nd);
+        for &x in dims {
+            let w = wrap_dim("permute", x, nd)?;
+            if d.contains(&w) {
+                return Err(Error::arg(
+                    "permute",
+                    format!("repeated dim in permute ({dims:?})"),
+                ));
+            }
+            d.push(w);
+        }
+        let out = self.permute_raw(&d);
+        let mut inv = vec![0isize; nd];
+        for (i, &p) in d.iter().enumerate() {
+            inv[p] = i as isize;
+        }
+        Ok(record(out, "permute", &[self], &[], move |g| {
+            Ok(vec![Some(g.permute(&inv)?)])
+        }))
+    }
+    /// Swap two dimensions.
+    pub fn transpose(&self, dim0: isize, dim1: isize) -> Result<Tensor> {
+        let nd = self.ndim();
+        let (a, b) = (
+            wrap_dim("transpose", dim0, nd)?,
+            wrap_dim("transpose", dim1, nd)?,
+        );
+        let mut p: Vec<isize> = (0..nd as isize).collect();
+        p.swap(a, b);
+        if nd == 0 {
+            return Ok(self.clone());
+        }
+        self.permute(&p)
+    }
+    /// Transpose of a tensor with at most 2 dims.
+    pub fn t(&self) -> Result<Tensor> {
+        match self.ndim() {
+            0 | 1 => Ok(self.clone()),
+            2 => self.transpose(0, 1),
+            n => Err(Error::shape(
+                "t",
+                format!("t() expects a tensor with <= 2 dimensions, but self is {n}D"),
+            )),
+        }
+    }
+    /// Remove dimension `dim` if it has size 1.
+    pub fn squeeze_dim(&self, dim: isize) -> Result<Tensor> {
+        let d = wrap_dim("squeeze", dim, self.ndim())?;
+        if self.ndim() == 0 || self.shape()[d] != 1 {
+            return Ok(self.clone());
+        }
+        let mut s: Vec<isize> = self.shape().iter().map(|&x| x as isize).collect();
+        s.remove(d);
+        self.reshape(&s)
+    }
+    /// Remove the size-1 dimensions among `dims` (sorted).
+    pub fn squeeze_dims(&self, dims: &[usize]) -> Result<Tensor> {
+        let s: Vec<isize> = self
+            .shape()
+            .iter()
+            .enumerate()
+            .filter(|(i, &x)| !(dims.contains(i) && x == 1))
+            .map(|(_, &x)| x as isize)
+            .collect();
+        self.reshape(&s)
+    }
+    /// Remove every size-1 dimension.
+    pub fn squeeze(&self) -> Result<Tensor> {
+        let s: Vec<isize> = self
+            .shape()
+            .iter()
+            .filter(|&&x| x != 1)
+            .map(|&x| x as isize)
+            .collect();
+        self.reshape(&s)
+    }
+    /// Insert a size-1 dimension at `dim`.
+    pub fn unsqueeze(&self, dim: isize) -> Result<Tensor> {
+        let d = wrap_dim("unsqueeze", dim, self.ndim() + 1)?;
+        let mut s: Vec<isize> = self.shape().iter().map(|&x| x as isize).collect();
+        s.insert(d, 1);
+        self.reshape(&s)
+    }
+    /// Insert size-1 dimensions so that they sit at positions `dims` (sorted) of the result.
+    pub(crate) fn unsqueeze_dims(&self, dims: &[usize]) -> Result<Tensor> {
+        let mut s: Vec<isize> = self.shape().iter().map(|&x| x as isize).collect();
+        for &d in dims {
+            s.insert(d, 1);
+        }
+        self.reshape(&s)
+    }
+    /// Flatten dims `start_dim..=end_dim` into one.
+    pub fn flatten(&self, start_dim: isize, end_dim: isize) -> Result<Tensor> {
+        if self.ndim() == 0 {
+            return self.reshape(&[1]);
+        }
+        let (a, b) = (
+            wrap_dim("flatten", start_dim, self.ndim())?,
+            wrap_dim("flatten", end_dim, self.ndim())?,
+        );
+        if a > b {
+            return Err(Error::arg("flatten", "start_dim cannot come after end_dim"));
+        }
+        let mut s: Vec<isize> = self.shape()[..a].iter().map(|&x| x as isize).collect();
+        s.push(self.shape()[a..=b].iter().product::<usize>() as isize);
+        s.extend(self.shape()[b + 1..].iter().map(|&x| x as isize));
+        self.reshape(&s)
+    }
+    /// Broadcast to `shape` without copying (stride 0 on expanded dims).
+    pub fn expand(&self, shape: &[usize]) -> Result<Tensor> {
+        if shape == self.shape() {
+            return Ok(self.clone());
+        }
+        let l = self.layout().broadcast_to("expand", shape)?;
+        let out = self.with_layout(l);
+        let in_shape = self.shape().to_vec();
+        Ok(record(out, "expand", &[self], &[], move |g| {
+            Ok(vec![Some(g.sum_to(&in_shape)?)])
+        }))
+    }
+    /// Sum a broadcast gradient back to `shape`.
+    pub fn sum_to(&self, shape: &[usize]) -> Result<Tensor> {
+        if self.shape() == shape {
+            return Ok(self.clone());
+        }
+        let lead = self.ndim() - shape.len();
+        let mut dims: Vec<isize> = (0..lead as isize).collect();
+        for (i, &s) in shape.iter().enumerate() {
+            if s == 1 && self.shape()[lead + i] != 1 {
+                dims.push((lead + i) as isize);
+            }
+        }
+        let r = self.sum_dims(&dims, true)?;
+        r.reshape_to(shape)
+    }
+
+    /// A strided view described relative to this tensor's own layout by `f`; its backward writes
+    /// the gradient into the same positions of a zero tensor.
+    fn view_op(
+        &self,
+        name: &'static str,
+        f: impl Fn(&Layout) -> Layout + Send + Sync + 'static,
+    ) -> Result<Tensor> {
+        let out = self.with_layout(f(self.layout()));
+        let base = self.shape().to_vec();
+        let rel = f(&Layout::contiguous(&base));
+        Ok(record(out, name, &[self], &[], move |g| {
+            Ok(vec![Some(g.strided_scatter(&base, &rel)?)])
+        }))
+    }
+    /// Zeros of `base` shape with `self` written at the positions `rel` (relative to a contiguous
+    /// tensor of `base` shape). Differentiable; its backward reads those positions back.
+    pub(crate) fn strided_scatter(&self, base: &[usize], rel: &Layout) -> Result<Tensor> {
+        let z = Tensor::full_dtype(base, 0.0, self.dtype(), &self.device())?;
+        {
+            let src = self.contiguous()?;
+            let mut dst = z.0.storage.data.write();
+            dst.copy_into(rel, &src.storage(), src.layout())?;
+        }
+        let rel = rel.clone();
+        Ok(record(z, "strided_scatter", &[self], &[], move |g| {
+            let rel = rel.clone();
+            let g = g.contiguous()?;
+            let v = g.view_op("as_strided", move |l| Layout {
+                offset: l.offset + rel.offset,
+                ..rel.clone()
+            })?;
+            Ok(vec![Some(v)])
+        }))
+    }
+
+    /// `length` elements of `dim` from `start` (a view).
+    pub fn narrow(&self, dim: isize, start: usize, length: usize) -> Result<Tensor> {
+        let d = wrap_dim("narrow", dim, self.ndim())?;
+        if start + length > self.shape()[d] {
+            return Err(Error::IndexOutOfRange {
+                op: "narrow",
+                index: (start + length) as i64,
+                dim: d,
+                size: self.shape()[d],
+            });
+        }
+        self.slice(dim, start, start + length, 1)
+    }
+    /// `x[..., start:end:step, ...]` on `dim` (a view). `end` is clamped to the size.
+    pub fn slice(&self, dim: isize, start: usize, end: usize, step: usize) -> Result<Tensor> {
+        let d = wrap_dim("slice", dim, self.ndim())?;
+        if step == 0 {
+            return Err(Error::arg("slice", "slice step must be positive"));
+        }
+        let size = self.shape()[d];
+        let end = end.min(size);
+        let start = start.min(end);
+        let len = (end - start).div_ceil(step);
+        self.view_op("slice", move |l| {
+            let mut l = l.clone();
+            l.offset += start * l.strides[d];
+            l.shape[d] = len;
+            l.strides[d] *= step;
+            l
+        })
+    }
+    /// The diagonal of dims `d1`, `d2`, appended as the last dimension (a view).
+    pub fn diagonal(&self, d1: isize, d2: isize) -> Result<Tensor> {
+        let (a, b) = (
+            wrap_dim("diagonal", d1, self.ndim())?,
+            wrap_dim("diagonal", d2, self.ndim())?,
+        );
+        if a == b {
+            return Err(Error::arg(
+                "diagonal",
+                "diagonal dimensions cannot be identical",
+            ));
+        }
+        self.view_op("diagonal", move |l| {
+            let n = l.shape[a].min(l.shape[b]);
+            let s = l.strides[a] + l.strides[b];
+            let mut shape = Vec::new();
+            let mut strides = Vec::new();
+            for i in 0..l.shape.len() {
+                if i != a && i != b {
+                    shape.push(l.shape[i]);
+                    strides.push(l.strides[i]);
+                }
+            }
+            shape.push(n);
+            strides.push(s);
+            Layout {
+                shape,
+                strides,
+                offset: l.offset,
+            }
+        })
+    }
+
+    /// Concatenate along `dim`.
+    pub fn cat(tensors: &[Tensor], dim: isize) -> Result<Tensor> {
+        let first = tensors
+            .first()
+            .ok_or_else(|| Error::arg("cat", "expected a non-empty list of Tensors"))?;
+        let d = wrap_dim("cat", dim, first.ndim())?;
+        let mut total = 0;
+        for t in tensors {
+            first.same_device("cat", t)?;
+            if t.dtype() != first.dtype() {
+                return Err(Error::DTypeMismatch {
+                    op: "cat",
+                    expected: first.dtype(),
+                    found: t.dtype(),
+                });
+            }
+            if t.ndim() != first.ndim()
+                || t.shape()
+                    .iter()
+                    .enumerate()
+                    .any(|(i, &s)| i != d && s != first.shape()[i])
+            {
+                return Err(Error::shape("cat", format!("Sizes of tensors must match except in dimension {d}. Expected {:?} but got {:?}", first.shape(), t.shape())));
+            }
+            total += t.shape()[d];
+        }
+        let mut shape = first.shape().to_vec();
+        shape[d] = total;
+        let out = Tensor::full_dtype(&shape, 0.0, first.dtype(), &first.device())?;
+        let mut sizes = Vec::new();
+        {
+            let mut dst = out.0.storage.data.write();
+            let mut at = 0;
+            for t in tensors {
+                let mut l = Layout::contiguous(&shape);
+                l.offset = at * l.strides[d];
+                l.shape[d] = t.shape()[d];
+                dst.copy_into(&l, &t.storage(), t.layout())?;
+                sizes.push((at, t.shape()[d]));
+                at += t.shape()[d];
+            }
+        }
+        let inputs: Vec<&Tensor> = tensors.iter().collect();
+        Ok(record(out, "cat", &inputs, &[], move |g| {
+            sizes
+                .iter()
+                .map(|&(s, n)| g.narrow(d as isize, s, n).map(Some))
+                .collect()
+        }))
+    }
+    /// Stack along a new dimension `dim`.
+    pub fn stack(tensors: &[Tensor], dim: isize) -> Result<Tensor> {
+        let first = tensors
+            .first()
+            .ok_or_else(|| Error::arg("stack", "expected a non-empty list of Tensors"))?;
+        for t in tensors {
+            if t.shape() != first.shape() {
+                return Err(Error::shape("stack", format!("stack expects each tensor to be equal size, but got {:?} at entry 0 and {:?}", first.shape(), t.shape())));
+            }
+        }
+        let parts: Vec<Tensor> = tensors
+            .iter()
+            .map(|t| t.unsqueeze(dim))
+            .collect::<Result<_>>()?;
+        Tensor::cat(&parts, dim)
+    }
+    /// Pieces of `size` along `dim` (the last may be smaller).
+    pub fn split(&self, size: usize, dim: isize) -> Result<Vec<Tensor>> {
+        let d = wrap_dim("split", dim, self.ndim())?;
+        if size == 0 {
+            return Err(Error::arg("split", "split_size must be positive"));
+        }
+        let n = self.shape()[d];
+        (0..n.div_ceil(size))
+            .map(|i| self.narrow(dim, i * size, size.min(n - i * size)))
+            .collect()
+    }
+    /// Pieces with the given sizes along `dim`.
+    pub fn split_sizes(&self, sizes: &[usize], dim: isize) -> Result<Vec<Tensor>> {
+        let d = wrap_dim("split", dim, self.ndim())?;
+        if sizes.iter().sum::<usize>() != self.shape()[d] {
+            return Err(Error::shape("split", format!("split_with_sizes expects split_sizes to sum exactly to {} (input tensor's size at dimension {d}), but got split_sizes={sizes:?}", self.shape()[d])));
+        }
+        let mut at = 0;
+        sizes
+            .iter()
+            .map(|&s| {
+                let t = self.narrow(dim, at, s);
+                at += s;
+                t
+            })
+            .collect()
+    }
+    /// `chunks` pieces along `dim` (PyTorch's sizing: ceil(n / chunks) each).
+    pub fn chunk(&self, chunks: usize, dim: isize) -> Result<Vec<Tensor>> {
+        if chunks == 0 {
+            return Err(Error::arg(
+                "chunk",
+                "chunk expects `chunks` to be greater than 0",
+            ));
+        }
+        let n = self.dim_size(dim)?;
+        self.split(n.div_ceil(chunks).max(1), dim)
+    }
+    /// Reverse the order along `dims` (a copy).
+    pub fn flip(&self, dims: &[isize]) -> Result<Tensor> {
+        let mut x = self.clone();
+        for &d in dims {
+            let w = wrap_dim("flip", d, self.ndim())?;
+            let n = self.shape()[w];
+            let idx = Tensor::arange_dtype(
+                (n as f64) - 1.0,
+                -1.0,
+                -1.0,
+                crate::DType::I32,
+                &self.device(),
+            )?;
+            x = x.index_select(w as isize, &idx)?;
+        }
+        Ok(x)
+    }
+    /// Tile the tensor `repeats` times along each dim (torch.Tensor.repeat).
+    pub fn repeat(&self, repeats: &[usize]) -> Result<Tensor> {
+        if repeats.len() < self.ndim() {
+            return Err(Error::arg("repeat", "Number of dimensions of repeat dims can not be smaller than number of dimensions of tensor"));
+        }
+        let lead = repeats.len() - self.ndim();
+        let mut padded = vec![1usize; lead];
+        padded.extend(self.shape());
+        let mut inter: Vec<isize> = Vec::new();
+        let mut expanded = Vec::new();
+        let mut out = Vec::new();
+        for (i, &s) in padded.iter().enumerate() {
+            inter.push(1);
+            inter.push(s as isize);
+            expanded.push(repeats[i]);
+            expanded.push(s);
+            out.push((repeats[i] * s) as isize);
+        }
+        self.reshape(&inter)?
+            .expand(&expanded)?
+            .contiguous()?
+            .reshape(&out)
+    }
+}

@@ -1,0 +1,327 @@
+//! Reductions: sum, mean, amax/amin, max/min with indices, argmax/argmin, var/std, logsumexp,
+//! prod, vector_norm, cumsum, softmax and log_softmax.
+
+use crate::autograd::record;
+use crate::shape::wrap_dim;
+use crate::{DType, Error, Result, Tensor};
+
+/// The reductions kernels implement over the last axis of `[rows, n]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReduceOp {
+    Sum,
+    Prod,
+    Max,
+    Min,
+    ArgMax,
+    ArgMin,
+}
+
+impl ReduceOp {
+    /// Kernel name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ReduceOp::Sum => "sum",
+            ReduceOp::Prod => "prod",
+            ReduceOp::Max => "amax",
+            ReduceOp::Min => "amin",
+            ReduceOp::ArgMax => "argmax",
+            ReduceOp::ArgMin => "argmin",
+        }
+    }
+}
+
+/// Normalise a dim list (empty = all dims), sorted and deduplicated.
+pub(crate) fn wrap_dims(op: &'static str, dims: &[isize], ndim: usize) -> Result<Vec<usize>> {
+    if dims.is_empty() {
+        return Ok((0..ndim).collect());
+    }
+    let mut v = Vec::with_capacity(dims.len());
+    for &d in dims {
+        let w = wrap_dim(op, d, ndim)?;
+        if v.contains(&w) {
+            return Err(Error::arg(
+                op,
+                format!("dim {w} appears multiple times in the list of dims"),
+            ));
+        }
+        v.push(w);
+    }
+    v.retain(|&d| d < ndim);
+    v.sort();
+    Ok(v)
+}
+
+fn reduced_shape(shape: &[usize], dims: &[usize], keepdim: bool) -> Vec<usize> {
+    let mut out = Vec::new();
+    for (i, &s) in shape.iter().enumerate() {
+        if dims.contains(&i) {
+            if keepdim {
+                out.push(1);
+            }
+        } else {
+            out.push(s);
+        }
+    }
+    out
+}
+
+impl Tensor {
+    /// Reduce `dims` with a kernel (no autograd): moves the reduced dims last, then reduces rows.
+    fn reduce_raw(&self, op: ReduceOp, dims: &[usize], keepdim: bool) -> Result<Tensor> {
+        let nd = self.ndim();
+        let mut perm: Vec<usize> = (0..nd).filter(|d| !dims.contains(d)).collect();
+        perm.extend(dims);
+        let n: usize = dims.iter().map(|&d| self.shape()[d]).product();
+        let rows: usize = self.numel() / n.max(1);
+        let rows = if n == 0 {
+            (0..nd)
+                .filter(|d| !dims.contains(d))
+                .map(|d| self.shape()[d])
+                .product()
+        } else {
+            rows
+        };
+        let out_shape = reduced_shape(self.shape(), dims, keepdim);
+        if n == 0
+            && matches!(
+                op,
+                ReduceOp::Max | ReduceOp::Min | ReduceOp::ArgMax | ReduceOp::ArgMin
+            )
+            && rows > 0
+        {
+            return Err(Error::arg(
+                op.name(),
+                format!(
+                    "Expected reduction dim to have non-zero size (input shape {:?})",
+                    self.shape()
+                ),
+            ));
+        }
+        let x = self.detach().permute_raw(&perm).contiguous()?;
+        let s = x.storage().reduce_rows(op, rows, n)?;
+        Ok(Tensor::from_storage(s, &out_shape, self.device()))
+    }
+
+    /// Sum over `dims` (empty: all), keeping them as size 1 if `keepdim`.
+    pub fn sum_dims(&self, dims: &[isize], keepdim: bool) -> Result<Tensor> {
+        let d = wrap_dims("sum", dims, self.ndim())?;
+        let x = if self.dtype() == DType::Bool {
+            self.to_dtype(DType::I32)?
+        } else {
+            self.clone()
+        };
+        let out = x.reduce_raw(ReduceOp::Sum, &d, keepdim)?;
+        let shape = x.shape().to_vec();
+        Ok(record(out, "sum", &[&x], &[], move |g| {
+            let g = if keepdim {
+                g.clone()
+            } else {
+                g.unsqueeze_dims(&d)?
+            };
+            Ok(vec![Some(g.expand(&shape)?)])
+        }))
+    }
+    /// Sum of all elements (0-d).
+    pub fn sum_all(&self) -> Result<Tensor> {
+        self.sum_dims(&[], false)
+    }
+    /// Mean over `dims` (empty: all).
+    pub fn mean_dims(&self, dims: &[isize], keepdim: bool) -> Result<Tensor> {
+        if !self.dtype().is_float() {
+            return Err(Error::UnsupportedDType {
+                op: "mean",
+                dtype: self.dtype(),
+                hint: "; mean needs a floating-point input: use .to_dtype(DType::F32)",
+            });
+        }
+        let d = wrap_dims("mean", dims, self.ndim())?;
+        let n: usize = d.iter().map(|&i| self.shape()[i]).product();
+        self.sum_dims(dims, keepdim)?.mul_scalar(1.0 / n as f64)
+    }
+    /// Mean of all elements.
+    pub fn mean_all(&self) -> Result<Tensor> {
+        self.mean_dims(&[], false)
+    }
+    /// Maximum over `dims`; the gradient is split evenly among ties (PyTorch's amax).
+    pub fn amax(&self, dims: &[isize], keepdim: bool) -> Result<Tensor> {
+        self.extreme(ReduceOp::Max, dims, keepdim)
+    }
+    /// Minimum over `dims`.
+    pub fn amin(&self, dims: &[isize], keepdim: bool) -> Result<Tensor> {
+        self.extreme(ReduceOp::Min, dims, keepdim)
+    }
+    fn extreme(&self, op: ReduceOp, dims: &[isize], keepdim: bool) -> Result<Tensor> {
+        let d = wrap_dims(op.name(), dims, self.ndim())?;
+        let out = self.reduce_raw(op, &d, keepdim)?;
+        let (x, y) = (self.clone(), out.detach());
+        Ok(record(out, op.name(), &[self], &[self], move |g| {
+            let (g, y) = if keepdim {
+                (g.clone(), y.clone())
+            } else {
+                (g.unsqueeze_dims(&d)?, y.unsqueeze_dims(&d)?)
+            };
+            let mask = x.eq(&y)?.to_dtype(x.dtype())?;
+            let count = mask.sum_dims(&d.iter().map(|&i| i as isize).collect::<Vec<_>>(), true)?;
+            Ok(vec![Some(mask.div(&count)?.mul(&g)?)])
+        }))
+    }
+    /// `(values, indices)` of the maximum along `dim` (torch.max with dim); the gradient goes to
+    /// the index PyTorch picks (the first maximum).
+    pub fn max_dim(&self, dim: isize, keepdim: bool) -> Result<(Tensor, Tensor)> {
+        self.extreme_dim(ReduceOp::Max, ReduceOp::ArgMax, dim, keepdim)
+    }
+    /// `(values, indices)` of the minimum along `dim`.
+    pub fn min_dim(&self, dim: isize, keepdim: bool) -> Result<(Tensor, Tensor)> {
+        self.extreme_dim(ReduceOp::Min, ReduceOp::ArgMin, dim, keepdim)
+    }
+    fn extreme_dim(
+        &self,
+        vop: ReduceOp,
+        iop: ReduceOp,
+        dim: isize,
+        keepdim: bool,
+    ) -> Result<(Tensor, Tensor)> {
+        let d = wrap_dim(vop.name(), dim, self.ndim())?;
+        let idx = self.reduce_raw(iop, &[d], true)?;
+        let vals = self.detach().gather(d as isize, &idx)?;
+        let shape = self.shape().to_vec();
+        let idx_saved = idx.clone();
+        let vals = record(vals, vop.name(), &[self], &[], move |g| {
+            let z = Tensor::full_dtype(&shape, 0.0, g.dtype(), &g.device())?;
+            Ok(vec![Some(z.scatter_add(d as isize, &idx_saved, &g)?)])
+        });
+        if keepdim || self.ndim() == 0 {
+            Ok((vals, idx))
+        } else {
+            Ok((vals.squeeze_dim(d as isize)?, idx.squeeze_dim(d as isize)?))
+        }
+    }
+    /// Index of the maximum along `dim` (None: over the flattened tensor).
+    pub fn argmax(&self, dim: Option<isize>, keepdim: bool) -> Result<Tensor> {
+        self.arg_extreme(ReduceOp::ArgMax, dim, keepdim)
+    }
+    /// Index of the minimum along `dim`.
+    pub fn argmin(&self, dim: Option<isize>, keepdim: bool) -> Result<Tensor> {
+        self.arg_extreme(ReduceOp::ArgMin, dim, keepdim)
+    }
+    fn arg_extreme(&self, op: ReduceOp, dim: Option<isize>, keepdim: bool) -> Result<Tensor> {
+        match dim {
+            Some(dim) => {
+                let d = wrap_dim(op.name(), dim, self.ndim())?;
+                self.reduce_raw(op, &[d], keepdim)
+            }
+            None => self.detach().reshape(&[-1])?.reduce_raw(op, &[0], false),
+        }
+    }
+    /// Variance over `dims` with Bessel's correction when `unbiased`.
+    pub fn var_dims(&self, dims: &[isize], unbiased: bool, keepdim: bool) -> Result<Tensor> {
+        let d = wrap_dims("var", dims, self.ndim())?;
+        let n: usize = d.iter().map(|&i| self.shape()[i]).product();
+        let mean = self.mean_dims(dims, true)?;
+        let ss = self.sub(&mean)?.square()?.sum_dims(dims, keepdim)?;
+        let denom = if unbiased { n as f64 - 1.0 } else { n as f64 };
+        ss.mul_scalar(1.0 / denom)
+    }
+    /// Standard deviation over `dims`.
+    pub fn std_dims(&self, dims: &[isize], unbiased: bool, keepdim: bool) -> Result<Tensor> {
+        self.var_dims(dims, unbiased, keepdim)?.sqrt()
+    }
+    /// `log(sum(exp(x)))` over `dims`, computed stably.
+    pub fn logsumexp(&self, dims: &[isize], keepdim: bool) -> Result<Tensor> {
+        let m = self.amax(dims, true)?.detach();
+        let m = Tensor::where_cond(&m.abs()?.eq_scalar(f64::INFINITY)?, &m.zeros_like()?, &m)?;
+        let s = self.sub(&m)?.exp()?.sum_dims(dims, true)?.log()?.add(&m)?;
+        if keepdim {
+            Ok(s)
+        } else {
+            let d = wrap_dims("logsumexp", dims, self.ndim())?;
+            s.squeeze_dims(&d)
+        }
+    }
+    /// Product over `dim`.
+    pub fn prod_dim(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
+        let d = wrap_dim("prod", dim, self.ndim())?;
+        let out = self.reduce_raw(ReduceOp::Prod, &[d], keepdim)?;
+        let x = self.clone();
+        Ok(record(out, "prod", &[self], &[self], move |g| {
+            // d/dx_i prod = prod of the others, computed without dividing by x_i.
+            let n = x.shape()[d];
+            let g = if keepdim {
+                g.clone()
+            } else {
+                g.unsqueeze(d as isize)?
+            };
+            let mut parts = Vec::with_capacity(n);
+            for i in 0..n {
+                let mut others = Vec::new();
+                if i > 0 {
+                    others.push(x.narrow(d as isize, 0, i)?);
+                }
+                if i + 1 < n {
+                    others.push(x.narrow(d as isize, i + 1, n - i - 1)?);
+                }
+                let p = if others.is_empty() {
+                    g.ones_like()?
+                } else {
+                    Tensor::cat(&others, d as isize)?.prod_dim(d as isize, true)?
+                };
+                parts.push(p);
+            }
+            Ok(vec![Some(Tensor::cat(&parts, d as isize)?.mul(&g)?)])
+        }))
+    }
+    /// p-norm over `dims` (torch.linalg.vector_norm); `ord` 2, 1 or infinity.
+    pub fn vector_norm(&self, ord: f64, dims: &[isize], keepdim: bool) -> Result<Tensor> {
+        if ord == 2.0 {
+            self.square()?.sum_dims(dims, keepdim)?.sqrt()
+        } else if ord == 1.0 {
+            self.abs()?.sum_dims(dims, keepdim)
+        } else if ord.is_infinite() && ord > 0.0 {
+            self.abs()?.amax(dims, keepdim)
+        } else {
+            self.abs()?
+                .pow_scalar(ord)?
+                .sum_dims(dims, keepdim)?
+                .pow_scalar(1.0 / ord)
+        }
+    }
+    /// Inclusive cumulative sum along `dim`.
+    pub fn cumsum(&self, dim: isize) -> Result<Tensor> {
+        let d = wrap_dim("cumsum", dim, self.ndim())?;
+        if self.ndim() == 0 {
+            return Ok(self.clone());
+        }
+        let nd = self.ndim();
+        let mut perm: Vec<usize> = (0..nd).filter(|&i| i != d).collect();
+        perm.push(d);
+        let x = self.detach().permute_raw(&perm).contiguous()?;
+        let n = self.shape()[d];
+        let rows = self.numel() / n.max(1);
+        let s = x.storage().cumsum_rows(rows, n)?;
+        let y = Tensor::from_storage(s, x.shape(), self.device());
+        let mut inv = vec![0; nd];
+        for (i, &p) in perm.iter().enumerate() {
+            inv[p] = i;
+        }
+        let out = y.permute_raw(&inv);
+        Ok(record(out, "cumsum", &[self], &[], move |g| {
+            Ok(vec![Some(
+                g.flip(&[d as isize])?
+                    .cumsum(d as isize)?
+                    .flip(&[d as isize])?,
+            )])
+        }))
+    }
+    /// Softmax along `dim`, numerically stable.
+    pub fn softmax(&self, dim: isize) -> Result<Tensor> {
+        let m = self.amax(&[dim], true)?.detach();
+        let e = self.sub(&m)?.exp()?;
+        e.div(&e.sum_dims(&[dim], true)?)
+    }
+    /// Log-softmax along `dim`, numerically stable.
+    pub fn log_softmax(&self, dim: isize) -> Result<Tensor> {
+        let m = self.amax(&[dim], true)?.detach();
+        let z = self.sub(&m)?;
+        z.sub(&z.exp()?.sum_dims(&[dim], true)?.log()?)
+    }
+}

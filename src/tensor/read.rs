@@ -1,0 +1,139 @@
+//! Reading tensors back, moving them between devices and dtypes.
+
+use super::Tensor;
+use crate::backend::cpu::{CpuElem, CpuStorage};
+use crate::backend::{gpu, Storage};
+use crate::{DType, Device, Error, Result};
+
+impl Tensor {
+    /// The elements in row-major order, as host values (async: the only form in the browser).
+    pub async fn to_vec_async<T: CpuElem>(&self) -> Result<Vec<T>> {
+        if T::DTYPE != self.dtype() {
+            return Err(Error::DTypeMismatch {
+                op: "to_vec",
+                expected: self.dtype(),
+                found: T::DTYPE,
+            });
+        }
+        let host = self.host_storage_async().await?;
+        Ok(T::slice(&host).expect("dtype checked").to_vec())
+    }
+    /// The elements in row-major order (blocks until the device has computed them).
+    pub fn to_vec<T: CpuElem>(&self) -> Result<Vec<T>> {
+        block_on(self.to_vec_async())
+    }
+    /// The value of a one-element tensor, as f64 (async form).
+    pub async fn item_async(&self) -> Result<f64> {
+        if self.numel() != 1 {
+            return Err(Error::shape(
+                "item",
+                format!(
+                    "a Tensor with {} elements cannot be converted to Scalar",
+                    self.numel()
+                ),
+            ));
+        }
+        Ok(self.host_storage_async().await?.to_f64_vec()[0])
+    }
+    /// The value of a one-element tensor, as f64 (blocking).
+    pub fn item(&self) -> Result<f64> {
+        block_on(self.item_async())
+    }
+    /// All elements widened to f64 (any dtype).
+    pub fn to_f64_vec(&self) -> Result<Vec<f64>> {
+        Ok(block_on(self.host_storage_async())?.to_f64_vec())
+    }
+
+    /// Contiguous host copy of the elements.
+    pub(crate) async fn host_storage_async(&self) -> Result<CpuStorage> {
+        let t = self.contiguous()?;
+        let s = t.storage().clone();
+        match s {
+            Storage::Cpu(c) => {
+                let l = t.layout();
+                Ok(crate::backend::cpu::contiguous(&c, l))
+            }
+            Storage::Gpu(g) => {
+                // contiguous() gave offset 0 unless the view was already contiguous.
+                let off = t.storage_offset();
+                let full = gpu::download(&g, off + t.numel()).await?;
+                Ok(crate::backend::cpu::contiguous(
+                    &full,
+                    &crate::shape::Layout {
+                        offset: off,
+                        ..crate::shape::Layout::contiguous(t.shape())
+                    },
+                ))
+            }
+        }
+    }
+
+    /// A contiguous tensor with the same values (self if already contiguous).
+    pub fn contiguous(&self) -> Result<Tensor> {
+        if self.is_contiguous() {
+            return Ok(self.clone());
+        }
+        self.copy_as(self.dtype(), "contiguous")
+    }
+
+    fn copy_as(&self, dtype: DType, name: &'static str) -> Result<Tensor> {
+        let ordinal = match self.device() {
+            Device::Gpu(n) => n,
+            Device::Cpu => 0,
+        };
+        let s = self.storage().cast(self.layout(), dtype, ordinal)?;
+        let out = Tensor::from_storage(s, self.shape(), self.device());
+        let src_dtype = self.dtype();
+        Ok(crate::autograd::record(out, name, &[self], &[], move |g| {
+            Ok(vec![Some(g.to_dtype(src_dtype)?)])
+        }))
+    }
+
+    /// Convert to `dtype` (a copy; self if the dtype already matches).
+    pub fn to_dtype(&self, dtype: DType) -> Result<Tensor> {
+        if dtype == self.dtype() {
+            return Ok(self.clone());
+        }
+        if !dtype.is_float() || !self.dtype().is_float() {
+            // Conversions to or from integers are not differentiable.
+            let _g = crate::no_grad();
+            return self.copy_as(dtype, "to_dtype");
+        }
+        self.copy_as(dtype, "to_dtype")
+    }
+
+    /// Copy to `device` (self if already there). Differentiable.
+    pub fn to(&self, device: &Device) -> Result<Tensor> {
+        if *device == self.device() {
+            return Ok(self.clone());
+        }
+        let host = block_on(self.host_storage_async())?;
+        let s = super::create::place(host, device)?;
+        let out = Tensor::from_storage(s, self.shape(), *device);
+        let back = self.device();
+        Ok(crate::autograd::record(out, "to", &[self], &[], move |g| {
+            Ok(vec![Some(g.to(&back)?)])
+        }))
+    }
+
+    /// True if any element is NaN or infinite (one device-side reduction, one scalar read).
+    pub fn has_non_finite(&self) -> Result<bool> {
+        let _g = crate::no_grad();
+        let s = self.to_dtype(DType::F32)?.abs()?.sum_all()?;
+        Ok(!s.item()?.is_finite())
+    }
+}
+
+/// Block on a future: native only. In the browser blocking would hang the page, so the blocking
+/// API answers with an error that points to the async form.
+#[cfg(not(target_arch = "wasm32"))]
+pub(crate) fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    pollster::block_on(f)
+}
+
+#[cfg(target_arch = "wasm32")]
+pub(crate) fn block_on<T, F: std::future::Future<Output = Result<T>>>(_f: F) -> Result<T> {
+    Err(Error::WouldBlock(
+        "blocking reads are unavailable in the browser: use to_vec_async().await / item_async().await".into(),
+    ))
+}

@@ -1,0 +1,477 @@
+//! Runs every case of every `*.json` op file in ../shared/golden (or $WGTORCH_GOLDEN_DIR) on the
+//! CPU and on the GPU: forward outputs and input gradients against PyTorch's numbers.
+
+mod common;
+
+use serde_json::Value;
+use std::path::PathBuf;
+use wgtorch::nn::functional as F;
+use wgtorch::{DType, Device, Result, Tensor};
+
+fn golden_dir() -> PathBuf {
+    match std::env::var("WGTORCH_GOLDEN_DIR") {
+        Ok(d) => PathBuf::from(d),
+        Err(_) => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/golden"),
+    }
+}
+
+fn dtype_of(s: &str) -> DType {
+    match s {
+        "f32" => DType::F32,
+        "f16" => DType::F16,
+        "bf16" => DType::BF16,
+        "i64" | "i32" => DType::I32,
+        "bool" => DType::Bool,
+        other => panic!("unknown dtype {other}"),
+    }
+}
+
+fn shape_of(v: &Value) -> Vec<usize> {
+    v["shape"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap() as usize)
+        .collect()
+}
+
+fn data_of(v: &Value) -> Vec<f64> {
+    v["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| match x {
+            Value::Bool(b) => *b as u8 as f64,
+            Value::String(s) if s == "nan" => f64::NAN,
+            Value::String(s) if s == "inf" => f64::INFINITY,
+            Value::String(s) if s == "-inf" => f64::NEG_INFINITY,
+            _ => x.as_f64().unwrap(),
+        })
+        .collect()
+}
+
+fn tensor_of(v: &Value, dev: &Device) -> Result<Tensor> {
+    Tensor::from_f64(
+        &data_of(v),
+        shape_of(v),
+        dtype_of(v["dtype"].as_str().unwrap()),
+        dev,
+    )
+}
+
+fn ints(v: &Value) -> Vec<usize> {
+    match v {
+        Value::Array(a) => a.iter().map(|x| x.as_u64().unwrap() as usize).collect(),
+        Value::Number(n) => vec![n.as_u64().unwrap() as usize],
+        _ => panic!("expected ints, got {v}"),
+    }
+}
+fn sints(v: &Value) -> Vec<isize> {
+    match v {
+        Value::Array(a) => a.iter().map(|x| x.as_i64().unwrap() as isize).collect(),
+        Value::Number(n) => vec![n.as_i64().unwrap() as isize],
+        _ => panic!("expected ints, got {v}"),
+    }
+}
+fn pair(v: &Value, default: usize) -> [usize; 2] {
+    match v {
+        Value::Null => [default, default],
+        _ => {
+            let i = ints(v);
+            if i.len() == 1 {
+                [i[0], i[0]]
+            } else {
+                [i[0], i[1]]
+            }
+        }
+    }
+}
+
+fn apply_views(t: &Tensor, views: Option<&Value>) -> Result<Tensor> {
+    let mut t = t.clone();
+    for v in views.and_then(|v| v.as_array()).into_iter().flatten() {
+        if let Some(p) = v.get("permute") {
+            t = t.permute(&sints(p))?;
+        } else if let Some(s) = v.get("slice") {
+            let dim = s["dim"].as_i64().unwrap() as isize;
+            let n = t.dim_size(dim)?;
+            let start = s["start"].as_u64().unwrap_or(0) as usize;
+            let end = s["end"].as_u64().map(|e| e as usize).unwrap_or(n);
+            let step = s["step"].as_u64().unwrap_or(1) as usize;
+            t = t.slice(dim, start, end, step)?;
+        } else if let Some(e) = v.get("expand") {
+            t = t.expand(&ints(e))?;
+        } else {
+            panic!("unknown view {v}");
+        }
+    }
+    Ok(t)
+}
+
+/// Run one op; `Ok(None)` means the harness has no binding for it yet (reported as pending).
+fn run_op(op: &str, kw: &Value, x: &[Tensor]) -> Result<Option<Vec<Tensor>>> {
+    let f = |k: &str| kw[k].as_f64();
+    let dim = || kw["dim"].as_i64().unwrap() as isize;
+    let keep = || kw["keepdim"].as_bool().unwrap_or(false);
+    let dims = || {
+        if kw["dim"].is_null() {
+            vec![]
+        } else {
+            sints(&kw["dim"])
+        }
+    };
+    let red = || wgtorch::ops::Reduction::parse(kw["reduction"].as_str().unwrap_or("mean"));
+    let one = |t: Tensor| Ok(Some(vec![t]));
+    match op {
+        "torch.neg" => one(x[0].neg()?),
+        "torch.abs" => one(x[0].abs()?),
+        "torch.exp" => one(x[0].exp()?),
+        "torch.log" => one(x[0].log()?),
+        "torch.sqrt" => one(x[0].sqrt()?),
+        "torch.rsqrt" => one(x[0].rsqrt()?),
+        "torch.sin" => one(x[0].sin()?),
+        "torch.cos" => one(x[0].cos()?),
+        "torch.tanh" => one(x[0].tanh()?),
+        "torch.sigmoid" => one(x[0].sigmoid()?),
+        "torch.nn.functional.relu" => one(x[0].relu()?),
+        "torch.nn.functional.gelu" => one(if kw["approximate"].as_str() == Some("tanh") {
+            x[0].gelu_tanh()?
+        } else {
+            x[0].gelu()?
+        }),
+        "torch.nn.functional.silu" => one(x[0].silu()?),
+        "torch.nn.functional.elu" => one(x[0].elu(f("alpha").unwrap_or(1.0))?),
+        "torch.nn.functional.leaky_relu" => {
+            one(x[0].leaky_relu(f("negative_slope").unwrap_or(0.01))?)
+        }
+        "torch.nn.functional.softplus" => {
+            one(x[0].softplus(f("beta").unwrap_or(1.0), f("threshold").unwrap_or(20.0))?)
+        }
+        "torch.square" => one(x[0].square()?),
+        "torch.reciprocal" => one(x[0].reciprocal()?),
+        "torch.clamp" => one(x[0].clamp(f("min"), f("max"))?),
+        "torch.erf" => one(x[0].erf()?),
+        "torch.pow" => match f("exponent") {
+            Some(e) => one(x[0].pow_scalar(e)?),
+            None => one(x[0].pow(&x[1])?),
+        },
+        "torch.add" => one(x[0].add_alpha(&x[1], f("alpha").unwrap_or(1.0))?),
+        "torch.sub" => one(x[0].sub(&x[1])?),
+        "torch.mul" => one(x[0].mul(&x[1])?),
+        "torch.div" => one(x[0].div(&x[1])?),
+        "torch.maximum" => one(x[0].maximum(&x[1])?),
+        "torch.minimum" => one(x[0].minimum(&x[1])?),
+        "torch.eq" => one(x[0].eq(&x[1])?),
+        "torch.ne" => one(x[0].ne(&x[1])?),
+        "torch.lt" => one(x[0].lt(&x[1])?),
+        "torch.le" => one(x[0].le(&x[1])?),
+        "torch.gt" => one(x[0].gt(&x[1])?),
+        "torch.ge" => one(x[0].ge(&x[1])?),
+        "torch.where" => one(Tensor::where_cond(&x[0], &x[1], &x[2])?),
+        "torch.Tensor.masked_fill" => one(x[0].masked_fill(&x[1], f("value").unwrap())?),
+        "torch.masked_select" => one(x[0].masked_select(&x[1])?),
+        "torch.sum" => one(x[0].sum_dims(&dims(), keep())?),
+        "torch.mean" => one(x[0].mean_dims(&dims(), keep())?),
+        "torch.amax" => one(x[0].amax(&dims(), keep())?),
+        "torch.amin" => one(x[0].amin(&dims(), keep())?),
+        "torch.max" => {
+            let (v, i) = x[0].max_dim(dim(), keep())?;
+            Ok(Some(vec![v, i]))
+        }
+        "torch.min" => {
+            let (v, i) = x[0].min_dim(dim(), keep())?;
+            Ok(Some(vec![v, i]))
+        }
+        "torch.argmax" => one(x[0].argmax(kw["dim"].as_i64().map(|d| d as isize), keep())?),
+        "torch.argmin" => one(x[0].argmin(kw["dim"].as_i64().map(|d| d as isize), keep())?),
+        "torch.var" => {
+            one(x[0].var_dims(&dims(), kw["unbiased"].as_bool().unwrap_or(true), keep())?)
+        }
+        "torch.std" => {
+            one(x[0].std_dims(&dims(), kw["unbiased"].as_bool().unwrap_or(true), keep())?)
+        }
+        "torch.logsumexp" => one(x[0].logsumexp(&dims(), keep())?),
+        "torch.prod" => one(x[0].prod_dim(dim(), keep())?),
+        "torch.linalg.vector_norm" => {
+            one(x[0].vector_norm(f("ord").unwrap_or(2.0), &dims(), keep())?)
+        }
+        "torch.cumsum" => one(x[0].cumsum(dim())?),
+        "torch.softmax" => one(x[0].softmax(dim())?),
+        "torch.log_softmax" => one(x[0].log_softmax(dim())?),
+        "torch.matmul" => one(x[0].matmul(&x[1])?),
+        "torch.bmm" => one(x[0].bmm(&x[1])?),
+        "torch.nn.functional.linear" => one(x[0].linear(&x[1], x.get(2))?),
+        "torch.einsum" => one(Tensor::einsum(kw["equation"].as_str().unwrap(), x)?),
+        "torch.reshape" => one(x[0].reshape(&sints(&kw["shape"]))?),
+        "torch.permute" => one(x[0].permute(&sints(&kw["dims"]))?),
+        "torch.transpose" => one(x[0].transpose(
+            kw["dim0"].as_i64().unwrap() as isize,
+            kw["dim1"].as_i64().unwrap() as isize,
+        )?),
+        "torch.squeeze" => one(if kw["dim"].is_null() {
+            x[0].squeeze()?
+        } else {
+            x[0].squeeze_dim(dim())?
+        }),
+        "torch.unsqueeze" => one(x[0].unsqueeze(dim())?),
+        "torch.flatten" => one(x[0].flatten(
+            kw["start_dim"].as_i64().unwrap_or(0) as isize,
+            kw["end_dim"].as_i64().unwrap_or(-1) as isize,
+        )?),
+        "torch.Tensor.expand" => one(x[0].expand(&ints(&kw["size"]))?),
+        "torch.narrow" => one(x[0].narrow(
+            dim(),
+            kw["start"].as_u64().unwrap() as usize,
+            kw["length"].as_u64().unwrap() as usize,
+        )?),
+        "torch.cat" => one(Tensor::cat(x, dim())?),
+        "torch.stack" => one(Tensor::stack(x, dim())?),
+        "torch.split" => Ok(Some(match &kw["split_size_or_sections"] {
+            Value::Array(_) => x[0].split_sizes(&ints(&kw["split_size_or_sections"]), dim())?,
+            v => x[0].split(v.as_u64().unwrap() as usize, dim())?,
+        })),
+        "torch.chunk" => Ok(Some(
+            x[0].chunk(kw["chunks"].as_u64().unwrap() as usize, dim())?,
+        )),
+        "torch.flip" => one(x[0].flip(&sints(&kw["dims"]))?),
+        "torch.Tensor.repeat" => one(x[0].repeat(&ints(&kw["repeats"]))?),
+        "torch.index_select" => one(x[0].index_select(dim(), &x[1])?),
+        "torch.gather" => one(x[0].gather(dim(), &x[1])?),
+        "torch.scatter_add" => one(x[0].scatter_add(dim(), &x[1], &x[2])?),
+        "torch.nn.functional.embedding" => one(x[0].embedding(&x[1])?),
+        "torch.nn.functional.one_hot" => {
+            one(x[0].one_hot(kw["num_classes"].as_u64().unwrap() as usize)?)
+        }
+        "torch.nn.functional.conv2d" => one(F::conv2d(
+            &x[0],
+            &x[1],
+            x.get(2),
+            pair(&kw["stride"], 1),
+            pair(&kw["padding"], 0),
+            pair(&kw["dilation"], 1),
+            kw["groups"].as_u64().unwrap_or(1) as usize,
+        )?),
+        "torch.nn.functional.max_pool2d" | "torch.nn.functional.avg_pool2d" => {
+            let k = pair(&kw["kernel_size"], 1);
+            let s = if kw["stride"].is_null() {
+                k
+            } else {
+                pair(&kw["stride"], 1)
+            };
+            let p = pair(&kw["padding"], 0);
+            one(if op.ends_with("max_pool2d") {
+                F::max_pool2d(&x[0], k, s, p)?
+            } else {
+                F::avg_pool2d(&x[0], k, s, p)?
+            })
+        }
+        "torch.nn.functional.adaptive_avg_pool2d" => {
+            one(F::adaptive_avg_pool2d(&x[0], pair(&kw["output_size"], 1))?)
+        }
+        "torch.nn.functional.batch_norm:train" | "torch.nn.functional.batch_norm:eval" => {
+            let train = op.ends_with("train");
+            // Inputs: x, weight, bias, running_mean, running_var. Running stats are buffers (no grad).
+            let rm = x[3].detach().mul_scalar(1.0)?;
+            let rv = x[4].detach().mul_scalar(1.0)?;
+            let y = F::batch_norm(
+                &x[0],
+                Some(&rm),
+                Some(&rv),
+                Some(&x[1]),
+                Some(&x[2]),
+                train,
+                f("momentum").unwrap_or(0.1),
+                f("eps").unwrap_or(1e-5),
+            )?;
+            Ok(Some(if train { vec![y, rm, rv] } else { vec![y] }))
+        }
+        "torch.nn.functional.layer_norm" => one(F::layer_norm(
+            &x[0],
+            &ints(&kw["normalized_shape"]),
+            x.get(1),
+            x.get(2),
+            f("eps").unwrap_or(1e-5),
+        )?),
+        "torch.nn.functional.cross_entropy" => one(F::cross_entropy(
+            &x[0],
+            &x[1],
+            red()?,
+            kw["ignore_index"].as_i64().unwrap_or(-100),
+            f("label_smoothing").unwrap_or(0.0),
+        )?),
+        "torch.nn.functional.nll_loss" => one(F::nll_loss(
+            &x[0],
+            &x[1],
+            red()?,
+            kw["ignore_index"].as_i64().unwrap_or(-100),
+        )?),
+        "torch.nn.functional.mse_loss" => one(F::mse_loss(&x[0], &x[1], red()?)?),
+        "torch.nn.functional.l1_loss" => one(F::l1_loss(&x[0], &x[1], red()?)?),
+        "torch.nn.functional.smooth_l1_loss" => one(F::smooth_l1_loss(
+            &x[0],
+            &x[1],
+            red()?,
+            f("beta").unwrap_or(1.0),
+        )?),
+        "torch.nn.functional.binary_cross_entropy_with_logits" => one(
+            F::binary_cross_entropy_with_logits(&x[0], &x[1], x.get(2), red()?)?,
+        ),
+        _ => Ok(None),
+    }
+}
+
+enum Outcome {
+    Pass,
+    Fail(String),
+    Pending(String),
+}
+
+fn check(
+    what: &str,
+    got: &Tensor,
+    want: &Value,
+    rtol: f64,
+    atol: f64,
+) -> std::result::Result<(), String> {
+    if got.shape() != shape_of(want).as_slice() {
+        return Err(format!(
+            "{what}: shape {:?}, expected {:?}",
+            got.shape(),
+            shape_of(want)
+        ));
+    }
+    let g = got.to_f64_vec().map_err(|e| format!("{what}: {e}"))?;
+    let w = data_of(want);
+    for (i, (a, b)) in g.iter().zip(&w).enumerate() {
+        let ok = (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= atol + rtol * b.abs();
+        if !ok {
+            return Err(format!(
+                "{what}[{i}] = {a}, expected {b} (rtol {rtol}, atol {atol})"
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn run_case(case: &Value, dev: &Device) -> Outcome {
+    let name = case["name"].as_str().unwrap();
+    let op = case["op"].as_str().unwrap();
+    if op == "torch.nn.LSTM" {
+        return Outcome::Pending(format!("{name}: nn::LSTM lands with the training issue"));
+    }
+    let half = case.get("dtype").and_then(|d| d.as_str()).map(dtype_of);
+    if let (Some(h), true) = (half, dev.is_gpu()) {
+        return Outcome::Pending(format!(
+            "{name}: {h} on the GPU lands with the mixed-precision issue"
+        ));
+    }
+    let (rtol, atol) = (
+        case["rtol"].as_f64().unwrap(),
+        case["atol"].as_f64().unwrap(),
+    );
+    let result = (|| -> Result<std::result::Result<(), String>> {
+        let mut leaves = Vec::new();
+        let mut inputs = Vec::new();
+        for inp in case["inputs"].as_array().unwrap() {
+            let mut t = tensor_of(inp, dev)?;
+            if inp["requires_grad"].as_bool().unwrap_or(false) {
+                t = t.requires_grad_(true);
+            }
+            inputs.push(apply_views(&t, inp.get("view"))?);
+            leaves.push(t);
+        }
+        let Some(outs) = run_op(op, &case["kwargs"], &inputs)? else {
+            return Ok(Err(format!("no binding for {op}")));
+        };
+        let want = case["output"].as_array().unwrap();
+        if outs.len() != want.len() {
+            return Ok(Err(format!(
+                "{} outputs, expected {}",
+                outs.len(),
+                want.len()
+            )));
+        }
+        for (i, (g, w)) in outs.iter().zip(want).enumerate() {
+            if let Err(e) = check(&format!("output[{i}]"), g, w, rtol, atol) {
+                return Ok(Err(e));
+            }
+        }
+        // Gradients: backpropagate sum(out_i * grad_output_i) over the differentiable outputs.
+        if let (Some(gos), Some(grads)) = (case["grad_output"].as_array(), case["grads"].as_array())
+        {
+            let mut total: Option<Tensor> = None;
+            let diff: Vec<&Tensor> = outs.iter().filter(|t| t.requires_grad()).collect();
+            for (o, go) in diff.iter().zip(gos) {
+                let term = o.mul(&tensor_of(go, dev)?)?.sum_all()?;
+                total = Some(match total {
+                    Some(t) => t.add(&term)?,
+                    None => term,
+                });
+            }
+            if let Some(t) = total {
+                t.backward()?;
+            }
+            for (i, (leaf, want)) in leaves.iter().zip(grads).enumerate() {
+                if want.is_null() {
+                    continue;
+                }
+                let Some(g) = leaf.grad() else {
+                    // PyTorch reports zeros for inputs it does not differentiate (buffers).
+                    if data_of(want).iter().all(|&v| v == 0.0) {
+                        continue;
+                    }
+                    return Ok(Err(format!("grad[{i}] missing")));
+                };
+                if let Err(e) = check(&format!("grad[{i}]"), &g, want, rtol, atol) {
+                    return Ok(Err(e));
+                }
+            }
+        }
+        Ok(Ok(()))
+    })();
+    match result {
+        Ok(Ok(())) => Outcome::Pass,
+        Ok(Err(e)) => Outcome::Fail(format!("{name} ({op}): {e}")),
+        Err(e) => Outcome::Fail(format!("{name} ({op}): error: {e}")),
+    }
+}
+
+#[test]
+fn golden_ops_match_pytorch() {
+    let path = golden_dir().join("ops.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let doc: Value = serde_json::from_str(&text).unwrap();
+    let cases = doc["cases"].as_array().unwrap();
+    let only = std::env::var("GOLDEN_ONLY").ok();
+    let mut failed_total = 0;
+    for dev in common::devices() {
+        let (mut pass, mut fail, mut pending) = (0, 0, 0);
+        for case in cases {
+            if let Some(o) = &only {
+                if !case["name"].as_str().unwrap().contains(o.as_str()) {
+                    continue;
+                }
+            }
+            match run_case(case, &dev) {
+                Outcome::Pass => pass += 1,
+                Outcome::Fail(m) => {
+                    fail += 1;
+                    println!("FAIL [{dev}] {m}");
+                }
+                Outcome::Pending(m) => {
+                    pending += 1;
+                    println!("pending [{dev}] {m}");
+                }
+            }
+        }
+        println!(
+            "golden ops on {}: {pass} passed, {fail} failed, {pending} pending",
+            dev.describe()
+        );
+        failed_total += fail;
+    }
+    assert_eq!(
+        failed_total, 0,
+        "golden cases failed (see FAIL lines above)"
+    );
+}
