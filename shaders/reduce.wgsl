@@ -1,7 +1,8 @@
-// One workgroup per row of a contiguous [rows, n] input: each invocation folds a strided slice
-// of the row, then a shared-memory tree merges the 256 partials. Arg ops carry the index and keep
-// the first extreme, as PyTorch does.
-// meta: [rows, n, groups_x]
+// One workgroup per (row, chunk) of a contiguous [rows, n] input: each invocation folds a strided
+// slice of the chunk, then a shared-memory tree merges the 256 partials. Long rows are split into
+// `k` chunks whose partials a second pass combines. Arg ops carry the index and keep the first
+// extreme, as PyTorch does.
+// params: [rows * k, chunk, groups_x, k, n]
 @group(0) @binding(1) var<storage, read> src: array<{{T}}>;
 @group(0) @binding(2) var<storage, read_write> dst: array<{{OUT}}>;
 
@@ -21,12 +22,17 @@ fn merge(a: {{T}}, ia: u32, b: {{T}}, ib: u32) -> Pair {
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
     let row = wid.x + wid.y * params[2];
-    let n = params[1];
+    let chunk = params[1];
+    let k = params[3];
+    let n = params[4];
     let t = lid.x;
     var acc = Pair({{INIT}}, NONE);
     if (row < params[0]) {
-        for (var j = t; j < n; j = j + 256u) {
-            acc = merge(acc.v, acc.i, src[row * n + j], j);
+        let first = (row % k) * chunk;
+        let start = (row / k) * n + first;
+        let len = min(chunk, n - first);
+        for (var j = t; j < len; j = j + 256u) {
+            acc = merge(acc.v, acc.i, src[start + j], first + j);
         }
     }
     part[t] = acc;

@@ -1,9 +1,11 @@
 //! Reverse-mode autograd: graph nodes recorded by ops, a topological backward pass, grad mode.
 
 mod grad_mode;
+mod gradcheck;
 pub use grad_mode::{
     enable_grad, is_anomaly_enabled, is_grad_enabled, no_grad, set_anomaly_enabled, GradModeGuard,
 };
+pub use gradcheck::gradcheck;
 
 use crate::tensor::StorageCell;
 use crate::{Error, Result, Tensor};

@@ -165,6 +165,9 @@ pub(crate) fn for_offsets(
     mut f: impl FnMut(usize, usize),
 ) {
     let nd = layout.shape.len();
+    if len == 0 {
+        return;
+    }
     if nd == 0 {
         if len > 0 {
             f(0, layout.offset);

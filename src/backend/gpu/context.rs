@@ -440,12 +440,11 @@ impl GpuContext {
 
     /// Submit the recorded work.
     pub fn submit(&self) {
-        let enc = {
-            let mut p = self.pending.lock();
-            p.dispatches = 0;
-            p.encoder.take()
-        };
-        if let Some(enc) = enc {
+        // The lock is held through the submit so that work recorded by another thread after this
+        // batch cannot reach the queue before it.
+        let mut p = self.pending.lock();
+        p.dispatches = 0;
+        if let Some(enc) = p.encoder.take() {
             self.queue.submit(Some(enc.finish()));
             self.submits.fetch_add(1, Ordering::Relaxed);
         }

@@ -326,12 +326,31 @@ pub(crate) fn reduce_rows(
     if rows == 0 {
         return Ok(out);
     }
+    // Long rows of value reductions go in two passes: chunks of CHUNK, then the partials.
+    const CHUNK: usize = 4096;
+    let arg = matches!(op, ReduceOp::ArgMax | ReduceOp::ArgMin);
+    if !arg && n > 2 * CHUNK {
+        let k = n.div_ceil(CHUNK);
+        let part = output(ctx, op.name(), rows * k, x.dtype)?;
+        let (gx, g) = row_groups(ctx, rows * k);
+        let meta = [u(rows * k), u(CHUNK), gx, u(k), u(n)];
+        launch(
+            ctx,
+            op.name(),
+            Kernel::Reduce(op, x.ty()),
+            &meta,
+            &[x.raw(), part.raw()],
+            g,
+        )?;
+        return reduce_rows(op, &part, rows, k);
+    }
     let (gx, g) = row_groups(ctx, rows);
+    let meta = [u(rows), u(n), gx, 1, u(n)];
     launch(
         ctx,
         op.name(),
         Kernel::Reduce(op, x.ty()),
-        &[u(rows), u(n), gx],
+        &meta,
         &[x.raw(), out.raw()],
         g,
     )?;

@@ -1,0 +1,161 @@
+//! The GPU against the CPU on the same inputs: random shapes, non-contiguous, broadcast, zero-size
+//! and 0-d tensors.
+
+mod common;
+
+use common::{assert_close, vals};
+use wgtorch::nn::functional as F;
+use wgtorch::{Device, Result, Tensor};
+
+fn both(shape: &[usize], gpu: &Device) -> Result<(Tensor, Tensor)> {
+    let c = Tensor::randn(shape, &Device::Cpu)?;
+    let g = c.to(gpu)?;
+    Ok((c, g))
+}
+
+fn same(what: &str, c: &Tensor, g: &Tensor, tol: f64) {
+    assert_eq!(c.shape(), g.shape(), "{what}: shapes");
+    assert_eq!(c.dtype(), g.dtype(), "{what}: dtypes");
+    assert_close(what, &vals(g), &vals(c), tol, tol);
+}
+
+type Case = (&'static str, fn(&Tensor, &Tensor) -> Result<Tensor>);
+
+#[test]
+fn gpu_matches_cpu_on_many_shapes() -> Result<()> {
+    let Some(gpu) = common::gpu() else {
+        return Ok(());
+    };
+    wgtorch::manual_seed(11);
+    let cases: &[Case] = &[
+        ("add", |a, b| a.add(b)),
+        ("mul", |a, b| a.mul(b)),
+        ("div", |a, b| a.div(&b.abs()?.add_scalar(0.5)?)),
+        ("maximum", |a, b| a.maximum(b)),
+        ("lt", |a, b| a.lt(b)),
+        ("where", |a, b| Tensor::where_cond(&a.gt(b)?, a, b)),
+        ("exp", |a, _| a.exp()),
+        ("gelu", |a, _| a.gelu()),
+        ("sum", |a, _| a.sum_dims(&[-1], false)),
+        ("amax", |a, _| a.amax(&[0], true)),
+        ("softmax", |a, _| a.softmax(-1)),
+        ("cumsum", |a, _| a.cumsum(0)),
+        ("argmax", |a, _| a.argmax(Some(-1), false)),
+        ("matmul", |a, b| a.matmul(&b.transpose(-1, -2)?)),
+    ];
+    // (a shape, b shape): equal, broadcast, zero-size, 0-d-ish, odd sizes past one workgroup.
+    let shapes: &[(&[usize], &[usize])] = &[
+        (&[3, 5], &[3, 5]),
+        (&[4, 1, 6], &[3, 6]),
+        (&[2, 0, 3], &[2, 0, 3]),
+        (&[1], &[1]),
+        (&[257, 33], &[257, 33]),
+    ];
+    for (sa, sb) in shapes {
+        let (ac, ag) = both(sa, &gpu)?;
+        let (bc, bg) = both(sb, &gpu)?;
+        for (name, f) in cases {
+            let c = f(&ac, &bc);
+            let g = f(&ag, &bg);
+            match (c, g) {
+                (Ok(c), Ok(g)) => same(&format!("{name} {sa:?} {sb:?}"), &c, &g, 1e-4),
+                (Err(_), Err(_)) => {}
+                (c, g) => panic!(
+                    "{name} {sa:?} {sb:?}: cpu {:?} vs gpu {:?}",
+                    c.err(),
+                    g.err()
+                ),
+            }
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn gpu_matches_cpu_on_views_and_scalars() -> Result<()> {
+    let Some(gpu) = common::gpu() else {
+        return Ok(());
+    };
+    wgtorch::manual_seed(3);
+    let (c, g) = both(&[6, 8, 5], &gpu)?;
+    let views: &[(&str, fn(&Tensor) -> Result<Tensor>)] = &[
+        ("permute", |t| t.permute(&[2, 0, 1])?.exp()),
+        ("slice step", |t| t.slice(1, 1, 8, 3)?.sigmoid()),
+        ("narrow+transpose", |t| {
+            t.narrow(0, 2, 3)?.transpose(0, 2)?.contiguous()
+        }),
+        ("expand", |t| t.narrow(2, 0, 1)?.expand(&[6, 8, 4])?.relu()),
+        ("diagonal", |t| t.diagonal(0, 1)?.square()),
+        ("flip", |t| t.flip(&[0, 2])),
+        ("repeat", |t| t.narrow(0, 0, 2)?.repeat(&[2, 1, 1])),
+        ("cat", |t| {
+            Tensor::cat(&[t.clone(), t.permute(&[0, 1, 2])?.narrow(0, 0, 1)?], 0)
+        }),
+        ("index_select", |t| {
+            t.index_select(1, &Tensor::from_vec(vec![7i32, 0, 3], [3], &t.device())?)
+        }),
+        ("var", |t| t.var_dims(&[0, 2], true, false)),
+        ("scalar", |t| t.sum_all()?.mul(&t.mean_all()?)),
+        ("conv2d", |t| {
+            let w = t
+                .narrow(0, 0, 2)?
+                .narrow(1, 0, 6)?
+                .narrow(2, 0, 3)?
+                .reshape_to(&[2, 2, 3, 3])?;
+            F::conv2d(
+                &t.reshape_to(&[2, 3, 8, 5])?.narrow(1, 0, 2)?,
+                &w,
+                None,
+                [2, 1],
+                [1, 1],
+                [1, 2],
+                1,
+            )
+        }),
+        ("max_pool", |t| {
+            F::max_pool2d(&t.reshape_to(&[1, 3, 16, 5])?, [3, 2], [2, 1], [1, 0])
+        }),
+    ];
+    for (name, f) in views {
+        same(name, &f(&c)?, &f(&g)?, 1e-4);
+    }
+    // 0-d tensors end to end.
+    let s = Tensor::scalar(2.5f32, &gpu)?;
+    assert_eq!(s.shape(), &[] as &[usize]);
+    assert_eq!(s.exp()?.item()?, 2.5f64.exp() as f32 as f64);
+    // Gradients agree too.
+    let xc = c.detach().requires_grad_(true);
+    let xg = g.detach().requires_grad_(true);
+    for x in [&xc, &xg] {
+        x.permute(&[1, 0, 2])?
+            .softmax(-1)?
+            .mul(&x.permute(&[1, 0, 2])?.tanh()?)?
+            .sum_all()?
+            .backward()?;
+    }
+    same(
+        "softmax*tanh grad",
+        &xc.grad().unwrap(),
+        &xg.grad().unwrap(),
+        1e-4,
+    );
+    Ok(())
+}
+
+#[test]
+fn more_than_65535_workgroups_fold_into_2d() -> Result<()> {
+    let Some(gpu) = common::gpu() else {
+        return Ok(());
+    };
+    // 2^24 + 3 elements need 65,537 workgroups of 256.
+    let n = (1usize << 24) + 3;
+    let x = Tensor::ones([n], &gpu)?;
+    let y = x.mul_scalar(2.0)?.sum_all()?;
+    let want = 2.0 * n as f64;
+    assert!(
+        (y.item()? - want).abs() <= 1e-6 * want,
+        "{} vs {want}",
+        y.item()?
+    );
+    Ok(())
+}
