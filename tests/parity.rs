@@ -20,6 +20,7 @@ fn same(what: &str, c: &Tensor, g: &Tensor, tol: f64) {
 }
 
 type Case = (&'static str, fn(&Tensor, &Tensor) -> Result<Tensor>);
+type ViewCase = (&'static str, fn(&Tensor) -> Result<Tensor>);
 
 #[test]
 fn gpu_matches_cpu_on_many_shapes() -> Result<()> {
@@ -78,7 +79,7 @@ fn gpu_matches_cpu_on_views_and_scalars() -> Result<()> {
     };
     wgtorch::manual_seed(3);
     let (c, g) = both(&[6, 8, 5], &gpu)?;
-    let views: &[(&str, fn(&Tensor) -> Result<Tensor>)] = &[
+    let views: &[ViewCase] = &[
         ("permute", |t| t.permute(&[2, 0, 1])?.exp()),
         ("slice step", |t| t.slice(1, 1, 8, 3)?.sigmoid()),
         ("narrow+transpose", |t| {

@@ -188,7 +188,7 @@ impl Tensor {
         let idx_saved = idx.clone();
         let vals = record(vals, vop.name(), &[self], &[], move |g| {
             let z = Tensor::full_dtype(&shape, 0.0, g.dtype(), &g.device())?;
-            Ok(vec![Some(z.scatter_add(d as isize, &idx_saved, &g)?)])
+            Ok(vec![Some(z.scatter_add(d as isize, &idx_saved, g)?)])
         });
         if keepdim || self.ndim() == 0 {
             Ok((vals, idx))

@@ -135,6 +135,10 @@ impl CpuStorage {
     pub fn dtype(&self) -> DType {
         with_cpu!(self, _v, T => <T as Elem>::DTYPE)
     }
+    /// True when there are no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
     /// Number of elements.
     pub fn len(&self) -> usize {
         with_cpu!(self, v, _T => v.len())

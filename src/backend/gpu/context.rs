@@ -225,8 +225,10 @@ impl GpuContext {
 
     /// Refuse a buffer larger than the adapter can bind.
     pub(crate) fn check_size(&self, op: &'static str, bytes: u64) -> Result<()> {
-        let lim =
-            (self.limits.max_storage_buffer_binding_size as u64).min(self.limits.max_buffer_size);
+        let lim = self
+            .limits
+            .max_storage_buffer_binding_size
+            .min(self.limits.max_buffer_size);
         if size_class(bytes) > lim && bytes > 0 {
             return Err(Error::GpuLimit {
                 op,
@@ -243,8 +245,10 @@ impl GpuContext {
     /// A pooled buffer of at least `bytes`.
     pub(crate) fn alloc(self: &Arc<Self>, op: &'static str, bytes: u64) -> Result<GpuBuffer> {
         self.check_size(op, bytes)?;
-        let lim =
-            (self.limits.max_storage_buffer_binding_size as u64).min(self.limits.max_buffer_size);
+        let lim = self
+            .limits
+            .max_storage_buffer_binding_size
+            .min(self.limits.max_buffer_size);
         let class = size_class(bytes).min(lim.max(256));
         let reused = self.free.lock().get_mut(&class).and_then(|v| v.pop());
         let buffer = match reused {

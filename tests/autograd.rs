@@ -1,0 +1,291 @@
+//! Autograd semantics: accumulation, retain_grad, no_grad, detach, misuse errors, in-place checks,
+//! double backward, gradcheck for the differentiable ops, and flat GPU memory.
+
+mod common;
+
+use wgtorch::autograd::gradcheck;
+use wgtorch::nn::functional as F;
+use wgtorch::{Device, Result, Tensor};
+
+fn t(v: &[f32], shape: &[usize]) -> Tensor {
+    Tensor::from_slice(v, shape, &Device::Cpu).unwrap()
+}
+
+#[test]
+fn grads_accumulate_until_zeroed() -> Result<()> {
+    for dev in common::devices() {
+        let x = Tensor::from_slice(&[1.0f32, 2.0, 3.0], [3], &dev)?.requires_grad_(true);
+        for _ in 0..2 {
+            x.mul(&x)?.sum_all()?.backward()?;
+        }
+        assert_eq!(x.grad().unwrap().to_vec::<f32>()?, vec![4.0, 8.0, 12.0]);
+        x.zero_grad()?;
+        assert_eq!(x.grad().unwrap().to_vec::<f32>()?, vec![0.0; 3]);
+        x.set_grad(None);
+        assert!(x.grad().is_none());
+    }
+    Ok(())
+}
+
+#[test]
+fn retain_grad_detach_and_no_grad() -> Result<()> {
+    let x = t(&[1.0, -2.0], &[2]).requires_grad_(true);
+    let h = x.mul_scalar(3.0)?;
+    h.retain_grad();
+    let y = h.square()?.sum_all()?;
+    y.backward()?;
+    assert_eq!(h.grad().unwrap().to_vec::<f32>()?, vec![6.0, -12.0]);
+    assert!(x.detach().grad_fn().is_none() && !x.detach().requires_grad());
+    let z = {
+        let _g = wgtorch::no_grad();
+        x.exp()?
+    };
+    assert!(!z.requires_grad());
+    assert!(x.exp()?.requires_grad());
+    Ok(())
+}
+
+#[test]
+fn misuse_gives_pytorch_errors() -> Result<()> {
+    let x = t(&[1.0, 2.0], &[2]);
+    let m = x.sum_all()?.backward().unwrap_err().to_string();
+    assert!(
+        m.contains("does not require grad and does not have a grad_fn"),
+        "{m}"
+    );
+    let w = t(&[1.0, 2.0], &[2]).requires_grad_(true);
+    let m = w.mul_scalar(2.0)?.backward().unwrap_err().to_string();
+    assert!(
+        m.contains("grad can be implicitly created only for scalar outputs"),
+        "{m}"
+    );
+    let y = w.exp()?.sum_all()?;
+    y.backward()?;
+    let m = y.backward().unwrap_err().to_string();
+    assert!(
+        m.contains("backward through the graph a second time"),
+        "{m}"
+    );
+    let y = w.exp()?.sum_all()?;
+    y.backward_with(None, true, false)?;
+    y.backward()?; // retained once
+    let m = w.add_(&x).unwrap_err().to_string();
+    assert!(
+        m.contains("a leaf Variable that requires grad is being used in an in-place operation"),
+        "{m}"
+    );
+    {
+        let _g = wgtorch::no_grad();
+        w.add_(&x)?; // optimizers update parameters this way
+    }
+    assert_eq!(w.to_vec::<f32>()?, vec![2.0, 4.0]);
+    // A saved tensor changed in place is caught at backward.
+    let a = t(&[1.0, 2.0], &[2]).requires_grad_(true);
+    let b = t(&[3.0, 4.0], &[2]);
+    let y = a.mul(&b)?.sum_all()?;
+    b.mul_(&b)?;
+    let m = y.backward().unwrap_err().to_string();
+    assert!(
+        m.contains("modified by an inplace operation") && m.contains("mul"),
+        "{m}"
+    );
+    Ok(())
+}
+
+#[test]
+fn double_backward() -> Result<()> {
+    // d²/dx² x³ = 6x
+    let x = t(&[2.0], &[1]).requires_grad_(true);
+    let y = x.pow_scalar(3.0)?.sum_all()?;
+    y.backward_with(None, true, true)?;
+    let g = x.grad().unwrap();
+    assert_eq!(g.to_vec::<f32>()?, vec![12.0]);
+    x.set_grad(None);
+    g.sum_all()?.backward()?;
+    assert_eq!(x.grad().unwrap().to_vec::<f32>()?, vec![12.0]);
+    // Through tanh: d²/dx² tanh(x) = -2 t (1 - t²).
+    let x = t(&[0.7], &[1]).requires_grad_(true);
+    x.tanh()?.sum_all()?.backward_with(None, true, true)?;
+    let g = x.grad().unwrap();
+    x.set_grad(None);
+    g.sum_all()?.backward()?;
+    let th = 0.7f64.tanh();
+    let want = -2.0 * th * (1.0 - th * th);
+    assert!((x.grad().unwrap().item()? - want).abs() < 1e-6);
+    // Through matmul: y = sum((x w)²), dy/dx = 2 x w wᵀ, d/dx sum(dy/dx) = 2 rowsum(w wᵀ) per row.
+    let x = t(&[0.3, -0.5, 0.8, 0.1], &[2, 2]).requires_grad_(true);
+    let w = t(&[0.7, -0.2, 0.4, 0.9], &[2, 2]);
+    x.matmul(&w)?
+        .square()?
+        .sum_all()?
+        .backward_with(None, true, true)?;
+    let g = x.grad().unwrap();
+    x.set_grad(None);
+    g.sum_all()?.backward()?;
+    let m = w
+        .matmul(&w.t()?)?
+        .sum_dims(&[1], false)?
+        .mul_scalar(2.0)?
+        .to_vec::<f32>()?;
+    let got = x.grad().unwrap().to_vec::<f32>()?;
+    for r in 0..2 {
+        for c in 0..2 {
+            assert!((got[r * 2 + c] - m[c]).abs() < 1e-5, "{got:?} vs {m:?}");
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn gradcheck_every_differentiable_op_family() -> Result<()> {
+    let x = t(&[0.5, -1.3, 0.8, 2.1, -0.4, 1.7], &[2, 3]);
+    let y = t(&[1.2, 0.3, -0.9, 0.6, 1.4, -0.2], &[2, 3]);
+    let pos = t(&[0.5, 1.3, 0.8, 2.1, 0.4, 1.7], &[2, 3]);
+    let idx = Tensor::from_vec(vec![2i32, 0, 1, 1], [2, 2], &Device::Cpu)?;
+    type F1 = fn(&[Tensor]) -> Result<Tensor>;
+    let unary: &[(&str, F1)] = &[
+        ("exp", |v| v[0].exp()),
+        ("tanh", |v| v[0].tanh()),
+        ("sigmoid", |v| v[0].sigmoid()),
+        ("gelu", |v| v[0].gelu()),
+        ("gelu_tanh", |v| v[0].gelu_tanh()),
+        ("silu", |v| v[0].silu()),
+        ("elu", |v| v[0].elu(1.0)),
+        ("softplus", |v| v[0].softplus(1.0, 20.0)),
+        ("erf", |v| v[0].erf()),
+        ("sin", |v| v[0].sin()),
+        ("softmax", |v| v[0].softmax(1)),
+        ("log_softmax", |v| v[0].log_softmax(0)),
+        ("logsumexp", |v| v[0].logsumexp(&[1], false)),
+        ("var", |v| v[0].var_dims(&[1], true, false)),
+        ("prod", |v| v[0].prod_dim(1, false)),
+        ("cumsum", |v| v[0].cumsum(1)),
+        ("amax", |v| v[0].amax(&[0], false)),
+        ("permute+slice", |v| v[0].t()?.slice(0, 0, 3, 2)?.exp()),
+        ("flip+repeat", |v| v[0].flip(&[1])?.repeat(&[2, 1])?.sin()),
+        ("einsum trace", |v| {
+            Tensor::einsum("ij,kj->ik", &[v[0].clone(), v[0].clone()])?.diagonal(0, 1)
+        }),
+        ("layer_norm", |v| {
+            F::layer_norm(&v[0], &[3], None, None, 1e-5)
+        }),
+        ("batch_norm", |v| {
+            F::batch_norm(
+                &v[0].reshape_to(&[2, 3, 1])?,
+                None,
+                None,
+                None,
+                None,
+                true,
+                0.1,
+                1e-5,
+            )
+        }),
+        ("conv2d", |v| {
+            F::conv2d(
+                &v[0].reshape_to(&[1, 1, 2, 3])?,
+                &v[0].narrow(1, 0, 2)?.reshape_to(&[1, 1, 2, 2])?,
+                None,
+                [1, 1],
+                [1, 0],
+                [1, 1],
+                1,
+            )
+        }),
+        ("max_pool2d", |v| {
+            F::max_pool2d(&v[0].reshape_to(&[1, 1, 2, 3])?, [2, 2], [1, 1], [0, 0])
+        }),
+    ];
+    for (name, f) in unary {
+        gradcheck(f, &[x.clone()], 1e-6, 1e-5, 1e-4)
+            .map_err(|e| wgtorch::Error::Autograd(format!("{name}: {e}")))?;
+    }
+    gradcheck(
+        |v| v[0].sqrt()?.log()?.rsqrt(),
+        &[pos.clone()],
+        1e-6,
+        1e-5,
+        1e-4,
+    )?;
+    let binary: &[(&str, F1)] = &[
+        ("div", |v| v[0].div(&v[1])),
+        ("pow", |v| v[0].abs()?.add_scalar(0.1)?.pow(&v[1])),
+        ("maximum", |v| v[0].maximum(&v[1])),
+        ("matmul", |v| v[0].matmul(&v[1].t()?)),
+        ("where", |v| {
+            Tensor::where_cond(&v[0].gt(&v[1])?, &v[0], &v[1].square()?)
+        }),
+        ("mse", |v| F::mse_loss(&v[0], &v[1], F::Reduction::Mean)),
+        ("smooth_l1", |v| {
+            F::smooth_l1_loss(&v[0], &v[1], F::Reduction::Sum, 0.5)
+        }),
+        ("bce", |v| {
+            F::binary_cross_entropy_with_logits(&v[0], &v[1].sigmoid()?, None, F::Reduction::Mean)
+        }),
+        ("cat/stack", |v| {
+            Tensor::stack(
+                &[
+                    Tensor::cat(&[v[0].clone(), v[1].clone()], 1)?,
+                    Tensor::cat(&[v[1].clone(), v[0].clone()], 1)?,
+                ],
+                0,
+            )?
+            .exp()
+        }),
+    ];
+    for (name, f) in binary {
+        gradcheck(f, &[x.clone(), y.clone()], 1e-6, 1e-5, 1e-4)
+            .map_err(|e| wgtorch::Error::Autograd(format!("{name}: {e}")))?;
+    }
+    let i2 = idx.clone();
+    gradcheck(
+        move |v| {
+            v[0].gather(1, &i2)?.mul(
+                &v[0]
+                    .index_select(1, &i2.narrow(0, 0, 1)?.reshape(&[-1])?)?
+                    .sum_dims(&[1], true)?,
+            )
+        },
+        &[x.clone()],
+        1e-6,
+        1e-5,
+        1e-4,
+    )?;
+    let tgt = Tensor::from_vec(vec![2i32, 0], [2], &Device::Cpu)?;
+    gradcheck(
+        move |v| F::cross_entropy(&v[0], &tgt, F::Reduction::Mean, -100, 0.1),
+        &[x.clone()],
+        1e-6,
+        1e-5,
+        1e-4,
+    )?;
+    Ok(())
+}
+
+#[test]
+fn gpu_memory_stays_flat_over_1000_iterations() -> Result<()> {
+    let Some(gpu) = common::gpu() else {
+        return Ok(());
+    };
+    let ctx = wgtorch::backend::gpu::context(0)?;
+    let w = Tensor::randn([16, 16], &gpu)?.requires_grad_(true);
+    let x = Tensor::randn([8, 16], &gpu)?;
+    let step = || -> Result<()> {
+        let loss = x.matmul(&w)?.tanh()?.square()?.mean_all()?;
+        loss.backward()?;
+        w.set_grad(None);
+        Ok(())
+    };
+    for _ in 0..20 {
+        step()?;
+    }
+    ctx.synchronize()?;
+    let before = ctx.stats().bytes_in_use;
+    for _ in 0..1000 {
+        step()?;
+    }
+    ctx.synchronize()?;
+    let after = ctx.stats().bytes_in_use;
+    assert_eq!(before, after, "bytes in use grew from {before} to {after}");
+    Ok(())
+}
