@@ -197,7 +197,7 @@ fn gradcheck_every_differentiable_op_family() -> Result<()> {
         }),
     ];
     for (name, f) in unary {
-        gradcheck(f, &[x.clone()], 1e-6, 1e-5, 1e-4)
+        gradcheck(f, std::slice::from_ref(&x), 1e-6, 1e-5, 1e-4)
             .map_err(|e| wgtorch::Error::Autograd(format!("{name}: {e}")))?;
     }
     gradcheck(
