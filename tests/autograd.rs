@@ -202,7 +202,7 @@ fn gradcheck_every_differentiable_op_family() -> Result<()> {
     }
     gradcheck(
         |v| v[0].sqrt()?.log()?.rsqrt(),
-        &[pos.clone()],
+        std::slice::from_ref(&pos),
         1e-6,
         1e-5,
         1e-4,
@@ -246,7 +246,7 @@ fn gradcheck_every_differentiable_op_family() -> Result<()> {
                     .sum_dims(&[1], true)?,
             )
         },
-        &[x.clone()],
+        std::slice::from_ref(&x),
         1e-6,
         1e-5,
         1e-4,
@@ -254,7 +254,7 @@ fn gradcheck_every_differentiable_op_family() -> Result<()> {
     let tgt = Tensor::from_vec(vec![2i32, 0], [2], &Device::Cpu)?;
     gradcheck(
         move |v| F::cross_entropy(&v[0], &tgt, F::Reduction::Mean, -100, 0.1),
-        &[x.clone()],
+        std::slice::from_ref(&x),
         1e-6,
         1e-5,
         1e-4,
