@@ -289,3 +289,121 @@ fn gpu_memory_stays_flat_over_1000_iterations() -> Result<()> {
     assert_eq!(before, after, "bytes in use grew from {before} to {after}");
     Ok(())
 }
+
+#[test]
+fn anomaly_mode_names_the_op_that_made_nan() -> Result<()> {
+    wgtorch::autograd::set_anomaly_enabled(true);
+    let x = t(&[0.0, 1.0], &[2]).requires_grad_(true);
+    // sqrt'(0) is infinite: SqrtBackward is the first to produce a non-finite gradient.
+    let y = x.sqrt()?.mul_scalar(2.0)?.sum_all()?;
+    let err = y.backward().unwrap_err().to_string();
+    wgtorch::autograd::set_anomaly_enabled(false);
+    assert!(
+        err.contains("Function 'sqrtBackward' returned nan or inf values"),
+        "{err}"
+    );
+    assert!(err.contains("forward was created at"), "{err}");
+    Ok(())
+}
+
+#[test]
+fn no_grad_closure_and_enable_grad_inside() -> Result<()> {
+    let w = t(&[1.0], &[1]).requires_grad_(true);
+    let (a, b) = wgtorch::autograd::no_grad_scope(|| -> Result<(Tensor, Tensor)> {
+        let a = w.exp()?;
+        let _e = wgtorch::enable_grad();
+        Ok((a, w.exp()?))
+    })?;
+    assert!(!a.requires_grad() && b.requires_grad());
+    Ok(())
+}
+
+#[test]
+fn gradcheck_the_remaining_ops() -> Result<()> {
+    let x = t(&[0.5, -1.3, 0.8, 2.1, -0.4, 1.7], &[2, 3]);
+    let y = t(&[1.2, 0.3, -0.9, 0.6, 1.4, -0.2], &[2, 3]);
+    type F1 = fn(&[Tensor]) -> Result<Tensor>;
+    let unary: &[(&str, F1)] = &[
+        ("neg/abs", |v| v[0].neg()?.abs()),
+        ("log", |v| v[0].abs()?.add_scalar(0.5)?.log()),
+        ("cos", |v| v[0].cos()),
+        ("relu/leaky", |v| v[0].relu()?.add(&v[0].leaky_relu(0.1)?)),
+        ("square/reciprocal", |v| {
+            v[0].square()?.add_scalar(1.0)?.reciprocal()
+        }),
+        ("clamp", |v| v[0].clamp(Some(-0.5), Some(1.0))),
+        ("pow_scalar", |v| {
+            v[0].abs()?.add_scalar(0.1)?.pow_scalar(2.5)
+        }),
+        ("sum/mean", |v| {
+            v[0].sum_dims(&[0], true)?.mul(&v[0].mean_dims(&[1], true)?)
+        }),
+        ("amin", |v| v[0].amin(&[1], false)),
+        ("max_dim", |v| v[0].max_dim(1, false).map(|p| p.0)),
+        ("std", |v| v[0].std_dims(&[0, 1], false, false)),
+        ("vector_norm", |v| v[0].vector_norm(2.0, &[-1], false)),
+        ("transpose/squeeze/unsqueeze", |v| {
+            v[0].transpose(0, 1)?.unsqueeze(0)?.squeeze_dim(0)?.exp()
+        }),
+        ("expand/narrow", |v| {
+            v[0].narrow(1, 1, 1)?.expand(&[2, 4])?.sin()
+        }),
+        ("split/chunk", |v| {
+            Ok(v[0].split(2, 1)?[1].mul(&v[0].chunk(3, 1)?[0])?)
+        }),
+        ("masked_fill/select", |v| {
+            v[0].masked_fill(&v[0].gt_scalar(1.0)?, 0.0)?
+                .masked_select(&v[0].lt_scalar(0.0)?)
+        }),
+        ("avg/adaptive pool", |v| {
+            let i = v[0].reshape_to(&[1, 1, 2, 3])?;
+            F::avg_pool2d(&i, [1, 2], [1, 1], [0, 0])?.add(&F::adaptive_avg_pool2d(&i, [2, 2])?)
+        }),
+        ("log_softmax+nll", |v| {
+            F::nll_loss(
+                &v[0].log_softmax(1)?,
+                &Tensor::from_vec(vec![1i32, 2], [2], &Device::Cpu)?,
+                F::Reduction::Sum,
+                -100,
+            )
+        }),
+    ];
+    for (name, f) in unary {
+        gradcheck(f, std::slice::from_ref(&x), 1e-6, 1e-5, 1e-4)
+            .map_err(|e| wgtorch::Error::Autograd(format!("{name}: {e}")))?;
+    }
+    let binary: &[(&str, F1)] = &[
+        ("add/sub/mul", |v| {
+            v[0].add_alpha(&v[1], 0.5)?.sub(&v[1])?.mul(&v[0])
+        }),
+        ("minimum", |v| v[0].minimum(&v[1])),
+        ("broadcast", |v| {
+            v[0].mul(&v[1].narrow(0, 0, 1)?.reshape_to(&[3])?)
+        }),
+        ("bmm", |v| v[0].unsqueeze(0)?.bmm(&v[1].t()?.unsqueeze(0)?)),
+        ("linear", |v| {
+            v[0].linear(
+                &v[1],
+                Some(&v[1].narrow(0, 0, 1)?.reshape_to(&[3])?.narrow(0, 0, 2)?),
+            )
+        }),
+        ("einsum outer", |v| {
+            Tensor::einsum("ij,kj->ik", &[v[0].clone(), v[1].clone()])
+        }),
+        ("scatter_add", |v| {
+            let idx = Tensor::from_vec(vec![2i32, 0, 1, 1, 0, 2], [2, 3], &Device::Cpu)?;
+            v[0].scatter_add(1, &idx, &v[1])
+        }),
+        ("embedding", |v| {
+            Tensor::from_vec(vec![1i32, 0, 1], [3], &Device::Cpu)?
+                .embedding(&v[0])?
+                .mul(&v[1].t()?.narrow(1, 0, 1)?)
+        }),
+        ("l1", |v| F::l1_loss(&v[0], &v[1], F::Reduction::Mean)),
+    ];
+    for (name, f) in binary {
+        gradcheck(f, &[x.clone(), y.clone()], 1e-6, 1e-5, 1e-4)
+            .map_err(|e| wgtorch::Error::Autograd(format!("{name}: {e}")))?;
+    }
+    Ok(())
+}

@@ -47,6 +47,19 @@ pub fn no_grad() -> GradModeGuard {
     GradModeGuard::new(false)
 }
 
+/// Run `f` with graph recording off (the closure form of [`no_grad`]).
+///
+/// ```
+/// use wgtorch::{Device, Tensor};
+/// let w = Tensor::ones([2], &Device::Cpu).unwrap().requires_grad_(true);
+/// let y = wgtorch::autograd::no_grad_scope(|| w.exp()).unwrap();
+/// assert!(!y.requires_grad());
+/// ```
+pub fn no_grad_scope<R>(f: impl FnOnce() -> R) -> R {
+    let _g = no_grad();
+    f()
+}
+
 /// Re-enable graph recording inside a `no_grad` region.
 pub fn enable_grad() -> GradModeGuard {
     GradModeGuard::new(true)

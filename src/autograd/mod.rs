@@ -3,7 +3,8 @@
 mod grad_mode;
 mod gradcheck;
 pub use grad_mode::{
-    enable_grad, is_anomaly_enabled, is_grad_enabled, no_grad, set_anomaly_enabled, GradModeGuard,
+    enable_grad, is_anomaly_enabled, is_grad_enabled, no_grad, no_grad_scope, set_anomaly_enabled,
+    GradModeGuard,
 };
 pub use gradcheck::gradcheck;
 

@@ -73,7 +73,7 @@ impl ConvGeom {
 impl Tensor {
     /// Unfold into columns `[N, C*kh*kw, Ho*Wo]` (torch.nn.functional.unfold), padding with `pad`.
     pub fn im2col(&self, g: &ConvGeom, pad: f64) -> Result<Tensor> {
-        let x = self.contiguous()?;
+        let x = self.dense()?;
         let s = x.storage().im2col(g, pad)?;
         let out = Tensor::from_storage(s, &[g.n, g.c * g.kh * g.kw, g.ho * g.wo], self.device());
         let g = *g;
@@ -83,7 +83,7 @@ impl Tensor {
     }
     /// Fold columns back to `[N, C, H, W]`, summing overlaps (torch.nn.functional.fold).
     pub fn col2im(&self, g: &ConvGeom) -> Result<Tensor> {
-        let x = self.contiguous()?;
+        let x = self.dense()?;
         let s = x.storage().col2im(g)?;
         let out = Tensor::from_storage(s, &[g.n, g.c, g.h, g.w], self.device());
         let g = *g;

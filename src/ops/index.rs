@@ -49,7 +49,7 @@ impl Tensor {
             }
         }
         Tensor::check_bounds("gather", index, d, self.shape()[d])?;
-        let x = self.contiguous()?;
+        let x = self.dense()?;
         let s = x
             .storage()
             .gather(x.shape(), d, &index.storage(), index.layout())?;
@@ -76,7 +76,7 @@ impl Tensor {
         }
         Tensor::check_bounds("scatter_add", index, d, self.shape()[d])?;
         let src = src.to_dtype(self.dtype())?;
-        let base = self.contiguous()?;
+        let base = self.dense()?;
         // The kernel reads src at the index's shape.
         let sl = crate::shape::Layout {
             shape: index.shape().to_vec(),

@@ -244,6 +244,10 @@ impl Tensor {
         self.gt(&self.scalar_like(v)?)
     }
     /// Compare with a scalar.
+    pub fn lt_scalar(&self, v: f64) -> Result<Tensor> {
+        self.lt(&self.scalar_like(v)?)
+    }
+    /// Compare with a scalar.
     pub fn eq_scalar(&self, v: f64) -> Result<Tensor> {
         self.eq(&self.scalar_like(v)?)
     }

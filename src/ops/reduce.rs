@@ -97,7 +97,7 @@ impl Tensor {
                 ),
             ));
         }
-        let x = self.detach().permute_raw(&perm).contiguous()?;
+        let x = self.detach().permute_raw(&perm).dense()?;
         let s = x.storage().reduce_rows(op, rows, n)?;
         Ok(Tensor::from_storage(s, &out_shape, self.device()))
     }
@@ -294,7 +294,7 @@ impl Tensor {
         let nd = self.ndim();
         let mut perm: Vec<usize> = (0..nd).filter(|&i| i != d).collect();
         perm.push(d);
-        let x = self.detach().permute_raw(&perm).contiguous()?;
+        let x = self.detach().permute_raw(&perm).dense()?;
         let n = self.shape()[d];
         let rows = self.numel() / n.max(1);
         let s = x.storage().cumsum_rows(rows, n)?;

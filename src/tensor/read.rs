@@ -76,6 +76,14 @@ impl Tensor {
         self.copy_as(self.dtype(), "contiguous")
     }
 
+    /// Contiguous and starting at offset 0 of its storage (what the backend's dense kernels read).
+    pub(crate) fn dense(&self) -> Result<Tensor> {
+        if self.is_contiguous() && self.storage_offset() == 0 {
+            return Ok(self.clone());
+        }
+        self.copy_as(self.dtype(), "contiguous")
+    }
+
     fn copy_as(&self, dtype: DType, name: &'static str) -> Result<Tensor> {
         let ordinal = match self.device() {
             Device::Gpu(n) => n,
