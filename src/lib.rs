@@ -17,11 +17,14 @@
 
 pub mod autograd;
 pub mod backend;
+pub mod data;
 mod device;
 pub mod dtype;
 mod error;
+pub mod io;
 pub mod nn;
 pub mod ops;
+pub mod optim;
 mod rng;
 pub mod shape;
 mod tensor;

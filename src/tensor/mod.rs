@@ -3,6 +3,9 @@
 mod create;
 mod read;
 
+pub(crate) use create::place;
+pub(crate) use read::block_on;
+
 use crate::autograd::Node;
 use crate::backend::Storage;
 use crate::shape::Layout;

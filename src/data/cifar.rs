@@ -1,0 +1,120 @@
+//! CIFAR-10 from its official binary format, and its download (with checksum and extraction).
+
+use super::{Dataset, Sample};
+use crate::{Device, Error, Result, Tensor};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+const RECORD: usize = 1 + 3 * 32 * 32;
+
+/// The CIFAR-10 binary version: `data_batch_1.bin` … `data_batch_5.bin` (train) and
+/// `test_batch.bin` (test) in a directory (or its `cifar-10-batches-bin` subdirectory).
+pub struct Cifar10 {
+    data: Vec<u8>,
+}
+
+fn io_err(path: &Path, e: std::io::Error) -> Error {
+    Error::Io {
+        path: path.display().to_string(),
+        source: e,
+    }
+}
+
+impl Cifar10 {
+    /// Read the train (`train = true`) or test split from `dir`.
+    pub fn new(dir: impl AsRef<Path>, train: bool) -> Result<Cifar10> {
+        let mut dir = dir.as_ref().to_path_buf();
+        if !dir.join("test_batch.bin").exists() && dir.join("cifar-10-batches-bin").is_dir() {
+            dir = dir.join("cifar-10-batches-bin");
+        }
+        if !dir.is_dir() {
+            return Err(io_err(
+                &dir,
+                std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "CIFAR-10 directory not found (use --download to fetch it)",
+                ),
+            ));
+        }
+        let files: Vec<PathBuf> = if train {
+            (1..=5)
+                .map(|i| dir.join(format!("data_batch_{i}.bin")))
+                .collect()
+        } else {
+            vec![dir.join("test_batch.bin")]
+        };
+        let mut data = Vec::new();
+        for f in files {
+            let bytes = std::fs::read(&f).map_err(|e| io_err(&f, e))?;
+            if bytes.is_empty() || bytes.len() % RECORD != 0 {
+                return Err(io_err(&f, std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{} bytes is not a whole number of {RECORD}-byte CIFAR-10 records (truncated or not CIFAR-10 binary)", bytes.len()))));
+            }
+            if let Some(pos) = bytes.chunks(RECORD).position(|r| r[0] > 9) {
+                return Err(io_err(
+                    &f,
+                    std::io::Error::new(
+                        std::io::ErrorKind::InvalidData,
+                        format!(
+                            "record {pos} has label {} (expected 0..9)",
+                            bytes[pos * RECORD]
+                        ),
+                    ),
+                ));
+            }
+            data.extend(bytes);
+        }
+        Ok(Cifar10 { data })
+    }
+}
+
+impl Dataset for Cifar10 {
+    fn len(&self) -> usize {
+        self.data.len() / RECORD
+    }
+    fn get(&self, i: usize) -> Result<Sample> {
+        let r = &self.data[i * RECORD..(i + 1) * RECORD];
+        let v: Vec<f32> = r[1..].iter().map(|&b| b as f32 / 255.0).collect();
+        Ok((Tensor::from_vec(v, [3, 32, 32], &Device::Cpu)?, r[0] as i32))
+    }
+}
+
+/// Download the `.tar.gz` at `url`, check its SHA-256 against `sha256_hex` (if given), and extract
+/// it into `dir`. Returns the directory holding the `.bin` files.
+pub fn download_cifar10(
+    url: &str,
+    dir: impl AsRef<Path>,
+    sha256_hex: Option<&str>,
+) -> Result<PathBuf> {
+    use sha2::Digest;
+    let dir = dir.as_ref();
+    std::fs::create_dir_all(dir).map_err(|e| io_err(dir, e))?;
+    let net = |e: String| Error::Io {
+        path: url.to_string(),
+        source: std::io::Error::other(e),
+    };
+    let mut resp = ureq::get(url)
+        .call()
+        .map_err(|e| net(format!("download failed: {e}")))?;
+    let mut bytes = Vec::new();
+    resp.body_mut()
+        .as_reader()
+        .read_to_end(&mut bytes)
+        .map_err(|e| net(format!("download interrupted: {e}")))?;
+    if let Some(want) = sha256_hex {
+        let got: String = sha2::Sha256::digest(&bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        if !got.eq_ignore_ascii_case(want) {
+            return Err(net(format!(
+                "checksum mismatch: expected sha256 {want}, got {got}"
+            )));
+        }
+    }
+    let archive = dir.join("cifar-10-binary.tar.gz");
+    crate::io::write_atomic(&archive, &bytes)?;
+    let mut ar = tar::Archive::new(flate2::read::GzDecoder::new(&bytes[..]));
+    ar.unpack(dir).map_err(|e| io_err(&archive, e))?;
+    let sub = dir.join("cifar-10-batches-bin");
+    Ok(if sub.is_dir() { sub } else { dir.to_path_buf() })
+}

@@ -1,0 +1,83 @@
+//! The embedded handwritten-digits set (UCI optical digits, CC BY 4.0; see data/README.md).
+
+use super::{Dataset, Sample};
+use crate::{Device, Error, Result, Tensor};
+use std::io::Read;
+
+static DIGITS_GZ: &[u8] = include_bytes!("../../data/digits.csv.gz");
+
+/// 1,797 8×8 digits, served as `[3, 32, 32]` f32 images (each pixel 4×4 and the gray level in all
+/// three channels, values in [0, 1]) so the CIFAR-sized CNN runs on them unchanged.
+pub struct Digits {
+    pixels: Vec<[u8; 64]>,
+    labels: Vec<i32>,
+}
+
+impl Digits {
+    /// Decode the embedded copy.
+    pub fn load() -> Result<Digits> {
+        let mut text = String::new();
+        flate2::read::GzDecoder::new(DIGITS_GZ)
+            .read_to_string(&mut text)
+            .map_err(|e| Error::Io {
+                path: "data/digits.csv.gz (embedded)".into(),
+                source: e,
+            })?;
+        let mut pixels = Vec::new();
+        let mut labels = Vec::new();
+        for (n, line) in text
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty())
+        {
+            let v: Vec<u8> = line
+                .split(',')
+                .map(|x| x.trim().parse::<u8>())
+                .collect::<std::result::Result<_, _>>()
+                .map_err(|e| Error::arg("Digits", format!("line {}: {e}", n + 1)))?;
+            if v.len() != 65 {
+                return Err(Error::arg(
+                    "Digits",
+                    format!("line {}: expected 65 values, got {}", n + 1, v.len()),
+                ));
+            }
+            let mut p = [0u8; 64];
+            p.copy_from_slice(&v[..64]);
+            pixels.push(p);
+            labels.push(v[64] as i32);
+        }
+        Ok(Digits { pixels, labels })
+    }
+    /// The labels.
+    pub fn labels(&self) -> &[i32] {
+        &self.labels
+    }
+    /// The 32×32 gray image of sample `i`, values in [0, 1].
+    pub fn image32(&self, i: usize) -> Vec<f32> {
+        let p = &self.pixels[i];
+        let mut out = vec![0f32; 32 * 32];
+        for y in 0..32 {
+            for x in 0..32 {
+                out[y * 32 + x] = p[(y / 4) * 8 + x / 4] as f32 / 16.0;
+            }
+        }
+        out
+    }
+}
+
+impl Dataset for Digits {
+    fn len(&self) -> usize {
+        self.labels.len()
+    }
+    fn get(&self, i: usize) -> Result<Sample> {
+        let g = self.image32(i);
+        let mut v = Vec::with_capacity(3 * 1024);
+        for _ in 0..3 {
+            v.extend_from_slice(&g);
+        }
+        Ok((
+            Tensor::from_vec(v, [3, 32, 32], &Device::Cpu)?,
+            self.labels[i],
+        ))
+    }
+}

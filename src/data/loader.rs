@@ -1,0 +1,169 @@
+//! DataLoader: batches, seeded shuffling, drop_last, background prefetch onto the target device.
+
+use super::Dataset;
+use crate::{Device, Error, Result, Tensor};
+use std::sync::mpsc::{sync_channel, Receiver};
+use std::sync::Arc;
+
+/// A batch: inputs `[B, ...]` and labels `[B]` (I32), on the loader's device.
+pub type Batch = (Tensor, Tensor);
+
+/// Iterates a dataset in batches. Each epoch's order comes from `seed` and the epoch number, so a
+/// resumed run sees the same batches. Batches are assembled and moved to `device` by a background
+/// thread, `prefetch` batches ahead.
+pub struct DataLoader {
+    dataset: Arc<dyn Dataset>,
+    /// Samples per batch.
+    pub batch_size: usize,
+    /// Shuffle each epoch.
+    pub shuffle: bool,
+    /// Drop a last, smaller batch.
+    pub drop_last: bool,
+    /// Where batches go.
+    pub device: Device,
+    /// Shuffle seed.
+    pub seed: u64,
+    /// Batches prepared ahead (0: load in the calling thread).
+    pub prefetch: usize,
+}
+
+impl DataLoader {
+    /// A loader with shuffling off, prefetch 2, seed 0.
+    pub fn new(
+        dataset: Arc<dyn Dataset>,
+        batch_size: usize,
+        device: &Device,
+    ) -> Result<DataLoader> {
+        if batch_size == 0 {
+            return Err(Error::arg(
+                "DataLoader",
+                "batch_size should be a positive integer value, but got batch_size=0",
+            ));
+        }
+        Ok(DataLoader {
+            dataset,
+            batch_size,
+            shuffle: false,
+            drop_last: false,
+            device: *device,
+            seed: 0,
+            prefetch: 2,
+        })
+    }
+    /// Builder: shuffle with `seed`.
+    pub fn shuffle(mut self, seed: u64) -> Self {
+        self.shuffle = true;
+        self.seed = seed;
+        self
+    }
+    /// Builder: drop the last incomplete batch.
+    pub fn drop_last(mut self, on: bool) -> Self {
+        self.drop_last = on;
+        self
+    }
+    /// Number of batches per epoch.
+    pub fn len(&self) -> usize {
+        let n = self.dataset.len();
+        if self.drop_last {
+            n / self.batch_size
+        } else {
+            n.div_ceil(self.batch_size)
+        }
+    }
+    /// True when there are no batches.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The sample order of `epoch`.
+    pub fn order(&self, epoch: usize) -> Vec<usize> {
+        let mut idx: Vec<usize> = (0..self.dataset.len()).collect();
+        if self.shuffle {
+            let mut g = crate::Generator::new(
+                self.seed ^ (epoch as u64 + 1).wrapping_mul(0xA076_1D64_78BD_642F),
+            );
+            for i in (1..idx.len()).rev() {
+                let j = g.below(i as u64 + 1) as usize;
+                idx.swap(i, j);
+            }
+        }
+        idx
+    }
+
+    /// The batches of `epoch`.
+    pub fn epoch(&self, epoch: usize) -> BatchIter {
+        let order = self.order(epoch);
+        let mut chunks: Vec<Vec<usize>> =
+            order.chunks(self.batch_size).map(|c| c.to_vec()).collect();
+        if self.drop_last && chunks.last().is_some_and(|c| c.len() < self.batch_size) {
+            chunks.pop();
+        }
+        super::transforms::set_epoch_salt(epoch);
+        let (ds, dev) = (self.dataset.clone(), self.device);
+        if self.prefetch == 0 {
+            return BatchIter::Inline {
+                ds,
+                dev,
+                chunks: chunks.into_iter(),
+            };
+        }
+        let (tx, rx) = sync_channel(self.prefetch);
+        std::thread::spawn(move || {
+            for c in chunks {
+                if tx.send(collate(ds.as_ref(), &c, &dev)).is_err() {
+                    break;
+                }
+            }
+        });
+        BatchIter::Background(rx)
+    }
+}
+
+/// Stack the samples `idx` and move them to `dev` (one upload per batch).
+pub fn collate(ds: &dyn Dataset, idx: &[usize], dev: &Device) -> Result<Batch> {
+    let mut data: Vec<f32> = Vec::new();
+    let mut labels = Vec::with_capacity(idx.len());
+    let mut shape: Option<Vec<usize>> = None;
+    for &i in idx {
+        let (x, y) = ds.get(i)?;
+        match &shape {
+            None => shape = Some(x.shape().to_vec()),
+            Some(s) if s.as_slice() != x.shape() => {
+                return Err(Error::shape("collate", format!("samples have different shapes: {s:?} and {:?} (sample {i}); add a Resize transform", x.shape())));
+            }
+            _ => {}
+        }
+        data.extend(x.to_dtype(crate::DType::F32)?.to_vec::<f32>()?);
+        labels.push(y);
+    }
+    let mut s = vec![idx.len()];
+    s.extend(shape.unwrap_or_default());
+    Ok((
+        Tensor::from_vec(data, s, dev)?,
+        Tensor::from_vec(labels, [idx.len()], dev)?,
+    ))
+}
+
+/// Iterator over an epoch's batches.
+pub enum BatchIter {
+    #[doc(hidden)]
+    Inline {
+        ds: Arc<dyn Dataset>,
+        dev: Device,
+        chunks: std::vec::IntoIter<Vec<usize>>,
+    },
+    #[doc(hidden)]
+    Background(Receiver<Result<Batch>>),
+}
+
+impl Iterator for BatchIter {
+    type Item = Result<Batch>;
+    fn next(&mut self) -> Option<Result<Batch>> {
+        match self {
+            BatchIter::Inline { ds, dev, chunks } => {
+                chunks.next().map(|c| collate(ds.as_ref(), &c, dev))
+            }
+            BatchIter::Background(rx) => rx.recv().ok(),
+        }
+    }
+}

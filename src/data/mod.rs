@@ -1,0 +1,93 @@
+//! Data loading: the [`Dataset`] trait, a prefetching [`DataLoader`], transforms, and the
+//! embedded digits, CIFAR-10 and ImageFolder data sets.
+
+mod cifar;
+mod digits;
+mod image_folder;
+mod loader;
+pub mod transforms;
+
+pub use cifar::{download_cifar10, Cifar10};
+pub use digits::Digits;
+pub use image_folder::ImageFolder;
+pub use loader::{Batch, DataLoader};
+pub use transforms::Transform;
+
+use crate::{Result, Tensor};
+use std::sync::Arc;
+
+/// A sample: a CPU tensor and its class label.
+pub type Sample = (Tensor, i32);
+
+/// An indexable collection of samples.
+pub trait Dataset: Send + Sync {
+    /// Number of samples.
+    fn len(&self) -> usize;
+    /// True when empty.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Sample `i` (a CPU tensor, e.g. `[C, H, W]` f32, and its label).
+    fn get(&self, i: usize) -> Result<Sample>;
+}
+
+/// A view of some indices of another dataset (train/test splits).
+#[derive(Clone)]
+pub struct Subset {
+    /// The underlying data.
+    pub dataset: Arc<dyn Dataset>,
+    /// Which samples.
+    pub indices: Vec<usize>,
+}
+
+impl Dataset for Subset {
+    fn len(&self) -> usize {
+        self.indices.len()
+    }
+    fn get(&self, i: usize) -> Result<Sample> {
+        self.dataset.get(self.indices[i])
+    }
+}
+
+/// Split `dataset` into a shuffled `(train, test)` pair, `train_fraction` of it in the first.
+pub fn random_split(dataset: Arc<dyn Dataset>, train_fraction: f64, seed: u64) -> (Subset, Subset) {
+    let mut idx: Vec<usize> = (0..dataset.len()).collect();
+    let mut g = crate::Generator::new(seed);
+    for i in (1..idx.len()).rev() {
+        let j = g.below(i as u64 + 1) as usize;
+        idx.swap(i, j);
+    }
+    let n = (dataset.len() as f64 * train_fraction).round() as usize;
+    let test = idx.split_off(n);
+    (
+        Subset {
+            dataset: dataset.clone(),
+            indices: idx,
+        },
+        Subset {
+            dataset,
+            indices: test,
+        },
+    )
+}
+
+/// A dataset with a transform applied to each sample (seeded per sample and epoch).
+pub struct Transformed<D> {
+    /// The data.
+    pub dataset: D,
+    /// The transform.
+    pub transform: Arc<dyn Transform>,
+}
+
+impl<D: Dataset> Dataset for Transformed<D> {
+    fn len(&self) -> usize {
+        self.dataset.len()
+    }
+    fn get(&self, i: usize) -> Result<Sample> {
+        let (x, y) = self.dataset.get(i)?;
+        let mut g = crate::Generator::new(
+            0x7a11_5eed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ transforms::epoch_salt(),
+        );
+        Ok((self.transform.apply(&x, &mut g)?, y))
+    }
+}

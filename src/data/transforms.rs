@@ -1,0 +1,222 @@
+//! Transforms on `[C, H, W]` f32 CPU tensors, plus [`to_tensor`] from `image` images. Random
+//! transforms draw from the generator they are given (seeded per sample and epoch by
+//! [`super::Transformed`]), so runs are reproducible whatever the threading.
+
+use crate::{Device, Error, Generator, Result, Tensor};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+static EPOCH_SALT: AtomicU64 = AtomicU64::new(0);
+
+pub(crate) fn set_epoch_salt(epoch: usize) {
+    EPOCH_SALT.store(
+        (epoch as u64).wrapping_mul(0xD6E8_FEB8_6659_FD93),
+        Ordering::Relaxed,
+    );
+}
+pub(crate) fn epoch_salt() -> u64 {
+    EPOCH_SALT.load(Ordering::Relaxed)
+}
+
+/// A sample transform.
+pub trait Transform: Send + Sync {
+    /// Transform `x` (`[C, H, W]`).
+    fn apply(&self, x: &Tensor, g: &mut Generator) -> Result<Tensor>;
+}
+
+/// `[H, W, C]` u8 image → `[C, H, W]` f32 in [0, 1] (torchvision's ToTensor).
+pub fn to_tensor(img: &image::DynamicImage) -> Result<Tensor> {
+    let rgb = img.to_rgb8();
+    let (w, h) = (rgb.width() as usize, rgb.height() as usize);
+    let mut v = vec![0f32; 3 * h * w];
+    for (x, y, p) in rgb.enumerate_pixels() {
+        for c in 0..3 {
+            v[c * h * w + y as usize * w + x as usize] = p[c] as f32 / 255.0;
+        }
+    }
+    Tensor::from_vec(v, [3, h, w], &Device::Cpu)
+}
+
+fn chw(op: &'static str, x: &Tensor) -> Result<(usize, usize, usize, Vec<f32>)> {
+    if x.ndim() != 3 {
+        return Err(Error::shape(
+            op,
+            format!("expected a [C, H, W] image tensor, got {:?}", x.shape()),
+        ));
+    }
+    Ok((
+        x.shape()[0],
+        x.shape()[1],
+        x.shape()[2],
+        x.to_dtype(crate::DType::F32)?.to_vec::<f32>()?,
+    ))
+}
+
+/// Apply transforms in order.
+pub struct Compose(pub Vec<Box<dyn Transform>>);
+
+impl Transform for Compose {
+    fn apply(&self, x: &Tensor, g: &mut Generator) -> Result<Tensor> {
+        let mut y = x.clone();
+        for t in &self.0 {
+            y = t.apply(&y, g)?;
+        }
+        Ok(y)
+    }
+}
+
+/// `(x - mean[c]) / std[c]` per channel.
+pub struct Normalize {
+    /// Channel means.
+    pub mean: Vec<f32>,
+    /// Channel standard deviations.
+    pub std: Vec<f32>,
+}
+
+impl Transform for Normalize {
+    fn apply(&self, x: &Tensor, _g: &mut Generator) -> Result<Tensor> {
+        let (c, h, w, mut v) = chw("Normalize", x)?;
+        if self.mean.len() != c || self.std.len() != c {
+            return Err(Error::shape(
+                "Normalize",
+                format!(
+                    "{} means and {} stds for {c} channels",
+                    self.mean.len(),
+                    self.std.len()
+                ),
+            ));
+        }
+        for ch in 0..c {
+            for p in &mut v[ch * h * w..(ch + 1) * h * w] {
+                *p = (*p - self.mean[ch]) / self.std[ch];
+            }
+        }
+        Tensor::from_vec(v, [c, h, w], &Device::Cpu)
+    }
+}
+
+/// Pad by `padding` zeros, then crop a random `size × size` window.
+pub struct RandomCrop {
+    /// Output side.
+    pub size: usize,
+    /// Zero padding on each side first.
+    pub padding: usize,
+}
+
+impl Transform for RandomCrop {
+    fn apply(&self, x: &Tensor, g: &mut Generator) -> Result<Tensor> {
+        let (c, h, w, v) = chw("RandomCrop", x)?;
+        let (ph, pw) = (h + 2 * self.padding, w + 2 * self.padding);
+        if self.size > ph || self.size > pw {
+            return Err(Error::shape(
+                "RandomCrop",
+                format!(
+                    "Required crop size {} is larger than the padded input {ph}x{pw}",
+                    self.size
+                ),
+            ));
+        }
+        let top = g.below((ph - self.size + 1) as u64) as usize;
+        let left = g.below((pw - self.size + 1) as u64) as usize;
+        let s = self.size;
+        let mut out = vec![0f32; c * s * s];
+        for ch in 0..c {
+            for y in 0..s {
+                for xx in 0..s {
+                    let (sy, sx) = (
+                        (top + y) as isize - self.padding as isize,
+                        (left + xx) as isize - self.padding as isize,
+                    );
+                    if sy >= 0 && sx >= 0 && (sy as usize) < h && (sx as usize) < w {
+                        out[ch * s * s + y * s + xx] =
+                            v[ch * h * w + sy as usize * w + sx as usize];
+                    }
+                }
+            }
+        }
+        Tensor::from_vec(out, [c, s, s], &Device::Cpu)
+    }
+}
+
+/// Mirror left-right with probability `p`.
+pub struct RandomHorizontalFlip {
+    /// Probability.
+    pub p: f64,
+}
+
+impl Transform for RandomHorizontalFlip {
+    fn apply(&self, x: &Tensor, g: &mut Generator) -> Result<Tensor> {
+        if g.uniform() >= self.p {
+            return Ok(x.clone());
+        }
+        let (c, h, w, v) = chw("RandomHorizontalFlip", x)?;
+        let mut out = v.clone();
+        for row in 0..c * h {
+            for xx in 0..w {
+                out[row * w + xx] = v[row * w + w - 1 - xx];
+            }
+        }
+        Tensor::from_vec(out, [c, h, w], &Device::Cpu)
+    }
+}
+
+/// Bilinear resize to `h × w` (align_corners = false, as torchvision).
+pub struct Resize {
+    /// Output height.
+    pub h: usize,
+    /// Output width.
+    pub w: usize,
+}
+
+impl Transform for Resize {
+    fn apply(&self, x: &Tensor, _g: &mut Generator) -> Result<Tensor> {
+        let (c, h, w, v) = chw("Resize", x)?;
+        if self.h == 0 || self.w == 0 {
+            return Err(Error::arg("Resize", "output size must be positive"));
+        }
+        let mut out = vec![0f32; c * self.h * self.w];
+        let (sy, sx) = (h as f32 / self.h as f32, w as f32 / self.w as f32);
+        for ch in 0..c {
+            for y in 0..self.h {
+                let fy = ((y as f32 + 0.5) * sy - 0.5).max(0.0);
+                let (y0, ty) = (fy.floor() as usize, fy.fract());
+                let y1 = (y0 + 1).min(h - 1);
+                let y0 = y0.min(h - 1);
+                for xx in 0..self.w {
+                    let fx = ((xx as f32 + 0.5) * sx - 0.5).max(0.0);
+                    let (x0, tx) = (fx.floor() as usize, fx.fract());
+                    let x1 = (x0 + 1).min(w - 1);
+                    let x0 = x0.min(w - 1);
+                    let at = |yy: usize, xq: usize| v[ch * h * w + yy * w + xq];
+                    let top = at(y0, x0) * (1.0 - tx) + at(y0, x1) * tx;
+                    let bot = at(y1, x0) * (1.0 - tx) + at(y1, x1) * tx;
+                    out[ch * self.h * self.w + y * self.w + xx] = top * (1.0 - ty) + bot * ty;
+                }
+            }
+        }
+        Tensor::from_vec(out, [c, self.h, self.w], &Device::Cpu)
+    }
+}
+
+/// Crop the central `h × w` window.
+pub struct CenterCrop {
+    /// Output height.
+    pub h: usize,
+    /// Output width.
+    pub w: usize,
+}
+
+impl Transform for CenterCrop {
+    fn apply(&self, x: &Tensor, _g: &mut Generator) -> Result<Tensor> {
+        if x.ndim() != 3 || self.h > x.shape()[1] || self.w > x.shape()[2] {
+            return Err(Error::shape(
+                "CenterCrop",
+                format!("cannot crop {}x{} from {:?}", self.h, self.w, x.shape()),
+            ));
+        }
+        let top = (x.shape()[1] - self.h) / 2;
+        let left = (x.shape()[2] - self.w) / 2;
+        x.narrow(1, top, self.h)?
+            .narrow(2, left, self.w)?
+            .contiguous()
+    }
+}

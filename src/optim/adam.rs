@@ -1,0 +1,188 @@
+//! Adam (with amsgrad and L2 weight decay) and AdamW (decoupled weight decay).
+
+use super::*;
+
+const NAMES: [&str; 3] = ["exp_avg", "exp_avg_sq", "max_exp_avg_sq"];
+
+/// Adam with PyTorch's update rule and defaults (betas 0.9/0.999, eps 1e-8).
+pub struct Adam {
+    groups: Vec<ParamGroup>,
+    /// (beta1, beta2)
+    pub betas: (f64, f64),
+    /// Added to the denominator.
+    pub eps: f64,
+    /// Use the maximum of past second moments.
+    pub amsgrad: bool,
+    decoupled: bool,
+    steps: Vec<Vec<u64>>,
+    slots: Slots,
+}
+
+/// AdamW: Adam with decoupled weight decay (default 0.01).
+pub struct AdamW;
+
+impl AdamW {
+    /// AdamW over `params` with weight decay 0.01.
+    #[allow(clippy::new_ret_no_self)]
+    pub fn new(params: Vec<Tensor>, lr: f64) -> Result<Adam> {
+        Adam::build(
+            "AdamW",
+            vec![ParamGroup::new(params)],
+            lr,
+            (0.9, 0.999),
+            1e-8,
+            0.01,
+            false,
+            true,
+        )
+    }
+    /// Every option.
+    pub fn with_options(
+        groups: Vec<ParamGroup>,
+        lr: f64,
+        betas: (f64, f64),
+        eps: f64,
+        weight_decay: f64,
+        amsgrad: bool,
+    ) -> Result<Adam> {
+        Adam::build("AdamW", groups, lr, betas, eps, weight_decay, amsgrad, true)
+    }
+}
+
+impl Adam {
+    /// Adam over `params` with PyTorch's defaults.
+    pub fn new(params: Vec<Tensor>, lr: f64) -> Result<Adam> {
+        Adam::build(
+            "Adam",
+            vec![ParamGroup::new(params)],
+            lr,
+            (0.9, 0.999),
+            1e-8,
+            0.0,
+            false,
+            false,
+        )
+    }
+    /// Every option.
+    pub fn with_options(
+        groups: Vec<ParamGroup>,
+        lr: f64,
+        betas: (f64, f64),
+        eps: f64,
+        weight_decay: f64,
+        amsgrad: bool,
+    ) -> Result<Adam> {
+        Adam::build("Adam", groups, lr, betas, eps, weight_decay, amsgrad, false)
+    }
+    #[allow(clippy::too_many_arguments)]
+    fn build(
+        op: &'static str,
+        groups: Vec<ParamGroup>,
+        lr: f64,
+        betas: (f64, f64),
+        eps: f64,
+        wd: f64,
+        amsgrad: bool,
+        decoupled: bool,
+    ) -> Result<Adam> {
+        if !(0.0..1.0).contains(&betas.0) || !(0.0..1.0).contains(&betas.1) {
+            return Err(Error::arg(
+                op,
+                format!("Invalid beta parameters: {betas:?}"),
+            ));
+        }
+        let groups = resolve_groups(op, groups, lr, wd)?;
+        let slots = empty_slots(&groups, 3);
+        let steps = groups.iter().map(|g| vec![0; g.params.len()]).collect();
+        Ok(Adam {
+            groups,
+            betas,
+            eps,
+            amsgrad,
+            decoupled,
+            steps,
+            slots,
+        })
+    }
+}
+
+impl Optimizer for Adam {
+    fn step(&mut self) -> Result<()> {
+        let _g = crate::no_grad();
+        let (b1, b2) = self.betas;
+        for (gi, g) in self.groups.iter().enumerate() {
+            for (pi, p) in g.params.iter().enumerate() {
+                let Some(mut d) = p.grad() else { continue };
+                let mut pv = p.detach();
+                if g.weight_decay != 0.0 {
+                    if self.decoupled {
+                        pv = pv.mul_scalar(1.0 - g.lr * g.weight_decay)?;
+                    } else {
+                        d = d.add(&p.mul_scalar(g.weight_decay)?)?;
+                    }
+                }
+                self.steps[gi][pi] += 1;
+                let t = self.steps[gi][pi] as i32;
+                let s = &mut self.slots[gi][pi];
+                let m = match &s[0] {
+                    Some(m) => m.mul_scalar(b1)?.add(&d.mul_scalar(1.0 - b1)?)?,
+                    None => d.mul_scalar(1.0 - b1)?,
+                };
+                let v = match &s[1] {
+                    Some(v) => v.mul_scalar(b2)?.add(&d.square()?.mul_scalar(1.0 - b2)?)?,
+                    None => d.square()?.mul_scalar(1.0 - b2)?,
+                };
+                let bc1 = 1.0 - b1.powi(t);
+                let bc2 = 1.0 - b2.powi(t);
+                let vhat = if self.amsgrad {
+                    let mx = match &s[2] {
+                        Some(prev) => prev.maximum(&v)?,
+                        None => v.clone(),
+                    };
+                    s[2] = Some(mx.clone());
+                    mx
+                } else {
+                    v.clone()
+                };
+                let denom = vhat
+                    .sqrt()?
+                    .mul_scalar(1.0 / bc2.sqrt())?
+                    .add_scalar(self.eps)?;
+                let upd = m.div(&denom)?.mul_scalar(g.lr / bc1)?;
+                assign(p, &pv.sub(&upd)?)?;
+                s[0] = Some(m);
+                s[1] = Some(v);
+            }
+        }
+        Ok(())
+    }
+    fn param_groups(&self) -> &[ParamGroup] {
+        &self.groups
+    }
+    fn param_groups_mut(&mut self) -> &mut [ParamGroup] {
+        &mut self.groups
+    }
+    fn state_dict(&self) -> OptimState {
+        let mut s = OptimState::default();
+        save_slots(&self.slots, &NAMES, &mut s);
+        for (gi, g) in self.steps.iter().enumerate() {
+            for (pi, &n) in g.iter().enumerate() {
+                s.scalars.push((format!("step.{gi}.{pi}"), n as f64));
+            }
+        }
+        save_lrs(&self.groups, &mut s);
+        s
+    }
+    fn load_state_dict(&mut self, s: &OptimState) -> Result<()> {
+        load_slots(&mut self.slots, &NAMES, s)?;
+        for (gi, g) in self.steps.iter_mut().enumerate() {
+            for (pi, n) in g.iter_mut().enumerate() {
+                if let Some(v) = scalar(s, &format!("step.{gi}.{pi}")) {
+                    *n = v as u64;
+                }
+            }
+        }
+        load_lrs(&mut self.groups, s);
+        Ok(())
+    }
+}

@@ -1,0 +1,116 @@
+//! RMSprop with momentum and the centered variant.
+
+use super::*;
+
+const NAMES: [&str; 3] = ["square_avg", "momentum_buffer", "grad_avg"];
+
+/// RMSprop with PyTorch's update rule (alpha 0.99, eps 1e-8 by default).
+pub struct RMSprop {
+    groups: Vec<ParamGroup>,
+    /// Smoothing constant.
+    pub alpha: f64,
+    /// Added to the denominator.
+    pub eps: f64,
+    /// Momentum factor.
+    pub momentum: f64,
+    /// Normalise by the centered second moment.
+    pub centered: bool,
+    slots: Slots,
+}
+
+impl RMSprop {
+    /// RMSprop over `params` with the defaults.
+    pub fn new(params: Vec<Tensor>, lr: f64) -> Result<RMSprop> {
+        RMSprop::with_options(
+            vec![ParamGroup::new(params)],
+            lr,
+            0.99,
+            1e-8,
+            0.0,
+            0.0,
+            false,
+        )
+    }
+    /// Every option.
+    pub fn with_options(
+        groups: Vec<ParamGroup>,
+        lr: f64,
+        alpha: f64,
+        eps: f64,
+        weight_decay: f64,
+        momentum: f64,
+        centered: bool,
+    ) -> Result<RMSprop> {
+        let groups = resolve_groups("RMSprop", groups, lr, weight_decay)?;
+        let slots = empty_slots(&groups, 3);
+        Ok(RMSprop {
+            groups,
+            alpha,
+            eps,
+            momentum,
+            centered,
+            slots,
+        })
+    }
+}
+
+impl Optimizer for RMSprop {
+    fn step(&mut self) -> Result<()> {
+        let _g = crate::no_grad();
+        let a = self.alpha;
+        for (gi, g) in self.groups.iter().enumerate() {
+            for (pi, p) in g.params.iter().enumerate() {
+                let Some(mut d) = p.grad() else { continue };
+                if g.weight_decay != 0.0 {
+                    d = d.add(&p.mul_scalar(g.weight_decay)?)?;
+                }
+                let s = &mut self.slots[gi][pi];
+                let sq = match &s[0] {
+                    Some(v) => v.mul_scalar(a)?.add(&d.square()?.mul_scalar(1.0 - a)?)?,
+                    None => d.square()?.mul_scalar(1.0 - a)?,
+                };
+                let avg = if self.centered {
+                    let ga = match &s[2] {
+                        Some(v) => v.mul_scalar(a)?.add(&d.mul_scalar(1.0 - a)?)?,
+                        None => d.mul_scalar(1.0 - a)?,
+                    };
+                    let r = sq.sub(&ga.square()?)?.sqrt()?.add_scalar(self.eps)?;
+                    s[2] = Some(ga);
+                    r
+                } else {
+                    sq.sqrt()?.add_scalar(self.eps)?
+                };
+                let upd = if self.momentum > 0.0 {
+                    let buf = match &s[1] {
+                        Some(b) => b.mul_scalar(self.momentum)?.add(&d.div(&avg)?)?,
+                        None => d.div(&avg)?,
+                    };
+                    s[1] = Some(buf.clone());
+                    buf
+                } else {
+                    d.div(&avg)?
+                };
+                s[0] = Some(sq);
+                assign(p, &p.sub(&upd.mul_scalar(g.lr)?)?)?;
+            }
+        }
+        Ok(())
+    }
+    fn param_groups(&self) -> &[ParamGroup] {
+        &self.groups
+    }
+    fn param_groups_mut(&mut self) -> &mut [ParamGroup] {
+        &mut self.groups
+    }
+    fn state_dict(&self) -> OptimState {
+        let mut s = OptimState::default();
+        save_slots(&self.slots, &NAMES, &mut s);
+        save_lrs(&self.groups, &mut s);
+        s
+    }
+    fn load_state_dict(&mut self, s: &OptimState) -> Result<()> {
+        load_slots(&mut self.slots, &NAMES, s)?;
+        load_lrs(&mut self.groups, s);
+        Ok(())
+    }
+}

@@ -1,0 +1,106 @@
+//! Stochastic gradient descent with momentum, dampening, Nesterov and weight decay.
+
+use super::*;
+
+/// SGD with PyTorch's update rule.
+///
+/// ```
+/// use wgtorch::optim::{Optimizer, Sgd};
+/// use wgtorch::{Device, Tensor};
+/// let w = Tensor::ones([2], &Device::Cpu)?.requires_grad_(true);
+/// let mut opt = Sgd::new(vec![w.clone()], 0.1)?;
+/// w.square()?.sum_all()?.backward()?;
+/// opt.step()?;
+/// assert_eq!(w.to_vec::<f32>()?, vec![0.8, 0.8]);
+/// # Ok::<(), wgtorch::Error>(())
+/// ```
+pub struct Sgd {
+    groups: Vec<ParamGroup>,
+    /// Momentum factor.
+    pub momentum: f64,
+    /// Dampening for momentum.
+    pub dampening: f64,
+    /// Nesterov momentum.
+    pub nesterov: bool,
+    slots: Slots,
+}
+
+impl Sgd {
+    /// Plain SGD over `params`.
+    pub fn new(params: Vec<Tensor>, lr: f64) -> Result<Sgd> {
+        Sgd::with_options(vec![ParamGroup::new(params)], lr, 0.0, 0.0, 0.0, false)
+    }
+    /// Every option, with parameter groups.
+    pub fn with_options(
+        groups: Vec<ParamGroup>,
+        lr: f64,
+        momentum: f64,
+        dampening: f64,
+        weight_decay: f64,
+        nesterov: bool,
+    ) -> Result<Sgd> {
+        if nesterov && (momentum <= 0.0 || dampening != 0.0) {
+            return Err(Error::arg(
+                "SGD",
+                "Nesterov momentum requires a momentum and zero dampening",
+            ));
+        }
+        let groups = resolve_groups("SGD", groups, lr, weight_decay)?;
+        let slots = empty_slots(&groups, 1);
+        Ok(Sgd {
+            groups,
+            momentum,
+            dampening,
+            nesterov,
+            slots,
+        })
+    }
+}
+
+impl Optimizer for Sgd {
+    fn step(&mut self) -> Result<()> {
+        let _g = crate::no_grad();
+        for (gi, g) in self.groups.iter().enumerate() {
+            for (pi, p) in g.params.iter().enumerate() {
+                let Some(mut d) = p.grad() else { continue };
+                if g.weight_decay != 0.0 {
+                    d = d.add(&p.mul_scalar(g.weight_decay)?)?;
+                }
+                if self.momentum != 0.0 {
+                    let slot = &mut self.slots[gi][pi][0];
+                    let buf = match slot.take() {
+                        None => d.clone(),
+                        Some(b) => b
+                            .mul_scalar(self.momentum)?
+                            .add(&d.mul_scalar(1.0 - self.dampening)?)?,
+                    };
+                    d = if self.nesterov {
+                        d.add(&buf.mul_scalar(self.momentum)?)?
+                    } else {
+                        buf.clone()
+                    };
+                    *slot = Some(buf);
+                }
+                assign(p, &p.sub(&d.mul_scalar(g.lr)?)?)?;
+            }
+        }
+        Ok(())
+    }
+    fn param_groups(&self) -> &[ParamGroup] {
+        &self.groups
+    }
+    fn param_groups_mut(&mut self) -> &mut [ParamGroup] {
+        &mut self.groups
+    }
+    fn state_dict(&self) -> OptimState {
+        let mut s = OptimState::default();
+        save_slots(&self.slots, &["momentum_buffer"], &mut s);
+        save_lrs(&self.groups, &mut s);
+        s
+    }
+    fn load_state_dict(&mut self, s: &OptimState) -> Result<()> {
+        load_slots(&mut self.slots, &["momentum_buffer"], s)?;
+        load_lrs(&mut self.groups, s);
+        Ok(())
+    }
+}
