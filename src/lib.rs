@@ -22,6 +22,7 @@ mod device;
 pub mod dtype;
 mod error;
 pub mod io;
+pub mod models;
 pub mod nn;
 pub mod ops;
 pub mod optim;

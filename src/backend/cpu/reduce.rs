@@ -30,9 +30,12 @@ fn value_row<T: Elem>(op: ReduceOp, r: &[T]) -> f64 {
     match op {
         ReduceOp::Sum => {
             if r.len() > 1 << 15 {
-                r.par_chunks(1 << 14)
+                // Chunk sums in parallel, combined in a fixed order: deterministic across runs.
+                let parts: Vec<f64> = r
+                    .par_chunks(1 << 14)
                     .map(|c| c.iter().map(|x| x.to_f64()).sum::<f64>())
-                    .sum()
+                    .collect();
+                parts.iter().sum()
             } else {
                 r.iter().map(|x| x.to_f64()).sum()
             }

@@ -202,6 +202,11 @@ impl GpuContext {
             if self.has_f16 { ", shader-f16" } else { "" }
         )
     }
+    /// True for software adapters (lavapipe, SwiftShader), which get CPU-friendly kernels.
+    pub fn is_cpu_adapter(&self) -> bool {
+        self.info.device_type == wgpu::DeviceType::Cpu
+            && std::env::var("WGTORCH_GPU_KERNELS").is_err()
+    }
     /// Adapter name.
     pub fn adapter_name(&self) -> &str {
         &self.info.name

@@ -11,8 +11,10 @@ const WHERE: &str = include_str!("../../../shaders/where.wgsl");
 const COPY: &str = include_str!("../../../shaders/copy.wgsl");
 const FILL: &str = include_str!("../../../shaders/fill.wgsl");
 const REDUCE: &str = include_str!("../../../shaders/reduce.wgsl");
+const REDUCE_SMALL: &str = include_str!("../../../shaders/reduce_small.wgsl");
 const CUMSUM: &str = include_str!("../../../shaders/cumsum.wgsl");
 const MATMUL: &str = include_str!("../../../shaders/matmul.wgsl");
+const MATMUL_DIRECT: &str = include_str!("../../../shaders/matmul_direct.wgsl");
 const GATHER: &str = include_str!("../../../shaders/index.wgsl");
 const SCATTER_ADD: &str = include_str!("../../../shaders/scatter_add.wgsl");
 const IM2COL: &str = include_str!("../../../shaders/im2col.wgsl");
@@ -57,8 +59,12 @@ pub enum Kernel {
     Copy(GpuType, GpuType),
     Fill(GpuType),
     Reduce(ReduceOp, GpuType),
+    /// One invocation per row, for short rows.
+    ReduceSmall(ReduceOp, GpuType),
     Cumsum(GpuType),
     Matmul,
+    /// Register-blocked matmul without workgroup memory (CPU adapters).
+    MatmulDirect,
     Gather(GpuType),
     ScatterAdd(GpuType),
     Im2col(GpuType),
@@ -151,8 +157,10 @@ impl Kernel {
             Kernel::Copy(a, b) => format!("copy_{}_{}", a.wgsl(), b.wgsl()),
             Kernel::Fill(t) => format!("fill_{}", t.wgsl()),
             Kernel::Reduce(op, t) => format!("reduce_{}_{}", op.name(), t.wgsl()),
+            Kernel::ReduceSmall(op, t) => format!("reduce_small_{}_{}", op.name(), t.wgsl()),
             Kernel::Cumsum(t) => format!("cumsum_{}", t.wgsl()),
             Kernel::Matmul => "matmul_f32_tile64".into(),
+            Kernel::MatmulDirect => "matmul_f32_direct4x4".into(),
             Kernel::Gather(t) => format!("gather_{}", t.wgsl()),
             Kernel::ScatterAdd(t) => format!("scatter_add_{}", t.wgsl()),
             Kernel::Im2col(t) => format!("im2col_{}", t.wgsl()),
@@ -181,10 +189,15 @@ impl Kernel {
                 ],
             ),
             Kernel::Fill(t) => fill(FILL, &[("T", t.wgsl())]),
-            Kernel::Reduce(op, t) => {
+            Kernel::Reduce(op, t) | Kernel::ReduceSmall(op, t) => {
+                let template = if matches!(self, Kernel::Reduce(..)) {
+                    REDUCE
+                } else {
+                    REDUCE_SMALL
+                };
                 let (init, merge, out, store) = reduce_parts(op, t);
                 fill(
-                    REDUCE,
+                    template,
                     &[
                         ("T", t.wgsl()),
                         ("OUT", out),
@@ -196,6 +209,7 @@ impl Kernel {
             }
             Kernel::Cumsum(t) => fill(CUMSUM, &[("T", t.wgsl())]),
             Kernel::Matmul => fill(MATMUL, &[("T", "f32")]),
+            Kernel::MatmulDirect => fill(MATMUL_DIRECT, &[("T", "f32")]),
             Kernel::Gather(t) => fill(GATHER, &[("T", t.wgsl())]),
             Kernel::ScatterAdd(t) => fill(SCATTER_ADD, &[("T", t.wgsl())]),
             Kernel::Im2col(t) => fill(IM2COL, &[("T", t.wgsl())]),
@@ -280,11 +294,13 @@ impl Kernel {
                 ReduceOp::ArgMin,
             ] {
                 v.push(Kernel::Reduce(op, t));
+                v.push(Kernel::ReduceSmall(op, t));
             }
             v.push(Kernel::ScatterAdd(t));
             v.push(Kernel::Col2im(t));
         }
         v.push(Kernel::Matmul);
+        v.push(Kernel::MatmulDirect);
         v
     }
 }

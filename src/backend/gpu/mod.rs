@@ -344,6 +344,18 @@ pub(crate) fn reduce_rows(
         )?;
         return reduce_rows(op, &part, rows, k);
     }
+    if n <= 64 {
+        let k = Kernel::ReduceSmall(op, x.ty());
+        launch(
+            ctx,
+            op.name(),
+            k,
+            &[u(rows), u(n)],
+            &[x.raw(), out.raw()],
+            groups(rows),
+        )?;
+        return Ok(out);
+    }
     let (gx, g) = row_groups(ctx, rows);
     let meta = [u(rows), u(n), gx, 1, u(n)];
     launch(
@@ -406,13 +418,25 @@ pub(crate) fn matmul(
             u(bl.strides[2]),
             u(base),
         ];
+        // CPU adapters run the barrier-free kernel; real GPUs the shared-memory tiles.
+        let (k, groups) = if ctx.is_cpu_adapter() {
+            (
+                Kernel::MatmulDirect,
+                [u(n.div_ceil(32)), u(m.div_ceil(32)), u(chunk)],
+            )
+        } else {
+            (
+                Kernel::Matmul,
+                [u(n.div_ceil(64)), u(m.div_ceil(64)), u(chunk)],
+            )
+        };
         launch(
             ctx,
             "matmul",
-            Kernel::Matmul,
+            k,
             &meta,
             &[a.raw(), b.raw(), out.raw()],
-            [u(n.div_ceil(64)), u(m.div_ceil(64)), u(chunk)],
+            groups,
         )?;
         base += chunk;
     }

@@ -1,0 +1,288 @@
+//! The main job: train the SimpleCNN. With no arguments it trains on the embedded handwritten
+//! digits (brought to 3×32×32) on the best device; `--data DIR` trains on CIFAR-10 instead.
+//!
+//! `cargo run --release --example train_cnn -- --help`
+
+use clap::Parser;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+use wgtorch::data::{random_split, Cifar10, DataLoader, Dataset, Digits};
+use wgtorch::io::Checkpoint;
+use wgtorch::models::SimpleCnn;
+use wgtorch::nn::{functional as F, Module, ModuleExt};
+use wgtorch::optim::{Adam, Optimizer};
+use wgtorch::{Device, Error, Result, Tensor};
+
+const CIFAR_URL: &str = "https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz";
+const CIFAR_SHA256: &str = "c4a38c50a1bc5f3a1c5537f2155ab9d68f9f25eb1ed8d9ddda3db29a59bca1dd";
+
+#[derive(Parser, Debug)]
+#[command(about = "Train the SimpleCNN (digits by default, CIFAR-10 with --data)")]
+struct Args {
+    /// CIFAR-10 binary directory (data_batch_*.bin, test_batch.bin); digits when absent.
+    #[arg(long)]
+    data: Option<PathBuf>,
+    /// Download CIFAR-10 into --data first (checksum verified).
+    #[arg(long)]
+    download: bool,
+    /// Archive URL for --download.
+    #[arg(long, default_value = CIFAR_URL)]
+    url: String,
+    /// cpu, gpu or auto.
+    #[arg(long, default_value = "auto")]
+    device: String,
+    #[arg(long, default_value_t = 6)]
+    epochs: usize,
+    #[arg(long, default_value_t = 64)]
+    batch_size: usize,
+    #[arg(long, default_value_t = 1e-3)]
+    lr: f64,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Save a checkpoint here after every epoch (atomically).
+    #[arg(long)]
+    checkpoint: Option<PathBuf>,
+    /// Continue from this checkpoint.
+    #[arg(long)]
+    resume: Option<PathBuf>,
+    /// Write a PNG of the loss and accuracy curves here.
+    #[arg(long)]
+    plot: Option<PathBuf>,
+    /// Stop an epoch after this many batches (quick runs and tests).
+    #[arg(long)]
+    max_batches: Option<usize>,
+}
+
+fn main() {
+    if let Err(e) = run(Args::parse()) {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run(args: Args) -> Result<()> {
+    let dev = match args.device.as_str() {
+        "cpu" => Device::Cpu,
+        "gpu" => Device::gpu()?,
+        "auto" => Device::best(),
+        other => {
+            return Err(Error::InvalidArgument {
+                op: "--device",
+                msg: format!("expected cpu, gpu or auto, got {other}"),
+            })
+        }
+    };
+    println!("device: {}", dev.describe());
+    wgtorch::manual_seed(args.seed);
+    let (train, test): (Arc<dyn Dataset>, Arc<dyn Dataset>) = match &args.data {
+        None => {
+            let all: Arc<dyn Dataset> = Arc::new(Digits::load()?);
+            let (tr, te) = random_split(all, 0.8, args.seed);
+            println!(
+                "data: embedded digits, {} train / {} test (held-out 20%)",
+                tr.len(),
+                te.len()
+            );
+            (Arc::new(tr), Arc::new(te))
+        }
+        Some(dir) => {
+            let dir = if args.download {
+                wgtorch::data::download_cifar10(&args.url, dir, Some(CIFAR_SHA256))?
+            } else {
+                dir.clone()
+            };
+            let (tr, te) = (Cifar10::new(&dir, true)?, Cifar10::new(&dir, false)?);
+            println!(
+                "data: CIFAR-10 from {}, {} train / {} test",
+                dir.display(),
+                tr.len(),
+                te.len()
+            );
+            (Arc::new(tr), Arc::new(te))
+        }
+    };
+    let loader = DataLoader::new(train, args.batch_size, &dev)?.shuffle(args.seed);
+    let test_loader = DataLoader::new(test.clone(), 256, &dev)?;
+
+    let mut model = SimpleCnn::new(&dev)?;
+    let mut opt = Adam::new(model.parameters(), args.lr)?;
+    let mut start = 0;
+    let mut history: Vec<(f64, f64)> = Vec::new();
+    if let Some(p) = &args.resume {
+        let ck = Checkpoint::load(p, &dev)?;
+        model.load_state_dict(&ck.model, true)?;
+        opt.load_state_dict(&ck.optim)?;
+        wgtorch::with_default_generator(|g| g.set_state(ck.rng));
+        start = ck.epoch;
+        for e in 0..start {
+            let get = |k: &str| {
+                ck.metrics
+                    .iter()
+                    .find(|(n, _)| *n == format!("{k}.{e}"))
+                    .map(|(_, v)| *v)
+            };
+            if let (Some(l), Some(a)) = (get("train_loss"), get("test_acc")) {
+                history.push((l, a));
+            }
+        }
+        println!("resumed from {} at epoch {start}", p.display());
+    }
+    println!(
+        "model: SimpleCNN, {} parameters; Adam lr {}; batch {}",
+        model.num_parameters(),
+        args.lr,
+        args.batch_size
+    );
+
+    for epoch in start..args.epochs {
+        model.train();
+        let n_batches = args.max_batches.unwrap_or(usize::MAX).min(loader.len());
+        let bar = ProgressBar::new(n_batches as u64);
+        bar.set_style(
+            ProgressStyle::with_template("epoch {msg} [{bar:30}] {pos}/{len} {elapsed}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> "),
+        );
+        bar.set_message(format!("{}/{}", epoch + 1, args.epochs));
+        let t0 = Instant::now();
+        let (mut loss_sum, mut seen): (Option<Tensor>, usize) = (None, 0);
+        for batch in loader.epoch(epoch).take(n_batches) {
+            let (x, y) = batch?;
+            let loss = F::cross_entropy(&model.forward(&x)?, &y, F::Reduction::Mean, -100, 0.0)?;
+            opt.zero_grad();
+            loss.backward()?;
+            opt.step()?;
+            let l = loss.detach().mul_scalar(y.numel() as f64)?;
+            loss_sum = Some(match loss_sum {
+                Some(s) => s.add(&l)?,
+                None => l,
+            });
+            seen += y.numel();
+            bar.inc(1);
+        }
+        let train_loss = match loss_sum {
+            Some(s) => s.item()? / seen.max(1) as f64,
+            None => f64::NAN,
+        };
+        let secs = t0.elapsed().as_secs_f64();
+        bar.finish_and_clear();
+        model.eval();
+        let acc = accuracy(&model, &test_loader)?;
+        println!(
+            "epoch {:>2}/{}: train loss {train_loss:.4}  test acc {:.2}%  {:.0} img/s",
+            epoch + 1,
+            args.epochs,
+            acc * 100.0,
+            seen as f64 / secs
+        );
+        history.push((train_loss, acc));
+        if let Some(p) = &args.checkpoint {
+            let mut metrics = Vec::new();
+            for (e, (l, a)) in history.iter().enumerate() {
+                metrics.push((format!("train_loss.{e}"), *l));
+                metrics.push((format!("test_acc.{e}"), *a));
+            }
+            Checkpoint {
+                model: model.state_dict(),
+                optim: opt.state_dict(),
+                scheduler_epoch: None,
+                epoch: epoch + 1,
+                rng: wgtorch::with_default_generator(|g| g.state()),
+                metrics,
+            }
+            .save(p)?;
+        }
+        if let Some(p) = &args.plot {
+            plot(p, &history)?;
+        }
+    }
+    Ok(())
+}
+
+fn accuracy(model: &SimpleCnn, loader: &DataLoader) -> Result<f64> {
+    let _g = wgtorch::no_grad();
+    let mut correct: Option<Tensor> = None;
+    let mut total = 0;
+    for batch in loader.epoch(0) {
+        let (x, y) = batch?;
+        let hits = model
+            .forward(&x)?
+            .argmax(Some(1), false)?
+            .eq(&y)?
+            .sum_all()?;
+        correct = Some(match correct {
+            Some(c) => c.add(&hits)?,
+            None => hits,
+        });
+        total += y.numel();
+    }
+    Ok(correct.map(|c| c.item()).transpose()?.unwrap_or(0.0) / total.max(1) as f64)
+}
+
+/// Loss (left) and accuracy (right) curves as a PNG, drawn with the image crate.
+fn plot(path: &std::path::Path, history: &[(f64, f64)]) -> Result<()> {
+    let (w, h) = (640u32, 260u32);
+    let mut img = image::RgbImage::from_pixel(w, h, image::Rgb([255, 255, 255]));
+    let panels = [
+        (10u32, [200u8, 40, 40], 0usize),
+        (330u32, [40, 90, 200], 1usize),
+    ];
+    for (x0, color, which) in panels {
+        let (pw, ph, y0) = (300u32, 220u32, 20u32);
+        for x in x0..x0 + pw {
+            img.put_pixel(x, y0 + ph, image::Rgb([0, 0, 0]));
+        }
+        for y in y0..=y0 + ph {
+            img.put_pixel(x0, y, image::Rgb([0, 0, 0]));
+        }
+        let vals: Vec<f64> = history
+            .iter()
+            .map(|p| if which == 0 { p.0 } else { p.1 })
+            .collect();
+        let (lo, hi) = if which == 1 {
+            (0.0, 1.0)
+        } else {
+            (0.0, vals.iter().cloned().fold(1e-9, f64::max))
+        };
+        let pt = |i: usize, v: f64| {
+            let x = x0 as f64
+                + if vals.len() > 1 {
+                    i as f64 / (vals.len() - 1) as f64
+                } else {
+                    0.5
+                } * (pw - 1) as f64;
+            let y = (y0 + ph) as f64 - ((v - lo) / (hi - lo)).clamp(0.0, 1.0) * (ph - 1) as f64;
+            (x, y)
+        };
+        for i in 0..vals.len() {
+            let (xa, ya) = pt(i, vals[i]);
+            let (xb, yb) = if i + 1 < vals.len() {
+                pt(i + 1, vals[i + 1])
+            } else {
+                (xa, ya)
+            };
+            for s in 0..=100 {
+                let t = s as f64 / 100.0;
+                let (x, y) = ((xa + (xb - xa) * t) as i64, (ya + (yb - ya) * t) as i64);
+                for (dx, dy) in [(0, 0), (1, 0), (0, 1), (-1, 0), (0, -1)] {
+                    let (px, py) = (x + dx, y + dy);
+                    if px >= 0 && py >= 0 && (px as u32) < w && (py as u32) < h {
+                        img.put_pixel(px as u32, py as u32, image::Rgb(color));
+                    }
+                }
+            }
+        }
+    }
+    let mut bytes = Vec::new();
+    img.write_to(
+        &mut std::io::Cursor::new(&mut bytes),
+        image::ImageFormat::Png,
+    )
+    .map_err(|e| Error::Io {
+        path: path.display().to_string(),
+        source: std::io::Error::other(e.to_string()),
+    })?;
+    wgtorch::io::write_atomic(path, &bytes)
+}

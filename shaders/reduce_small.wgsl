@@ -1,0 +1,31 @@
+// One invocation per row of a contiguous [rows, n] input, for short rows (pooling windows, class
+// scores) where a workgroup per row would leave most invocations idle. Same MERGE/INIT/STORE as
+// reduce.wgsl.
+// params: [rows, n]
+@group(0) @binding(1) var<storage, read> src: array<{{T}}>;
+@group(0) @binding(2) var<storage, read_write> dst: array<{{OUT}}>;
+
+struct Pair {
+    v: {{T}},
+    i: u32,
+}
+
+const NONE: u32 = 0xffffffffu;
+
+fn merge(a: {{T}}, ia: u32, b: {{T}}, ib: u32) -> Pair {
+    {{MERGE}}
+}
+
+@compute @workgroup_size(256)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let row = linear_id(gid, nwg);
+    if (row >= params[0]) {
+        return;
+    }
+    let n = params[1];
+    var p = Pair({{INIT}}, NONE);
+    for (var j = 0u; j < n; j = j + 1u) {
+        p = merge(p.v, p.i, src[row * n + j], j);
+    }
+    dst[row] = {{STORE}};
+}

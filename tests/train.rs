@@ -1,0 +1,441 @@
+//! The training stack against PyTorch: the SimpleCNN golden run (forward, gradients, three Adam
+//! steps), every optimizer trajectory and LR schedule, a short digits run, and exact resume.
+
+mod common;
+
+use common::assert_close;
+use serde_json::Value;
+use std::path::PathBuf;
+use std::sync::Arc;
+use wgtorch::data::{random_split, DataLoader, Dataset, Digits};
+use wgtorch::io::Checkpoint;
+use wgtorch::models::SimpleCnn;
+use wgtorch::nn::{functional as F, Module, ModuleExt};
+use wgtorch::optim::{Adam, AdamW, LrScheduler, Optimizer, ParamGroup, RMSprop, Schedule, Sgd};
+use wgtorch::{Device, Result, Tensor};
+
+fn golden() -> PathBuf {
+    std::env::var("WGTORCH_GOLDEN_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/golden"))
+}
+
+fn vals(t: &Tensor) -> Vec<f64> {
+    t.to_f64_vec().unwrap()
+}
+
+fn get<'a>(ts: &'a [(String, Tensor)], k: &str) -> &'a Tensor {
+    &ts.iter()
+        .find(|(n, _)| n == k)
+        .unwrap_or_else(|| panic!("missing {k}"))
+        .1
+}
+
+#[test]
+fn simple_cnn_matches_pytorch_forward_backward_and_adam() -> Result<()> {
+    let meta: Value =
+        serde_json::from_str(&std::fs::read_to_string(golden().join("simple_cnn.json")).unwrap())
+            .unwrap();
+    let tol = |k: &str| {
+        (
+            meta["tolerances"][k]["rtol"].as_f64().unwrap(),
+            meta["tolerances"][k]["atol"].as_f64().unwrap(),
+        )
+    };
+    for dev in common::devices() {
+        let ts = wgtorch::io::load(golden().join("simple_cnn.safetensors"), &dev)?;
+        let mut model = SimpleCnn::new(&dev)?;
+        let init: Vec<(String, Tensor)> = ts
+            .iter()
+            .filter_map(|(k, t)| k.strip_prefix("init.").map(|n| (n.to_string(), t.clone())))
+            .collect();
+        let report = model.load_state_dict(&init, true)?;
+        assert!(report.missing_keys.is_empty() && report.unexpected_keys.is_empty());
+        let (x, y) = (get(&ts, "input"), get(&ts, "target"));
+        let mut opt = Adam::new(model.parameters(), meta["kwargs"]["lr"].as_f64().unwrap())?;
+        let want_losses: Vec<f64> = meta["losses"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect();
+        for (step, want) in want_losses.iter().enumerate() {
+            let logits = model.forward(x)?;
+            if step == 0 {
+                let (r, a) = tol("logits_step0");
+                assert_close(
+                    &format!("[{dev}] logits_step0"),
+                    &vals(&logits),
+                    &vals(get(&ts, "logits_step0")),
+                    r,
+                    a,
+                );
+            }
+            let loss = F::cross_entropy(&logits, y, F::Reduction::Mean, -100, 0.0)?;
+            let (r, a) = tol("losses");
+            assert_close(
+                &format!("[{dev}] loss {step}"),
+                &[loss.item()?],
+                &[*want],
+                r,
+                a,
+            );
+            opt.zero_grad();
+            loss.backward()?;
+            if step == 0 {
+                let (r, a) = tol("grad");
+                for (n, p) in model.named_parameters() {
+                    assert_close(
+                        &format!("[{dev}] grad.{n}"),
+                        &vals(&p.grad().unwrap()),
+                        &vals(get(&ts, &format!("grad.{n}"))),
+                        r,
+                        a,
+                    );
+                }
+            }
+            opt.step()?;
+        }
+        let (r, a) = tol("final");
+        for (n, p) in model.named_parameters() {
+            assert_close(
+                &format!("[{dev}] final.{n}"),
+                &vals(&p),
+                &vals(get(&ts, &format!("final.{n}"))),
+                r,
+                a,
+            );
+        }
+    }
+    Ok(())
+}
+
+fn tensor(v: &Value) -> Tensor {
+    let shape: Vec<usize> = v["shape"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap() as usize)
+        .collect();
+    let data: Vec<f64> = v["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect();
+    Tensor::from_f64(&data, shape, wgtorch::DType::F32, &Device::Cpu).unwrap()
+}
+
+#[test]
+fn optimizers_follow_pytorch_trajectories() -> Result<()> {
+    let doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(golden().join("optim.json")).unwrap())
+            .unwrap();
+    for dev in common::devices() {
+        for case in doc["cases"].as_array().unwrap() {
+            let kw = &case["kwargs"];
+            let f = |k: &str, d: f64| kw[k].as_f64().unwrap_or(d);
+            let params: Vec<Tensor> = case["params"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| tensor(p).to(&dev).unwrap().requires_grad_(true))
+                .collect();
+            let group = vec![ParamGroup::new(params.clone())];
+            let betas = kw["betas"]
+                .as_array()
+                .map(|b| (b[0].as_f64().unwrap(), b[1].as_f64().unwrap()))
+                .unwrap_or((0.9, 0.999));
+            let mut opt: Box<dyn Optimizer> = match case["optimizer"].as_str().unwrap() {
+                "SGD" => Box::new(Sgd::with_options(
+                    group,
+                    f("lr", 0.0),
+                    f("momentum", 0.0),
+                    f("dampening", 0.0),
+                    f("weight_decay", 0.0),
+                    kw["nesterov"].as_bool().unwrap_or(false),
+                )?),
+                "Adam" => Box::new(Adam::with_options(
+                    group,
+                    f("lr", 1e-3),
+                    betas,
+                    f("eps", 1e-8),
+                    f("weight_decay", 0.0),
+                    kw["amsgrad"].as_bool().unwrap_or(false),
+                )?),
+                "AdamW" => Box::new(AdamW::with_options(
+                    group,
+                    f("lr", 1e-3),
+                    betas,
+                    f("eps", 1e-8),
+                    f("weight_decay", 0.01),
+                    kw["amsgrad"].as_bool().unwrap_or(false),
+                )?),
+                "RMSprop" => Box::new(RMSprop::with_options(
+                    group,
+                    f("lr", 1e-2),
+                    f("alpha", 0.99),
+                    f("eps", 1e-8),
+                    f("weight_decay", 0.0),
+                    f("momentum", 0.0),
+                    kw["centered"].as_bool().unwrap_or(false),
+                )?),
+                o => panic!("unknown optimizer {o}"),
+            };
+            let (rtol, atol) = (
+                case["rtol"].as_f64().unwrap(),
+                case["atol"].as_f64().unwrap(),
+            );
+            let steps = case["grads"].as_array().unwrap();
+            for (s, grads) in steps.iter().enumerate() {
+                for (p, g) in params.iter().zip(grads.as_array().unwrap()) {
+                    p.set_grad(Some(tensor(g).to(&dev)?));
+                }
+                opt.step()?;
+                for (i, (p, e)) in params
+                    .iter()
+                    .zip(case["expected"][s].as_array().unwrap())
+                    .enumerate()
+                {
+                    assert_close(
+                        &format!("[{dev}] {} step {s} param {i}", case["name"]),
+                        &vals(p),
+                        &vals(&tensor(e)),
+                        rtol,
+                        atol.max(1e-6),
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn schedulers_follow_pytorch() -> Result<()> {
+    let doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(golden().join("sched.json")).unwrap())
+            .unwrap();
+    for case in doc["cases"].as_array().unwrap() {
+        let kw = &case["kwargs"];
+        let f = |k: &str| kw[k].as_f64().unwrap();
+        let u = |k: &str| kw[k].as_u64().unwrap() as usize;
+        let schedule = match case["scheduler"].as_str().unwrap() {
+            "StepLR" => Schedule::StepLR {
+                step_size: u("step_size"),
+                gamma: f("gamma"),
+            },
+            "MultiStepLR" => Schedule::MultiStepLR {
+                milestones: kw["milestones"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|m| m.as_u64().unwrap() as usize)
+                    .collect(),
+                gamma: f("gamma"),
+            },
+            "ExponentialLR" => Schedule::ExponentialLR { gamma: f("gamma") },
+            "CosineAnnealingLR" => Schedule::CosineAnnealingLR {
+                t_max: u("T_max"),
+                eta_min: kw["eta_min"].as_f64().unwrap_or(0.0),
+            },
+            "LinearLR" => Schedule::LinearLR {
+                start_factor: f("start_factor"),
+                end_factor: f("end_factor"),
+                total_iters: u("total_iters"),
+            },
+            "OneCycleLR" => Schedule::one_cycle(f("max_lr"), u("total_steps")),
+            o => panic!("unknown scheduler {o}"),
+        };
+        let w = Tensor::zeros([1], &Device::Cpu)?.requires_grad_(true);
+        let mut opt = Sgd::new(vec![w], case["base_lr"].as_f64().unwrap())?;
+        let mut s = LrScheduler::new(&mut opt, schedule)?;
+        for (e, want) in case["lrs"].as_array().unwrap().iter().enumerate() {
+            let got = opt.param_groups()[0].lr;
+            assert!(
+                (got - want.as_f64().unwrap()).abs() < 1e-9,
+                "{} epoch {e}: {got} vs {want}",
+                case["name"]
+            );
+            opt.step()?;
+            s.step(&mut opt);
+        }
+    }
+    // SequentialLR: warm up linearly for 2 epochs, then step decay restarted at the milestone.
+    let w = Tensor::zeros([1], &Device::Cpu)?.requires_grad_(true);
+    let mut opt = Sgd::new(vec![w], 1.0)?;
+    let seq = Schedule::SequentialLR {
+        schedules: vec![
+            Schedule::LinearLR {
+                start_factor: 0.5,
+                end_factor: 1.0,
+                total_iters: 2,
+            },
+            Schedule::StepLR {
+                step_size: 1,
+                gamma: 0.5,
+            },
+        ],
+        milestones: vec![2],
+    };
+    let mut s = LrScheduler::new(&mut opt, seq)?;
+    let mut lrs = vec![];
+    for _ in 0..5 {
+        lrs.push(opt.param_groups()[0].lr);
+        s.step(&mut opt);
+    }
+    assert_eq!(lrs, vec![0.5, 0.75, 1.0, 0.5, 0.25]);
+    Ok(())
+}
+
+#[test]
+fn param_groups_clipping_and_accumulation() -> Result<()> {
+    let w = Tensor::from_slice(&[1.0f32, 1.0], [2], &Device::Cpu)?.requires_grad_(true);
+    let b = Tensor::from_slice(&[1.0f32], [1], &Device::Cpu)?.requires_grad_(true);
+    let groups = vec![
+        ParamGroup::new(vec![w.clone()]).weight_decay(0.5),
+        ParamGroup::new(vec![b.clone()]).lr(1.0).weight_decay(0.0),
+    ];
+    let mut opt = Sgd::with_options(groups, 0.1, 0.0, 0.0, 0.0, false)?;
+    // Two backward calls accumulate before one step.
+    for _ in 0..2 {
+        w.sum_all()?.add(&b.sum_all()?)?.backward()?;
+    }
+    opt.step()?;
+    assert_close(
+        "w",
+        &vals(&w),
+        &[1.0 - 0.1 * (2.0 + 0.5), 1.0 - 0.1 * 2.5],
+        1e-6,
+        1e-7,
+    );
+    assert_close("b", &vals(&b), &[1.0 - 2.0], 1e-6, 1e-7);
+    w.set_grad(Some(Tensor::from_slice(&[3.0f32, 4.0], [2], &Device::Cpu)?));
+    let n = wgtorch::optim::clip_grad_norm_(std::slice::from_ref(&w), 1.0, 2.0)?.unwrap();
+    assert_close("norm", &vals(&n), &[5.0], 1e-6, 1e-6);
+    assert_close(
+        "clipped",
+        &vals(&w.grad().unwrap()),
+        &[0.6, 0.8],
+        1e-5,
+        1e-6,
+    );
+    wgtorch::optim::clip_grad_value_(std::slice::from_ref(&w), 0.7)?;
+    assert_close(
+        "clamped",
+        &vals(&w.grad().unwrap()),
+        &[0.6, 0.7],
+        1e-6,
+        1e-7,
+    );
+    Ok(())
+}
+
+fn digits_split() -> (Arc<dyn Dataset>, Arc<dyn Dataset>) {
+    let all: Arc<dyn Dataset> = Arc::new(Digits::load().unwrap());
+    let (a, b) = random_split(all, 0.8, 0);
+    (Arc::new(a), Arc::new(b))
+}
+
+fn train_epochs(
+    model: &SimpleCnn,
+    opt: &mut dyn Optimizer,
+    loader: &DataLoader,
+    epochs: std::ops::Range<usize>,
+) -> Result<()> {
+    for e in epochs {
+        for batch in loader.epoch(e) {
+            let (x, y) = batch?;
+            let loss = F::cross_entropy(&model.forward(&x)?, &y, F::Reduction::Mean, -100, 0.0)?;
+            opt.zero_grad();
+            loss.backward()?;
+            opt.step()?;
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn short_digits_run_reaches_90_percent_on_cpu_and_gpu() -> Result<()> {
+    let (train, test) = digits_split();
+    for dev in common::devices() {
+        wgtorch::manual_seed(0);
+        let mut model = SimpleCnn::new(&dev)?;
+        let mut opt = Adam::new(model.parameters(), 2e-3)?;
+        let loader = DataLoader::new(train.clone(), 32, &dev)?.shuffle(0);
+        train_epochs(&model, &mut opt, &loader, 0..1)?;
+        model.eval();
+        let _g = wgtorch::no_grad();
+        let (mut hits, mut n) = (0.0, 0);
+        for batch in DataLoader::new(test.clone(), 128, &dev)?.epoch(0) {
+            let (x, y) = batch?;
+            hits += model
+                .forward(&x)?
+                .argmax(Some(1), false)?
+                .eq(&y)?
+                .sum_all()?
+                .item()?;
+            n += y.numel();
+        }
+        let acc = hits / n as f64;
+        println!(
+            "[{dev}] digits accuracy after one epoch: {:.2}%",
+            acc * 100.0
+        );
+        assert!(acc >= 0.90, "[{dev}] accuracy {acc}");
+    }
+    Ok(())
+}
+
+#[test]
+fn resume_from_checkpoint_is_bitwise_identical_on_cpu() -> Result<()> {
+    let (train, _) = digits_split();
+    let small: Arc<dyn Dataset> = Arc::new(wgtorch::data::Subset {
+        dataset: train,
+        indices: (0..256).collect(),
+    });
+    let dev = Device::Cpu;
+    let loader = DataLoader::new(small, 64, &dev)?.shuffle(5);
+    // Uninterrupted: two epochs.
+    wgtorch::manual_seed(1);
+    let straight = SimpleCnn::new(&dev)?;
+    let mut opt = Adam::new(straight.parameters(), 1e-3)?;
+    train_epochs(&straight, &mut opt, &loader, 0..2)?;
+    // Interrupted after one epoch, checkpointed, resumed in a fresh model and optimizer.
+    wgtorch::manual_seed(1);
+    let first = SimpleCnn::new(&dev)?;
+    let mut opt1 = Adam::new(first.parameters(), 1e-3)?;
+    train_epochs(&first, &mut opt1, &loader, 0..1)?;
+    let path =
+        std::env::temp_dir().join(format!("wgtorch-resume-{}.safetensors", std::process::id()));
+    Checkpoint {
+        model: first.state_dict(),
+        optim: opt1.state_dict(),
+        scheduler_epoch: None,
+        epoch: 1,
+        rng: wgtorch::with_default_generator(|g| g.state()),
+        metrics: vec![],
+    }
+    .save(&path)?;
+    let ck = Checkpoint::load(&path, &dev)?;
+    std::fs::remove_file(&path).ok();
+    wgtorch::manual_seed(99);
+    let mut resumed = SimpleCnn::new(&dev)?;
+    resumed.load_state_dict(&ck.model, true)?;
+    let mut opt2 = Adam::new(resumed.parameters(), 1e-3)?;
+    opt2.load_state_dict(&ck.optim)?;
+    wgtorch::with_default_generator(|g| g.set_state(ck.rng));
+    train_epochs(&resumed, &mut opt2, &loader, ck.epoch..2)?;
+    for ((n, a), (_, b)) in straight
+        .named_parameters()
+        .iter()
+        .zip(resumed.named_parameters())
+    {
+        assert_eq!(
+            a.to_vec::<f32>()?,
+            b.to_vec::<f32>()?,
+            "{n} differs after resume"
+        );
+    }
+    Ok(())
+}
