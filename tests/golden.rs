@@ -316,6 +316,24 @@ fn run_op(op: &str, kw: &Value, x: &[Tensor]) -> Result<Option<Vec<Tensor>>> {
         "torch.nn.functional.binary_cross_entropy_with_logits" => one(
             F::binary_cross_entropy_with_logits(&x[0], &x[1], x.get(2), red()?)?,
         ),
+        "torch.nn.LSTM" => {
+            let u = |k: &str| kw[k].as_u64().unwrap() as usize;
+            let mut lstm = wgtorch::nn::Lstm::new(
+                u("input_size"),
+                u("hidden_size"),
+                u("num_layers"),
+                kw["batch_first"].as_bool().unwrap_or(false),
+                &x[0].device(),
+            )?;
+            // Put the case's leaves in the layer's parameter slots (inputs 3.. in PyTorch's order).
+            let mut k = 3;
+            wgtorch::nn::Module::visit_mut(&mut lstm, &mut |_, t, _| {
+                *t = x[k].clone();
+                k += 1;
+            });
+            let (out, (h, c)) = lstm.forward_with_state(&x[0], Some((&x[1], &x[2])))?;
+            Ok(Some(vec![out, h, c]))
+        }
         _ => Ok(None),
     }
 }
@@ -356,9 +374,6 @@ fn check(
 fn run_case(case: &Value, dev: &Device) -> Outcome {
     let name = case["name"].as_str().unwrap();
     let op = case["op"].as_str().unwrap();
-    if op == "torch.nn.LSTM" {
-        return Outcome::Pending(format!("{name}: nn::LSTM lands with the training issue"));
-    }
     let half = case.get("dtype").and_then(|d| d.as_str()).map(dtype_of);
     if let (Some(h), true) = (half, dev.is_gpu()) {
         return Outcome::Pending(format!(

@@ -93,13 +93,16 @@ pub fn save(path: impl AsRef<Path>, tensors: &[(String, Tensor)]) -> Result<()> 
     write_atomic(path.as_ref(), &bytes)
 }
 
+/// Named tensors and the file's string metadata.
+pub type Loaded = (Vec<(String, Tensor)>, HashMap<String, String>);
+
 /// Parse safetensors bytes into tensors on `device`, plus the metadata. Integer types load as I32
 /// (PyTorch's int64 labels and counters), so a file written by `safetensors.torch.save_file` loads.
 pub fn from_safetensors_bytes(
     path: &Path,
     bytes: &[u8],
     device: &Device,
-) -> Result<(Vec<(String, Tensor)>, HashMap<String, String>)> {
+) -> Result<Loaded> {
     let st = safetensors::SafeTensors::deserialize(bytes)
         .map_err(|e| bad(path, format!("not a valid safetensors file: {e}")))?;
     let (_, meta) =

@@ -9,7 +9,7 @@ use crate::{Error, Result, Tensor};
 /// use wgtorch::nn::{Linear, ModuleExt, ReLU, Sequential};
 /// use wgtorch::Device;
 /// let dev = Device::Cpu;
-/// let net = Sequential::new().add(Linear::new(4, 8, true, &dev)?).add(ReLU {}).add(Linear::new(8, 2, true, &dev)?);
+/// let net = Sequential::new().append(Linear::new(4, 8, true, &dev)?).append(ReLU {}).append(Linear::new(8, 2, true, &dev)?);
 /// assert_eq!(net.named_parameters()[2].0, "2.weight");
 /// # Ok::<(), wgtorch::Error>(())
 /// ```
@@ -25,7 +25,7 @@ impl Sequential {
         Sequential::default()
     }
     /// Append a layer (builder style).
-    pub fn add(mut self, m: impl Module + 'static) -> Sequential {
+    pub fn append(mut self, m: impl Module + 'static) -> Sequential {
         self.layers.push(Box::new(m));
         self
     }
@@ -74,7 +74,7 @@ impl ModuleList {
         ModuleList::default()
     }
     /// Append (builder style).
-    pub fn add(mut self, m: impl Module + 'static) -> ModuleList {
+    pub fn append(mut self, m: impl Module + 'static) -> ModuleList {
         self.modules.push(Box::new(m));
         self
     }

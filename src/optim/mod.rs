@@ -86,7 +86,7 @@ pub(crate) fn resolve_groups(
     lr: f64,
     wd: f64,
 ) -> Result<Vec<ParamGroup>> {
-    if !(lr >= 0.0) {
+    if lr.is_nan() || lr < 0.0 {
         return Err(Error::arg(op, format!("Invalid learning rate: {lr}")));
     }
     groups

@@ -1,0 +1,342 @@
+//! Data loading, I/O and module bookkeeping: datasets and their errors (naming the file), the
+//! CIFAR-10 download against a local HTTP server, ImageFolder, DataLoader semantics, safetensors
+//! round trips, bad checkpoints and mismatched state_dicts.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use wgtorch::data::{download_cifar10, Cifar10, DataLoader, Dataset, Digits, ImageFolder};
+use wgtorch::io::Checkpoint;
+use wgtorch::nn::{BatchNorm2d, Dropout, Linear, Lstm, Module, ModuleExt, ReLU, Sequential};
+use wgtorch::{Device, Result, Tensor};
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("wgtorch-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn cifar_records(n: usize, seed: u8) -> Vec<u8> {
+    let mut v = Vec::new();
+    for i in 0..n {
+        v.push((i % 10) as u8);
+        v.extend((0..3072).map(|j| (j as u8).wrapping_mul(seed).wrapping_add(i as u8)));
+    }
+    v
+}
+
+fn write_cifar(dir: &Path, n: usize) {
+    for i in 1..=5 {
+        std::fs::write(
+            dir.join(format!("data_batch_{i}.bin")),
+            cifar_records(n, i as u8),
+        )
+        .unwrap();
+    }
+    std::fs::write(dir.join("test_batch.bin"), cifar_records(n, 7)).unwrap();
+}
+
+#[test]
+fn digits_and_cifar_read_and_report_bad_files() -> Result<()> {
+    let d = Digits::load()?;
+    assert_eq!(d.len(), 1797);
+    let (x, y) = d.get(0)?;
+    assert_eq!(x.shape(), &[3, 32, 32]);
+    assert!((0..10).contains(&y));
+
+    let dir = tmpdir("cifar");
+    write_cifar(&dir, 3);
+    let train = Cifar10::new(&dir, true)?;
+    assert_eq!(train.len(), 15);
+    let (x, y) = train.get(4)?;
+    assert_eq!((x.shape(), y), (&[3usize, 32, 32][..], 1));
+    // Truncated file: the error names it.
+    let f = dir.join("data_batch_3.bin");
+    let mut bytes = std::fs::read(&f).unwrap();
+    bytes.truncate(5000);
+    std::fs::write(&f, &bytes).unwrap();
+    let e = Cifar10::new(&dir, true).err().unwrap().to_string();
+    assert!(
+        e.contains("data_batch_3.bin") && e.contains("not a whole number"),
+        "{e}"
+    );
+    // Missing directory.
+    let e = Cifar10::new(dir.join("nope"), false)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("nope") && e.contains("not found"), "{e}");
+    // A bad label.
+    let mut bad = cifar_records(2, 1);
+    bad[3073] = 42;
+    std::fs::write(dir.join("test_batch.bin"), bad).unwrap();
+    let e = Cifar10::new(&dir, false).err().unwrap().to_string();
+    assert!(
+        e.contains("test_batch.bin") && e.contains("label 42"),
+        "{e}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+    Ok(())
+}
+
+/// Serve `body` to `count` GET requests on 127.0.0.1, then stop.
+fn serve(body: Vec<u8>, count: usize) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(count) {
+            let Ok(mut s) = stream else { continue };
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf);
+            let _ = write!(s, "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nContent-Type: application/gzip\r\nConnection: close\r\n\r\n", body.len());
+            let _ = s.write_all(&body);
+        }
+    });
+    format!("http://{addr}/cifar-10-binary.tar.gz")
+}
+
+#[test]
+fn cifar_download_checks_the_checksum_and_extracts() -> Result<()> {
+    use sha2::Digest;
+    // A small archive in the official layout.
+    let src = tmpdir("cifar-src");
+    std::fs::create_dir_all(src.join("cifar-10-batches-bin")).unwrap();
+    write_cifar(&src.join("cifar-10-batches-bin"), 2);
+    let mut tgz = Vec::new();
+    {
+        let enc = flate2::write::GzEncoder::new(&mut tgz, flate2::Compression::fast());
+        let mut ar = tar::Builder::new(enc);
+        ar.append_dir_all("cifar-10-batches-bin", src.join("cifar-10-batches-bin"))
+            .unwrap();
+        ar.into_inner().unwrap().finish().unwrap();
+    }
+    let sha: String = sha2::Sha256::digest(&tgz)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let url = serve(tgz, 2);
+    let dest = tmpdir("cifar-dl");
+    let dir = download_cifar10(&url, &dest, Some(&sha))?;
+    assert_eq!(Cifar10::new(&dir, true)?.len(), 10);
+    assert_eq!(Cifar10::new(&dest, false)?.len(), 2);
+    let e = download_cifar10(&url, tmpdir("cifar-dl2"), Some("00"))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("checksum mismatch"), "{e}");
+    std::fs::remove_dir_all(&src).ok();
+    std::fs::remove_dir_all(&dest).ok();
+    Ok(())
+}
+
+#[test]
+fn image_folder_loads_classes_and_names_corrupt_files() -> Result<()> {
+    let root = tmpdir("imgfolder");
+    for (c, shade) in [("cat", 10u8), ("dog", 200u8)] {
+        std::fs::create_dir_all(root.join(c)).unwrap();
+        for i in 0..2 {
+            let img = image::RgbImage::from_pixel(5, 4, image::Rgb([shade, i * 50, 0]));
+            img.save(root.join(c).join(format!("{i}.png"))).unwrap();
+        }
+    }
+    let ds = ImageFolder::new(&root)?;
+    assert_eq!(ds.classes, vec!["cat", "dog"]);
+    assert_eq!(ds.len(), 4);
+    let (x, y) = ds.get(2)?;
+    assert_eq!((x.shape(), y), (&[3usize, 4, 5][..], 1));
+    assert!((x.to_vec::<f32>()?[0] - 200.0 / 255.0).abs() < 1e-6);
+    std::fs::write(root.join("dog").join("2.png"), b"not a png").unwrap();
+    let ds = ImageFolder::new(&root)?;
+    let e = ds.get(4).err().unwrap().to_string();
+    assert!(e.contains("2.png") && e.contains("cannot decode"), "{e}");
+    assert!(ImageFolder::new(root.join("missing")).is_err());
+    std::fs::remove_dir_all(&root).ok();
+    Ok(())
+}
+
+#[test]
+fn dataloader_batches_shuffles_reproducibly_and_drops_last() -> Result<()> {
+    let ds: Arc<dyn Dataset> = Arc::new(Digits::load()?);
+    for dev in common::devices() {
+        let l = DataLoader::new(ds.clone(), 100, &dev)?
+            .shuffle(3)
+            .drop_last(true);
+        assert_eq!(l.len(), 17);
+        assert_eq!(l.order(0), l.order(0));
+        assert_ne!(l.order(0), l.order(1));
+        let batches: Vec<_> = l.epoch(0).collect::<Result<_>>()?;
+        assert_eq!(batches.len(), 17);
+        let (x, y) = &batches[0];
+        assert_eq!(
+            (x.shape(), y.shape(), x.device()),
+            (&[100usize, 3, 32, 32][..], &[100usize][..], dev)
+        );
+        let l2 = DataLoader::new(ds.clone(), 1000, &dev)?;
+        let sizes: Vec<usize> = l2.epoch(0).map(|b| b.unwrap().1.numel()).collect();
+        assert_eq!(sizes, vec![1000, 797]);
+    }
+    Ok(())
+}
+
+#[test]
+fn modules_name_parameters_switch_modes_and_move() -> Result<()> {
+    let dev = Device::Cpu;
+    let mut net = Sequential::new()
+        .append(Linear::new(4, 8, true, &dev)?)
+        .append(BatchNorm2d::new(8, &dev)?)
+        .append(ReLU {})
+        .append(Dropout::new(0.5)?)
+        .append(Linear::new(8, 3, false, &dev)?);
+    let names: Vec<String> = net.state_dict().into_iter().map(|(n, _)| n).collect();
+    assert_eq!(
+        names,
+        [
+            "0.weight",
+            "0.bias",
+            "1.weight",
+            "1.bias",
+            "1.running_mean",
+            "1.running_var",
+            "1.num_batches_tracked",
+            "4.weight"
+        ]
+    );
+    assert_eq!(net.num_parameters(), 4 * 8 + 8 + 8 + 8 + 8 * 3);
+    let x = Tensor::randn([16, 4], &dev)?;
+    let y1 = net.forward(&x)?;
+    assert!(
+        net.named_buffers()[0].1.abs()?.sum_all()?.item()? > 0.0,
+        "running mean updated in training"
+    );
+    net.eval();
+    let (a, b) = (net.forward(&x)?, net.forward(&x)?);
+    assert_eq!(
+        a.to_vec::<f32>()?,
+        b.to_vec::<f32>()?,
+        "eval mode is deterministic (no dropout, running stats)"
+    );
+    assert_eq!(y1.shape(), a.shape());
+    // Default init bounds: U(±1/sqrt(fan_in)).
+    let w = Linear::new(100, 50, true, &dev)?
+        .weight
+        .abs()?
+        .amax(&[], false)?
+        .item()?;
+    assert!(w <= 0.1 && w > 0.05);
+    if let Some(gpu) = common::gpu() {
+        net.to_device(&gpu)?;
+        assert!(net
+            .parameters()
+            .iter()
+            .all(|p| p.device() == gpu && p.requires_grad()));
+        assert_eq!(net.forward(&x.to(&gpu)?)?.shape(), &[16, 3]);
+    }
+    Ok(())
+}
+
+#[test]
+fn state_dicts_round_trip_and_mismatches_are_reported() -> Result<()> {
+    let dev = Device::Cpu;
+    let dir = tmpdir("io");
+    let a = Sequential::new().append(Linear::new(3, 2, true, &dev)?);
+    let path = dir.join("a.safetensors");
+    wgtorch::io::save(&path, &a.state_dict())?;
+    let mut b = Sequential::new().append(Linear::new(3, 2, true, &dev)?);
+    b.load_state_dict(&wgtorch::io::load(&path, &dev)?, true)?;
+    assert_eq!(
+        a.parameters()[0].to_vec::<f32>()?,
+        b.parameters()[0].to_vec::<f32>()?
+    );
+    // Missing and unexpected keys, shape mismatch.
+    let mut c = Sequential::new().append(Linear::new(3, 2, false, &dev)?);
+    let e = c
+        .load_state_dict(&a.state_dict(), true)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("Unexpected key(s) in state_dict: \"0.bias\""),
+        "{e}"
+    );
+    let r = c.load_state_dict(&a.state_dict(), false)?;
+    assert_eq!(r.unexpected_keys, vec!["0.bias"]);
+    let mut d = Sequential::new().append(Linear::new(4, 2, true, &dev)?);
+    let e = d
+        .load_state_dict(&a.state_dict(), false)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("size mismatch for 0.weight: copying a param with shape [2, 3] from checkpoint, the shape in current model is [2, 4]"), "{e}");
+    // Truncated, corrupt and foreign files.
+    let bytes = std::fs::read(&path).unwrap();
+    std::fs::write(dir.join("t.safetensors"), &bytes[..bytes.len() / 2]).unwrap();
+    let e = wgtorch::io::load(dir.join("t.safetensors"), &dev)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("t.safetensors") && e.contains("not a valid safetensors file"),
+        "{e}"
+    );
+    std::fs::write(
+        dir.join("junk.safetensors"),
+        b"\xff\xff\xff\xff\xff\xff\xff\xffjunk",
+    )
+    .unwrap();
+    assert!(wgtorch::io::load(dir.join("junk.safetensors"), &dev).is_err());
+    let e = Checkpoint::load(&path, &dev).unwrap_err().to_string();
+    assert!(e.contains("not a wgtorch checkpoint"), "{e}");
+    assert!(Checkpoint::load(dir.join("none.safetensors"), &dev)
+        .unwrap_err()
+        .to_string()
+        .contains("none.safetensors"));
+    // Atomic save: an existing checkpoint survives a failed write (target is a directory).
+    let ck = Checkpoint {
+        model: a.state_dict(),
+        epoch: 3,
+        ..Default::default()
+    };
+    let cpath = dir.join("ck.safetensors");
+    ck.save(&cpath)?;
+    assert!(ck
+        .save(dir.join("no-such-dir").join("ck.safetensors"))
+        .is_err());
+    assert_eq!(Checkpoint::load(&cpath, &dev)?.epoch, 3);
+    assert!(std::fs::read_dir(&dir).unwrap().all(|e| !e
+        .unwrap()
+        .file_name()
+        .to_string_lossy()
+        .contains(".tmp")));
+    std::fs::remove_dir_all(&dir).ok();
+    Ok(())
+}
+
+#[test]
+fn lstm_shapes_and_gradients() -> Result<()> {
+    let dev = Device::Cpu;
+    wgtorch::manual_seed(4);
+    let lstm = Lstm::new(3, 5, 2, true, &dev)?;
+    let names: Vec<String> = lstm
+        .named_parameters()
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(
+        names[..4],
+        ["weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"]
+    );
+    let x = Tensor::randn([2, 4, 3], &dev)?;
+    let (out, (h, c)) = lstm.forward_with_state(&x, None)?;
+    assert_eq!(
+        (out.shape(), h.shape(), c.shape()),
+        (
+            &[2usize, 4, 5][..],
+            &[2usize, 2, 5][..],
+            &[2usize, 2, 5][..]
+        )
+    );
+    out.sum_all()?.backward()?;
+    assert!(lstm.parameters().iter().all(|p| p.grad().is_some()));
+    Ok(())
+}
