@@ -1,8 +1,7 @@
-// out[i] = EXPR(a, b) for two strided (broadcast) inputs of type T.
-// meta: [n, ndim, off_a, off_b, shape[ndim], strides_a[ndim], strides_b[ndim]]
-@group(0) @binding(1) var<storage, read> lhs: array<{{T}}>;
-@group(0) @binding(2) var<storage, read> rhs: array<{{T}}>;
-@group(0) @binding(3) var<storage, read_write> dst: array<{{OUT}}>;
+// out[i] = EXPR(a, b) for two strided (broadcast) inputs, in their compute type {{C}}.
+// params: [n, ndim, off_a, off_b, shape[ndim], strides_a[ndim], strides_b[ndim]]
+// bindings: 1 lhs, 2 rhs, 3 dst
+{{DECLS}}
 
 @compute @workgroup_size(256)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
@@ -11,7 +10,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
         return;
     }
     let nd = params[1];
-    let a = lhs[params[2] + offset_of(i, nd, 4u, 4u + nd)];
-    let b = rhs[params[3] + offset_of(i, nd, 4u, 4u + 2u * nd)];
-    dst[i] = {{EXPR}};
+    let a = ld_lhs(params[2] + offset_of(i, nd, 4u, 4u + nd));
+    let b = ld_rhs(params[3] + offset_of(i, nd, 4u, 4u + 2u * nd));
+    st_dst(i, {{EXPR}});
 }

@@ -1,8 +1,8 @@
 // col2im: fold columns [N, C*kh*kw, Ho*Wo] back to [N, C, H, W], summing overlaps (the adjoint of
 // im2col), one invocation per output element: deterministic, no atomics. Geometry in meta:
 // [n_out, N, C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, Ho, Wo, pad_bits]
-@group(0) @binding(1) var<storage, read> src: array<{{T}}>;
-@group(0) @binding(2) var<storage, read_write> dst: array<{{T}}>;
+// bindings: 1 src, 2 dst
+{{DECLS}}
 
 @compute @workgroup_size(256)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
@@ -27,7 +27,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let nc = e / (H * W);
     let h = (e % (H * W)) / W;
     let w = (e % (H * W)) % W;
-    var acc = {{T}}(0);
+    var acc = {{C}}(0);
     for (var ki = 0u; ki < kh; ki = ki + 1u) {
         let hh = i32(h + ph) - i32(ki * dh);
         if (hh < 0 || u32(hh) % sh != 0u || u32(hh) / sh >= Ho) {
@@ -40,8 +40,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
                 continue;
             }
             let ow = u32(ww) / sw;
-            acc = acc + src[(nc * kk + ki * kw + kj) * L + oh * Wo + ow];
+            acc = acc + ld_src((nc * kk + ki * kw + kj) * L + oh * Wo + ow);
         }
     }
-    dst[e] = acc;
+    st_dst(e, acc);
 }

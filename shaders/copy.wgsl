@@ -1,8 +1,8 @@
 // Strided copy with conversion: dst[off_d + strided_d(i)] = CONVERT(src[off_s + strided_s(i)]).
 // Serves contiguous(), casts, and writes into views (cat, in-place ops).
-// meta: [n, ndim, off_s, off_d, shape, strides_s, strides_d]
-@group(0) @binding(1) var<storage, read> src: array<{{T}}>;
-@group(0) @binding(2) var<storage, read_write> dst: array<{{OUT}}>;
+// params: [n, ndim, off_s, off_d, shape, strides_s, strides_d]
+// bindings: 1 src, 2 dst
+{{DECLS}}
 
 @compute @workgroup_size(256)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
@@ -11,6 +11,6 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
         return;
     }
     let nd = params[1];
-    let x = src[params[2] + offset_of(i, nd, 4u, 4u + nd)];
-    dst[params[3] + offset_of(i, nd, 4u, 4u + 2u * nd)] = {{CONVERT}};
+    let x = ld_src(params[2] + offset_of(i, nd, 4u, 4u + nd));
+    st_dst(params[3] + offset_of(i, nd, 4u, 4u + 2u * nd), {{CONVERT}});
 }

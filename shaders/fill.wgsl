@@ -1,5 +1,6 @@
-// dst[i] = value. meta: [n, value bits]
-@group(0) @binding(1) var<storage, read_write> dst: array<{{T}}>;
+// dst[i] = value. params: [n, value bits (in the compute type)]
+// bindings: 1 dst
+{{DECLS}}
 
 @compute @workgroup_size(256)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
@@ -7,5 +8,5 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     if (i >= params[0]) {
         return;
     }
-    dst[i] = bitcast<{{T}}>(params[1]);
+    st_dst(i, bitcast<{{C}}>(params[1]));
 }

@@ -1,8 +1,8 @@
 // im2col: unfold [N, C, H, W] into columns [N, C*kh*kw, Ho*Wo] (conv2d and pooling); padding
 // reads pad_bits. Geometry in meta:
 // [n_out, N, C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, Ho, Wo, pad_bits]
-@group(0) @binding(1) var<storage, read> src: array<{{T}}>;
-@group(0) @binding(2) var<storage, read_write> dst: array<{{T}}>;
+// bindings: 1 src, 2 dst
+{{DECLS}}
 
 @compute @workgroup_size(256)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
@@ -32,8 +32,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let h = i32((p / Wo) * sh + ki * dh) - i32(ph);
     let w = i32((p % Wo) * sw + kj * dw) - i32(pw);
     if (h < 0 || w < 0 || h >= i32(H) || w >= i32(W)) {
-        dst[e] = bitcast<{{T}}>(params[15]);
+        st_dst(e, bitcast<{{C}}>(params[15]));
     } else {
-        dst[e] = src[nc * H * W + u32(h) * W + u32(w)];
+        st_dst(e, ld_src(nc * H * W + u32(h) * W + u32(w)));
     }
 }

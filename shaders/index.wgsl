@@ -1,9 +1,8 @@
 // torch.gather along `dim`: out[i] = x[coords(i) with coords[dim] = idx[i]].
 // x is contiguous; idx is strided with the output's shape. Out-of-range indices read 0.
 // meta: [n, ndim, dim, off_idx, xshape[nd], xstrides[nd], oshape[nd], istrides[nd]]
-@group(0) @binding(1) var<storage, read> x: array<{{T}}>;
-@group(0) @binding(2) var<storage, read> idx: array<i32>;
-@group(0) @binding(3) var<storage, read_write> dst: array<{{T}}>;
+// bindings: 1 x, 2 idx (i32), 3 dst
+{{DECLS}}
 
 @compute @workgroup_size(256)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
@@ -13,9 +12,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     }
     let nd = params[1];
     let dim = params[2];
-    let j = idx[params[3] + offset_of(i, nd, 4u + 2u * nd, 4u + 3u * nd)];
+    let j = ld_idx(params[3] + offset_of(i, nd, 4u + 2u * nd, 4u + 3u * nd));
     if (j < 0 || u32(j) >= params[4u + dim]) {
-        dst[i] = {{T}}(0);
+        st_dst(i, {{C}}(0));
         return;
     }
     var rem = i;
@@ -29,5 +28,5 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
         }
         off = off + c * params[4u + nd + u32(d)];
     }
-    dst[i] = x[off];
+    st_dst(i, ld_x(off));
 }

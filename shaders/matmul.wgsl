@@ -2,9 +2,8 @@
 // copy). 64x64 output tiles per 256-invocation workgroup, 4x4 outputs per invocation held in
 // registers, K stepped 16 at a time through workgroup memory.
 // meta: [M, N, K, off_a, sab, sam, sak, off_b, sbb, sbk, sbn, batch_base]
-@group(0) @binding(1) var<storage, read> a: array<{{T}}>;
-@group(0) @binding(2) var<storage, read> b: array<{{T}}>;
-@group(0) @binding(3) var<storage, read_write> c: array<{{T}}>;
+// bindings: 1 a, 2 b, 3 c (any float storage; accumulation in f32)
+{{DECLS}}
 
 const TS: u32 = 64u;
 const TK: u32 = 16u;
@@ -36,14 +35,14 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
             let kk = idx % TK;
             var va = 0.0;
             if (row0 + r < M && k0 + kk < K) {
-                va = f32(a[abase + (row0 + r) * params[5] + (k0 + kk) * params[6]]);
+                va = ld_a(abase + (row0 + r) * params[5] + (k0 + kk) * params[6]);
             }
             ta[kk][r] = va;
             let kb = idx / TS;
             let cc = idx % TS;
             var vb = 0.0;
             if (k0 + kb < K && col0 + cc < N) {
-                vb = f32(b[bbase + (k0 + kb) * params[9] + (col0 + cc) * params[10]]);
+                vb = ld_b(bbase + (k0 + kb) * params[9] + (col0 + cc) * params[10]);
             }
             tb[kb][cc] = vb;
         }
@@ -69,7 +68,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
         for (var j = 0u; j < 4u; j = j + 1u) {
             let cc = col0 + lid.x * 4u + j;
             if (r < M && cc < N) {
-                c[cbase + r * N + cc] = {{T}}(acc[i][j]);
+                st_c(cbase + r * N + cc, acc[i][j]);
             }
         }
     }

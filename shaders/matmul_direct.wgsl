@@ -2,9 +2,8 @@
 // registers straight from storage (no workgroup memory or barriers). Chosen on adapters that are
 // CPUs (lavapipe, SwiftShader), where barriers are costly and caches make tiling unnecessary.
 // params: [M, N, K, off_a, sab, sam, sak, off_b, sbb, sbk, sbn, batch_base]
-@group(0) @binding(1) var<storage, read> a: array<{{T}}>;
-@group(0) @binding(2) var<storage, read> b: array<{{T}}>;
-@group(0) @binding(3) var<storage, read_write> c: array<{{T}}>;
+// bindings: 1 a, 2 b, 3 c (any float storage; accumulation in f32)
+{{DECLS}}
 
 @compute @workgroup_size(8, 8)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
@@ -32,9 +31,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wi
     }
     var acc: array<vec4<f32>, 4>;
     for (var k = 0u; k < K; k = k + 1u) {
-        let bv = vec4<f32>(f32(b[cb[0] + k * sbk]), f32(b[cb[1] + k * sbk]), f32(b[cb[2] + k * sbk]), f32(b[cb[3] + k * sbk]));
+        let bv = vec4<f32>(ld_b(cb[0] + k * sbk), ld_b(cb[1] + k * sbk), ld_b(cb[2] + k * sbk), ld_b(cb[3] + k * sbk));
         for (var i = 0u; i < 4u; i = i + 1u) {
-            acc[i] = acc[i] + f32(a[ra[i] + k * sak]) * bv;
+            acc[i] = acc[i] + ld_a(ra[i] + k * sak) * bv;
         }
     }
     let cbase = bi * M * N;
@@ -43,7 +42,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wi
         if (r < M) {
             for (var j = 0u; j < 4u; j = j + 1u) {
                 if (c0 + j < N) {
-                    c[cbase + r * N + c0 + j] = {{T}}(acc[i][j]);
+                    st_c(cbase + r * N + c0 + j, acc[i][j]);
                 }
             }
         }

@@ -3,11 +3,11 @@
 // `k` chunks whose partials a second pass combines. Arg ops carry the index and keep the first
 // extreme, as PyTorch does.
 // params: [rows * k, chunk, groups_x, k, n]
-@group(0) @binding(1) var<storage, read> src: array<{{T}}>;
-@group(0) @binding(2) var<storage, read_write> dst: array<{{OUT}}>;
+// bindings: 1 src, 2 dst
+{{DECLS}}
 
 struct Pair {
-    v: {{T}},
+    v: {{C}},
     i: u32,
 }
 
@@ -15,7 +15,7 @@ const NONE: u32 = 0xffffffffu;
 
 var<workgroup> part: array<Pair, 256>;
 
-fn merge(a: {{T}}, ia: u32, b: {{T}}, ib: u32) -> Pair {
+fn merge(a: {{C}}, ia: u32, b: {{C}}, ib: u32) -> Pair {
     {{MERGE}}
 }
 
@@ -32,7 +32,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
         let start = (row / k) * n + first;
         let len = min(chunk, n - first);
         for (var j = t; j < len; j = j + 256u) {
-            acc = merge(acc.v, acc.i, src[start + j], first + j);
+            acc = merge(acc.v, acc.i, ld_src(start + j), first + j);
         }
     }
     part[t] = acc;
@@ -47,6 +47,6 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     }
     if (t == 0u && row < params[0]) {
         let p = part[0];
-        dst[row] = {{STORE}};
+        st_dst(row, {{STORE}});
     }
 }

@@ -2,17 +2,17 @@
 // scores) where a workgroup per row would leave most invocations idle. Same MERGE/INIT/STORE as
 // reduce.wgsl.
 // params: [rows, n]
-@group(0) @binding(1) var<storage, read> src: array<{{T}}>;
-@group(0) @binding(2) var<storage, read_write> dst: array<{{OUT}}>;
+// bindings: 1 src, 2 dst
+{{DECLS}}
 
 struct Pair {
-    v: {{T}},
+    v: {{C}},
     i: u32,
 }
 
 const NONE: u32 = 0xffffffffu;
 
-fn merge(a: {{T}}, ia: u32, b: {{T}}, ib: u32) -> Pair {
+fn merge(a: {{C}}, ia: u32, b: {{C}}, ib: u32) -> Pair {
     {{MERGE}}
 }
 
@@ -25,7 +25,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let n = params[1];
     var p = Pair({{INIT}}, NONE);
     for (var j = 0u; j < n; j = j + 1u) {
-        p = merge(p.v, p.i, src[row * n + j], j);
+        p = merge(p.v, p.i, ld_src(row * n + j), j);
     }
-    dst[row] = {{STORE}};
+    st_dst(row, {{STORE}});
 }

@@ -1,10 +1,8 @@
 // torch.scatter_add along `dim`, deterministic and without float atomics: one invocation per
 // element of the (contiguous) base sums the sources whose index points at it.
 // meta: [n, ndim, dim, off_idx, off_src, bshape[nd], ishape[nd], istrides[nd], sstrides[nd]]
-@group(0) @binding(1) var<storage, read> base: array<{{T}}>;
-@group(0) @binding(2) var<storage, read> idx: array<i32>;
-@group(0) @binding(3) var<storage, read> src: array<{{T}}>;
-@group(0) @binding(4) var<storage, read_write> dst: array<{{T}}>;
+// bindings: 1 base, 2 idx (i32), 3 src, 4 dst
+{{DECLS}}
 
 @compute @workgroup_size(256)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
@@ -38,14 +36,14 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
             soff = soff + c * params[sst + ud];
         }
     }
-    var acc = base[i];
+    var acc = ld_base(i);
     if (covered) {
         let kn = params[is + dim];
         for (var k = 0u; k < kn; k = k + 1u) {
-            if (idx[ioff + k * params[ist + dim]] == i32(dst_pos)) {
-                acc = acc + src[soff + k * params[sst + dim]];
+            if (ld_idx(ioff + k * params[ist + dim]) == i32(dst_pos)) {
+                acc = acc + ld_src(soff + k * params[sst + dim]);
             }
         }
     }
-    dst[i] = acc;
+    st_dst(i, acc);
 }

@@ -1,7 +1,7 @@
-// out[i] = EXPR(x) for a strided float input.
-// meta: [n, ndim, p0, p1, offset, shape[ndim], strides[ndim]]
-@group(0) @binding(1) var<storage, read> src: array<f32>;
-@group(0) @binding(2) var<storage, read_write> dst: array<f32>;
+// out[i] = EXPR(x) for a strided float input, computed in f32 whatever the storage type.
+// params: [n, ndim, p0, p1, offset, shape[ndim], strides[ndim]]
+// bindings: 1 src, 2 dst
+{{DECLS}}
 
 @compute @workgroup_size(256)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
@@ -12,6 +12,6 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let nd = params[1];
     let p0 = fmeta(2u);
     let p1 = fmeta(3u);
-    let x = src[params[4] + offset_of(i, nd, 5u, 5u + nd)];
-    dst[i] = {{EXPR}};
+    let x = ld_src(params[4] + offset_of(i, nd, 5u, 5u + nd));
+    st_dst(i, {{EXPR}});
 }

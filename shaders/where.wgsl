@@ -1,9 +1,7 @@
 // out[i] = cond[i] ? a[i] : b[i], all strided.
-// meta: [n, ndim, off_c, off_a, off_b, shape, strides_c, strides_a, strides_b]
-@group(0) @binding(1) var<storage, read> cond: array<u32>;
-@group(0) @binding(2) var<storage, read> lhs: array<{{T}}>;
-@group(0) @binding(3) var<storage, read> rhs: array<{{T}}>;
-@group(0) @binding(4) var<storage, read_write> dst: array<{{T}}>;
+// params: [n, ndim, off_c, off_a, off_b, shape, strides_c, strides_a, strides_b]
+// bindings: 1 cond, 2 lhs, 3 rhs, 4 dst
+{{DECLS}}
 
 @compute @workgroup_size(256)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
@@ -12,10 +10,10 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
         return;
     }
     let nd = params[1];
-    let c = cond[params[2] + offset_of(i, nd, 5u, 5u + nd)];
+    let c = ld_cond(params[2] + offset_of(i, nd, 5u, 5u + nd));
     if (c != 0u) {
-        dst[i] = lhs[params[3] + offset_of(i, nd, 5u, 5u + 2u * nd)];
+        st_dst(i, ld_lhs(params[3] + offset_of(i, nd, 5u, 5u + 2u * nd)));
     } else {
-        dst[i] = rhs[params[4] + offset_of(i, nd, 5u, 5u + 3u * nd)];
+        st_dst(i, ld_rhs(params[4] + offset_of(i, nd, 5u, 5u + 3u * nd)));
     }
 }

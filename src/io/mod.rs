@@ -98,11 +98,7 @@ pub type Loaded = (Vec<(String, Tensor)>, HashMap<String, String>);
 
 /// Parse safetensors bytes into tensors on `device`, plus the metadata. Integer types load as I32
 /// (PyTorch's int64 labels and counters), so a file written by `safetensors.torch.save_file` loads.
-pub fn from_safetensors_bytes(
-    path: &Path,
-    bytes: &[u8],
-    device: &Device,
-) -> Result<Loaded> {
+pub fn from_safetensors_bytes(path: &Path, bytes: &[u8], device: &Device) -> Result<Loaded> {
     let st = safetensors::SafeTensors::deserialize(bytes)
         .map_err(|e| bad(path, format!("not a valid safetensors file: {e}")))?;
     let (_, meta) =

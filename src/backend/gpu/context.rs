@@ -40,6 +40,7 @@ pub struct GpuContext {
     pub(crate) info: wgpu::AdapterInfo,
     pub(crate) limits: wgpu::Limits,
     pub(crate) has_f16: bool,
+    native_f16: std::sync::atomic::AtomicBool,
     pipelines: Mutex<HashMap<String, Arc<wgpu::ComputePipeline>>>,
     free: Mutex<HashMap<u64, Vec<wgpu::Buffer>>>,
     pending: Mutex<Pending>,
@@ -171,6 +172,7 @@ fn create(ordinal: usize) -> std::result::Result<Arc<GpuContext>, String> {
         info,
         limits,
         has_f16,
+        native_f16: std::sync::atomic::AtomicBool::new(has_f16),
         pipelines: Mutex::new(HashMap::new()),
         free: Mutex::new(HashMap::new()),
         pending: Mutex::new(Pending {
@@ -206,6 +208,18 @@ impl GpuContext {
     pub fn is_cpu_adapter(&self) -> bool {
         self.info.device_type == wgpu::DeviceType::Cpu
             && std::env::var("WGTORCH_GPU_KERNELS").is_err()
+    }
+    /// Whether f16 tensors run on native `f16` kernels (else the packed path).
+    pub fn native_f16(&self) -> bool {
+        self.native_f16.load(Ordering::Relaxed)
+    }
+    /// Choose the f16 path: native kernels need the adapter's SHADER_F16 (asking for them without
+    /// it keeps the packed path). f16 tensors keep their bytes either way, so this is safe to flip
+    /// while tensors exist. Returns the path now in force.
+    pub fn set_native_f16(&self, on: bool) -> bool {
+        let v = on && self.has_f16;
+        self.native_f16.store(v, Ordering::Relaxed);
+        v
     }
     /// Adapter name.
     pub fn adapter_name(&self) -> &str {

@@ -20,40 +20,125 @@ const SCATTER_ADD: &str = include_str!("../../../shaders/scatter_add.wgsl");
 const IM2COL: &str = include_str!("../../../shaders/im2col.wgsl");
 const COL2IM: &str = include_str!("../../../shaders/col2im.wgsl");
 
-/// The WGSL element type a dtype is stored as on the GPU.
+/// How a dtype is stored on the GPU. Half types take 2 bytes per element in both of their forms
+/// (the same bytes): native `f16` arrays where the adapter has SHADER_F16, else two values packed
+/// per `u32` and unpacked to f32 (bf16 is always packed: WGSL has no bf16 type).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum GpuType {
     F32,
     I32,
     /// bool, one u32 per element.
     U32,
+    /// Native `f16` (requires `enable f16;`).
+    F16,
+    /// f16 packed two per u32.
+    F16Packed,
+    /// bf16 packed two per u32.
+    BF16Packed,
 }
 
 impl GpuType {
-    /// The storage type of `dtype`, if the GPU holds it.
-    pub fn of(dtype: DType) -> Option<GpuType> {
+    /// The storage type of `dtype`; `native_f16` picks the f16 form.
+    pub fn of(dtype: DType, native_f16: bool) -> Option<GpuType> {
         match dtype {
             DType::F32 => Some(GpuType::F32),
             DType::I32 => Some(GpuType::I32),
             DType::Bool => Some(GpuType::U32),
-            _ => None,
+            DType::F16 if native_f16 => Some(GpuType::F16),
+            DType::F16 => Some(GpuType::F16Packed),
+            DType::BF16 => Some(GpuType::BF16Packed),
+            DType::F64 => None,
         }
     }
-    /// WGSL spelling.
-    pub fn wgsl(self) -> &'static str {
+    /// Short name used in pipeline keys.
+    pub fn key(self) -> &'static str {
         match self {
             GpuType::F32 => "f32",
             GpuType::I32 => "i32",
-            GpuType::U32 => "u32",
+            GpuType::U32 => "bool",
+            GpuType::F16 => "f16",
+            GpuType::F16Packed => "f16packed",
+            GpuType::BF16Packed => "bf16packed",
         }
     }
-    const ALL: [GpuType; 3] = [GpuType::F32, GpuType::I32, GpuType::U32];
+    /// The WGSL type kernels compute in.
+    pub fn compute(self) -> &'static str {
+        match self {
+            GpuType::I32 => "i32",
+            GpuType::U32 => "u32",
+            _ => "f32",
+        }
+    }
+    /// Bytes of storage for `n` elements.
+    pub fn bytes(self, n: usize) -> u64 {
+        match self {
+            GpuType::F16 | GpuType::F16Packed | GpuType::BF16Packed => {
+                (n as u64 * 2).next_multiple_of(4)
+            }
+            _ => n as u64 * 4,
+        }
+    }
+    /// Declaration of binding `b` named `name`, with its accessors `ld_name(i)` (reads) or
+    /// `st_name(i, v)` (writes), converting between storage and compute type.
+    fn decl(self, b: u32, name: &str, write: bool) -> String {
+        let c = self.compute();
+        let head = |arr: &str| {
+            let access = if write { "read_write" } else { "read" };
+            format!("@group(0) @binding({b}) var<storage, {access}> {name}: {arr};\n")
+        };
+        match (self, write) {
+            (GpuType::F32 | GpuType::I32 | GpuType::U32, false) => {
+                head(&format!("array<{c}>")) + &format!("fn ld_{name}(i: u32) -> {c} {{ return {name}[i]; }}\n")
+            }
+            (GpuType::F32 | GpuType::I32 | GpuType::U32, true) => {
+                head(&format!("array<{c}>")) + &format!("fn st_{name}(i: u32, v: {c}) {{ {name}[i] = v; }}\n")
+            }
+            (GpuType::F16, false) => head("array<f16>") + &format!("fn ld_{name}(i: u32) -> f32 {{ return f32({name}[i]); }}\n"),
+            (GpuType::F16, true) => head("array<f16>") + &format!("fn st_{name}(i: u32, v: f32) {{ {name}[i] = f16(v); }}\n"),
+            (GpuType::F16Packed, false) => {
+                head("array<u32>") + &format!("fn ld_{name}(i: u32) -> f32 {{ return unpack2x16float({name}[i >> 1u])[i & 1u]; }}\n")
+            }
+            (GpuType::BF16Packed, false) => head("array<u32>") + &format!(
+                "fn ld_{name}(i: u32) -> f32 {{\n    let w = {name}[i >> 1u];\n    return bitcast<f32>(select(w << 16u, w & 0xffff0000u, (i & 1u) == 1u));\n}}\n"
+            ),
+            (GpuType::F16Packed | GpuType::BF16Packed, true) => {
+                let half = if self == GpuType::F16Packed {
+                    "pack2x16float(vec2<f32>(v, 0.0)) & 0xffffu".to_string()
+                } else {
+                    // Round to nearest even; NaN stays NaN.
+                    "select((bitcast<u32>(v) + 0x7fffu + ((bitcast<u32>(v) >> 16u) & 1u)) >> 16u, 0x7fc0u, v != v)".to_string()
+                };
+                head("array<atomic<u32>>") + &format!(
+                    "fn st_{name}(i: u32, v: f32) {{\n    let h = {half};\n    let sh = (i & 1u) * 16u;\n    atomicAnd(&{name}[i >> 1u], ~(0xffffu << sh));\n    atomicOr(&{name}[i >> 1u], h << sh);\n}}\n"
+                )
+            }
+        }
+    }
+    fn native_f16(self) -> bool {
+        self == GpuType::F16
+    }
+    /// Every storage type (for the validation tests).
+    pub const ALL: [GpuType; 6] = [
+        GpuType::F32,
+        GpuType::I32,
+        GpuType::U32,
+        GpuType::F16,
+        GpuType::F16Packed,
+        GpuType::BF16Packed,
+    ];
+    /// The floating-point storage types.
+    pub const FLOATS: [GpuType; 4] = [
+        GpuType::F32,
+        GpuType::F16,
+        GpuType::F16Packed,
+        GpuType::BF16Packed,
+    ];
 }
 
 /// One compiled kernel variant.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Kernel {
-    Unary(UnaryOp),
+    Unary(UnaryOp, GpuType),
     Binary(BinaryOp, GpuType),
     Where(GpuType),
     Copy(GpuType, GpuType),
@@ -62,20 +147,28 @@ pub enum Kernel {
     /// One invocation per row, for short rows.
     ReduceSmall(ReduceOp, GpuType),
     Cumsum(GpuType),
-    Matmul,
+    Matmul(GpuType),
     /// Register-blocked matmul without workgroup memory (CPU adapters).
-    MatmulDirect,
+    MatmulDirect(GpuType),
     Gather(GpuType),
     ScatterAdd(GpuType),
     Im2col(GpuType),
     Col2im(GpuType),
 }
 
-fn fill(template: &str, subs: &[(&str, &str)]) -> String {
-    let mut s = String::with_capacity(PRELUDE.len() + template.len() + 64);
+fn fill(template: &str, bindings: &[(&str, GpuType, bool)], subs: &[(&str, &str)]) -> String {
+    let mut s = String::new();
+    if bindings.iter().any(|b| b.1.native_f16()) {
+        s.push_str("enable f16;\n");
+    }
     s.push_str(PRELUDE);
     s.push('\n');
-    let mut body = template.to_string();
+    let decls: String = bindings
+        .iter()
+        .enumerate()
+        .map(|(i, (n, t, w))| t.decl(i as u32 + 1, n, *w))
+        .collect();
+    let mut body = template.replace("{{DECLS}}", &decls);
     for (k, v) in subs {
         body = body.replace(&format!("{{{{{k}}}}}"), v);
     }
@@ -88,21 +181,12 @@ fn reduce_parts(
     t: GpuType,
 ) -> (&'static str, &'static str, &'static str, &'static str) {
     // (INIT, MERGE, OUT type, STORE)
-    let lowest = match t {
-        GpuType::F32 => "bitcast<f32>(0xff800000u)",
-        GpuType::I32 => "-2147483647 - 1",
-        GpuType::U32 => "0u",
+    let (lowest, highest) = match t.compute() {
+        "i32" => ("-2147483647 - 1", "2147483647"),
+        "u32" => ("0u", "1u"),
+        _ => ("bitcast<f32>(0xff800000u)", "bitcast<f32>(0x7f800000u)"),
     };
-    let highest = match t {
-        GpuType::F32 => "bitcast<f32>(0x7f800000u)",
-        GpuType::I32 => "2147483647",
-        GpuType::U32 => "1u",
-    };
-    let out = match t {
-        GpuType::F32 => "f32",
-        GpuType::I32 => "i32",
-        GpuType::U32 => "u32",
-    };
+    let out = t.compute();
     match op {
         ReduceOp::Sum => (zero(t), "return Pair(a + b, 0u);", out, "p.v"),
         ReduceOp::Prod => (one(t), "return Pair(a * b, 0u);", out, "p.v"),
@@ -124,103 +208,153 @@ fn reduce_parts(
 }
 
 fn zero(t: GpuType) -> &'static str {
-    match t {
-        GpuType::F32 => "0.0",
-        GpuType::I32 => "0i",
-        GpuType::U32 => "0u",
+    match t.compute() {
+        "i32" => "0i",
+        "u32" => "0u",
+        _ => "0.0",
     }
 }
 fn one(t: GpuType) -> &'static str {
-    match t {
-        GpuType::F32 => "1.0",
-        GpuType::I32 => "1i",
-        GpuType::U32 => "1u",
+    match t.compute() {
+        "i32" => "1i",
+        "u32" => "1u",
+        _ => "1.0",
     }
 }
 
 fn convert(from: GpuType, to: GpuType) -> String {
-    match (from, to) {
+    match (from.compute(), to.compute()) {
         (a, b) if a == b => "x".into(),
-        (_, GpuType::U32) => format!("select(0u, 1u, x != {})", zero(from)),
-        (GpuType::U32, t) => format!("select({}, {}, x != 0u)", zero(t), one(t)),
-        (_, t) => format!("{}(x)", t.wgsl()),
+        (_, "u32") => format!("select(0u, 1u, x != {})", zero(from)),
+        ("u32", _) => format!("select({}, {}, x != 0u)", zero(to), one(to)),
+        (_, c) => format!("{c}(x)"),
     }
 }
 
 impl Kernel {
-    /// Cache key and pipeline label, e.g. `unary_exp_f32`, `binary_add_i32`.
+    /// Cache key and pipeline label, e.g. `unary_exp_f32`, `binary_add_f16packed`.
     pub fn key(&self) -> String {
         match self {
-            Kernel::Unary(op) => format!("unary_{}_f32", op.name()),
-            Kernel::Binary(op, t) => format!("binary_{}_{}", op.name(), t.wgsl()),
-            Kernel::Where(t) => format!("where_{}", t.wgsl()),
-            Kernel::Copy(a, b) => format!("copy_{}_{}", a.wgsl(), b.wgsl()),
-            Kernel::Fill(t) => format!("fill_{}", t.wgsl()),
-            Kernel::Reduce(op, t) => format!("reduce_{}_{}", op.name(), t.wgsl()),
-            Kernel::ReduceSmall(op, t) => format!("reduce_small_{}_{}", op.name(), t.wgsl()),
-            Kernel::Cumsum(t) => format!("cumsum_{}", t.wgsl()),
-            Kernel::Matmul => "matmul_f32_tile64".into(),
-            Kernel::MatmulDirect => "matmul_f32_direct4x4".into(),
-            Kernel::Gather(t) => format!("gather_{}", t.wgsl()),
-            Kernel::ScatterAdd(t) => format!("scatter_add_{}", t.wgsl()),
-            Kernel::Im2col(t) => format!("im2col_{}", t.wgsl()),
-            Kernel::Col2im(t) => format!("col2im_{}", t.wgsl()),
+            Kernel::Unary(op, t) => format!("unary_{}_{}", op.name(), t.key()),
+            Kernel::Binary(op, t) => format!("binary_{}_{}", op.name(), t.key()),
+            Kernel::Where(t) => format!("where_{}", t.key()),
+            Kernel::Copy(a, b) => format!("copy_{}_{}", a.key(), b.key()),
+            Kernel::Fill(t) => format!("fill_{}", t.key()),
+            Kernel::Reduce(op, t) => format!("reduce_{}_{}", op.name(), t.key()),
+            Kernel::ReduceSmall(op, t) => format!("reduce_small_{}_{}", op.name(), t.key()),
+            Kernel::Cumsum(t) => format!("cumsum_{}", t.key()),
+            Kernel::Matmul(t) => format!("matmul_{}_tile64", t.key()),
+            Kernel::MatmulDirect(t) => format!("matmul_{}_direct4x4", t.key()),
+            Kernel::Gather(t) => format!("gather_{}", t.key()),
+            Kernel::ScatterAdd(t) => format!("scatter_add_{}", t.key()),
+            Kernel::Im2col(t) => format!("im2col_{}", t.key()),
+            Kernel::Col2im(t) => format!("col2im_{}", t.key()),
         }
     }
 
     /// The full WGSL source.
     pub fn source(&self) -> String {
+        use GpuType::{I32, U32};
         match *self {
-            Kernel::Unary(op) => fill(UNARY, &[("EXPR", op.wgsl())]),
+            Kernel::Unary(op, t) => fill(
+                UNARY,
+                &[("src", t, false), ("dst", t, true)],
+                &[("EXPR", op.wgsl())],
+            ),
             Kernel::Binary(op, t) => {
-                let out = if op.is_comparison() { "u32" } else { t.wgsl() };
+                let out = if op.is_comparison() { U32 } else { t };
                 fill(
                     BINARY,
-                    &[("T", t.wgsl()), ("OUT", out), ("EXPR", op.wgsl())],
+                    &[("lhs", t, false), ("rhs", t, false), ("dst", out, true)],
+                    &[("C", t.compute()), ("EXPR", op.wgsl())],
                 )
             }
-            Kernel::Where(t) => fill(WHERE, &[("T", t.wgsl())]),
+            Kernel::Where(t) => fill(
+                WHERE,
+                &[
+                    ("cond", U32, false),
+                    ("lhs", t, false),
+                    ("rhs", t, false),
+                    ("dst", t, true),
+                ],
+                &[],
+            ),
             Kernel::Copy(a, b) => fill(
                 COPY,
-                &[
-                    ("T", a.wgsl()),
-                    ("OUT", b.wgsl()),
-                    ("CONVERT", &convert(a, b)),
-                ],
+                &[("src", a, false), ("dst", b, true)],
+                &[("CONVERT", &convert(a, b))],
             ),
-            Kernel::Fill(t) => fill(FILL, &[("T", t.wgsl())]),
+            Kernel::Fill(t) => fill(FILL, &[("dst", t, true)], &[("C", t.compute())]),
             Kernel::Reduce(op, t) | Kernel::ReduceSmall(op, t) => {
                 let template = if matches!(self, Kernel::Reduce(..)) {
                     REDUCE
                 } else {
                     REDUCE_SMALL
                 };
-                let (init, merge, out, store) = reduce_parts(op, t);
+                let (init, merge, _, store) = reduce_parts(op, t);
+                let out = if matches!(op, ReduceOp::ArgMax | ReduceOp::ArgMin) {
+                    I32
+                } else {
+                    t
+                };
                 fill(
                     template,
+                    &[("src", t, false), ("dst", out, true)],
                     &[
-                        ("T", t.wgsl()),
-                        ("OUT", out),
+                        ("C", t.compute()),
                         ("INIT", init),
                         ("MERGE", merge),
                         ("STORE", store),
                     ],
                 )
             }
-            Kernel::Cumsum(t) => fill(CUMSUM, &[("T", t.wgsl())]),
-            Kernel::Matmul => fill(MATMUL, &[("T", "f32")]),
-            Kernel::MatmulDirect => fill(MATMUL_DIRECT, &[("T", "f32")]),
-            Kernel::Gather(t) => fill(GATHER, &[("T", t.wgsl())]),
-            Kernel::ScatterAdd(t) => fill(SCATTER_ADD, &[("T", t.wgsl())]),
-            Kernel::Im2col(t) => fill(IM2COL, &[("T", t.wgsl())]),
-            Kernel::Col2im(t) => fill(COL2IM, &[("T", t.wgsl())]),
+            Kernel::Cumsum(t) => fill(
+                CUMSUM,
+                &[("src", t, false), ("dst", t, true)],
+                &[("C", t.compute())],
+            ),
+            Kernel::Matmul(t) => fill(
+                MATMUL,
+                &[("a", t, false), ("b", t, false), ("c", t, true)],
+                &[],
+            ),
+            Kernel::MatmulDirect(t) => fill(
+                MATMUL_DIRECT,
+                &[("a", t, false), ("b", t, false), ("c", t, true)],
+                &[],
+            ),
+            Kernel::Gather(t) => fill(
+                GATHER,
+                &[("x", t, false), ("idx", I32, false), ("dst", t, true)],
+                &[("C", t.compute())],
+            ),
+            Kernel::ScatterAdd(t) => fill(
+                SCATTER_ADD,
+                &[
+                    ("base", t, false),
+                    ("idx", I32, false),
+                    ("src", t, false),
+                    ("dst", t, true),
+                ],
+                &[],
+            ),
+            Kernel::Im2col(t) => fill(
+                IM2COL,
+                &[("src", t, false), ("dst", t, true)],
+                &[("C", t.compute())],
+            ),
+            Kernel::Col2im(t) => fill(
+                COL2IM,
+                &[("src", t, false), ("dst", t, true)],
+                &[("C", t.compute())],
+            ),
         }
     }
 
     /// Every variant the engine can ask for (validated with naga in the tests).
     pub fn all() -> Vec<Kernel> {
         use UnaryOp::*;
-        let mut v: Vec<Kernel> = [
+        let unary = [
             Neg,
             Abs,
             Exp,
@@ -247,60 +381,63 @@ impl Kernel {
             MulScalar(1.0),
             Step,
             Sign,
-        ]
-        .into_iter()
-        .map(Kernel::Unary)
-        .collect();
+        ];
         use BinaryOp as B;
-        for t in [GpuType::F32, GpuType::I32] {
-            for op in [
-                B::Add,
-                B::Sub,
-                B::Mul,
-                B::Maximum,
-                B::Minimum,
-                B::Eq,
-                B::Ne,
-                B::Lt,
-                B::Le,
-                B::Gt,
-                B::Ge,
-            ] {
-                v.push(Kernel::Binary(op, t));
-            }
-            v.push(Kernel::Cumsum(t));
-        }
-        v.push(Kernel::Binary(B::Div, GpuType::F32));
-        v.push(Kernel::Binary(B::Pow, GpuType::F32));
-        for op in [B::Eq, B::Ne, B::LogicalAnd, B::LogicalOr] {
-            v.push(Kernel::Binary(op, GpuType::U32));
-        }
+        let arith = [
+            B::Add,
+            B::Sub,
+            B::Mul,
+            B::Maximum,
+            B::Minimum,
+            B::Eq,
+            B::Ne,
+            B::Lt,
+            B::Le,
+            B::Gt,
+            B::Ge,
+        ];
+        let reds = [
+            ReduceOp::Sum,
+            ReduceOp::Prod,
+            ReduceOp::Max,
+            ReduceOp::Min,
+            ReduceOp::ArgMax,
+            ReduceOp::ArgMin,
+        ];
+        let mut v = Vec::new();
         for t in GpuType::ALL {
-            v.push(Kernel::Where(t));
-            v.push(Kernel::Fill(t));
-            v.push(Kernel::Gather(t));
-            v.push(Kernel::Im2col(t));
-            for u in GpuType::ALL {
-                v.push(Kernel::Copy(t, u));
+            let float = GpuType::FLOATS.contains(&t);
+            if float {
+                v.extend(unary.iter().map(|&op| Kernel::Unary(op, t)));
+                v.extend([
+                    Kernel::Binary(B::Div, t),
+                    Kernel::Binary(B::Pow, t),
+                    Kernel::Matmul(t),
+                    Kernel::MatmulDirect(t),
+                ]);
             }
-        }
-        for t in [GpuType::F32, GpuType::I32] {
-            for op in [
-                ReduceOp::Sum,
-                ReduceOp::Prod,
-                ReduceOp::Max,
-                ReduceOp::Min,
-                ReduceOp::ArgMax,
-                ReduceOp::ArgMin,
-            ] {
-                v.push(Kernel::Reduce(op, t));
-                v.push(Kernel::ReduceSmall(op, t));
+            if t != GpuType::U32 {
+                v.extend(arith.iter().map(|&op| Kernel::Binary(op, t)));
+                v.extend(
+                    reds.iter()
+                        .flat_map(|&op| [Kernel::Reduce(op, t), Kernel::ReduceSmall(op, t)]),
+                );
+                v.extend([Kernel::Cumsum(t), Kernel::ScatterAdd(t), Kernel::Col2im(t)]);
+            } else {
+                v.extend(
+                    [B::Eq, B::Ne, B::LogicalAnd, B::LogicalOr]
+                        .iter()
+                        .map(|&op| Kernel::Binary(op, t)),
+                );
             }
-            v.push(Kernel::ScatterAdd(t));
-            v.push(Kernel::Col2im(t));
+            v.extend([
+                Kernel::Where(t),
+                Kernel::Fill(t),
+                Kernel::Gather(t),
+                Kernel::Im2col(t),
+            ]);
+            v.extend(GpuType::ALL.iter().map(|&u| Kernel::Copy(t, u)));
         }
-        v.push(Kernel::Matmul);
-        v.push(Kernel::MatmulDirect);
         v
     }
 }

@@ -28,7 +28,7 @@ fn groups(n: usize) -> [u32; 3] {
 
 /// The GPU storage type of `dtype`, or the error naming the device and adapter.
 pub(crate) fn gpu_type(ctx: &GpuContext, ordinal: usize, dtype: DType) -> Result<GpuType> {
-    GpuType::of(dtype).ok_or_else(|| Error::DTypeNotOnDevice {
+    GpuType::of(dtype, ctx.native_f16()).ok_or_else(|| Error::DTypeNotOnDevice {
         dtype,
         device: Device::Gpu(ordinal),
         adapter: ctx.adapter_name().to_string(),
@@ -43,7 +43,7 @@ impl GpuStorage {
         self.buf.raw()
     }
     fn ty(&self) -> GpuType {
-        GpuType::of(self.dtype).expect("GPU storage holds a GPU dtype")
+        GpuType::of(self.dtype, self.ctx().native_f16()).expect("GPU storage holds a GPU dtype")
     }
 }
 
@@ -89,10 +89,9 @@ fn u(v: usize) -> u32 {
 
 /// Create an output buffer of `n` elements.
 fn output(ctx: &Arc<GpuContext>, op: &'static str, n: usize, dtype: DType) -> Result<GpuStorage> {
-    Ok(GpuStorage {
-        buf: Arc::new(ctx.alloc(op, (n * 4) as u64)?),
-        dtype,
-    })
+    let t = GpuType::of(dtype, ctx.native_f16()).expect("dtype checked before dispatch");
+    let buf = Arc::new(ctx.alloc(op, t.bytes(n))?);
+    Ok(GpuStorage { buf, dtype })
 }
 
 fn launch(
@@ -119,7 +118,9 @@ pub(crate) fn upload(
         CpuStorage::F32(v) => bytemuck::cast_slice(v).to_vec(),
         CpuStorage::I32(v) => bytemuck::cast_slice(v).to_vec(),
         CpuStorage::Bool(v) => v.iter().flat_map(|&b| (b as u32).to_le_bytes()).collect(),
-        _ => unreachable!("checked by gpu_type"),
+        CpuStorage::F16(v) => bytemuck::cast_slice(v).to_vec(),
+        CpuStorage::BF16(v) => bytemuck::cast_slice(v).to_vec(),
+        CpuStorage::F64(_) => unreachable!("checked by gpu_type"),
     };
     Ok(GpuStorage {
         buf: Arc::new(ctx.upload("to", &bytes)?),
@@ -129,8 +130,12 @@ pub(crate) fn upload(
 
 /// Read the first `n` elements back (async at the core; the blocking API wraps it).
 pub(crate) async fn download(s: &GpuStorage, n: usize) -> Result<CpuStorage> {
-    let bytes = s.ctx().read_async(s.raw(), (n * 4) as u64).await?;
+    let half = matches!(s.dtype, DType::F16 | DType::BF16);
+    let len = if half { n as u64 * 2 } else { n as u64 * 4 };
+    let bytes = s.ctx().read_async(s.raw(), len).await?;
     Ok(match s.dtype {
+        DType::F16 => CpuStorage::F16(bytemuck::pod_collect_to_vec(&bytes)),
+        DType::BF16 => CpuStorage::BF16(bytemuck::pod_collect_to_vec(&bytes)),
         DType::F32 => CpuStorage::F32(bytemuck::pod_collect_to_vec(&bytes)),
         DType::I32 => CpuStorage::I32(bytemuck::pod_collect_to_vec(&bytes)),
         DType::Bool => CpuStorage::Bool(
@@ -153,10 +158,10 @@ pub(crate) fn full(
 ) -> Result<GpuStorage> {
     let t = gpu_type(ctx, ordinal, dtype)?;
     let out = output(ctx, "full", n, dtype)?;
-    let bits = match t {
-        GpuType::F32 => (value as f32).to_bits(),
-        GpuType::I32 => (value as i32) as u32,
-        GpuType::U32 => (value != 0.0) as u32,
+    let bits = match t.compute() {
+        "i32" => (value as i32) as u32,
+        "u32" => (value != 0.0) as u32,
+        _ => (value as f32).to_bits(),
     };
     launch(
         ctx,
@@ -181,7 +186,7 @@ pub(crate) fn unary(op: UnaryOp, x: &GpuStorage, l: &Layout) -> Result<GpuStorag
     launch(
         ctx,
         op.name(),
-        Kernel::Unary(op),
+        Kernel::Unary(op, x.ty()),
         &meta,
         &[x.raw(), out.raw()],
         groups(n),
@@ -421,12 +426,12 @@ pub(crate) fn matmul(
         // CPU adapters run the barrier-free kernel; real GPUs the shared-memory tiles.
         let (k, groups) = if ctx.is_cpu_adapter() {
             (
-                Kernel::MatmulDirect,
+                Kernel::MatmulDirect(a.ty()),
                 [u(n.div_ceil(32)), u(m.div_ceil(32)), u(chunk)],
             )
         } else {
             (
-                Kernel::Matmul,
+                Kernel::Matmul(a.ty()),
                 [u(n.div_ceil(64)), u(m.div_ceil(64)), u(chunk)],
             )
         };
@@ -544,8 +549,8 @@ pub(crate) fn im2col(x: &GpuStorage, g: &ConvGeom, pad: f64) -> Result<GpuStorag
     let n = g.n * g.c * g.kh * g.kw * g.ho * g.wo;
     let out = output(ctx, "im2col", n, x.dtype)?;
     let bits = match x.ty() {
-        GpuType::F32 => (pad as f32).to_bits(),
-        _ => pad as i32 as u32,
+        GpuType::I32 | GpuType::U32 => pad as i32 as u32,
+        _ => (pad as f32).to_bits(),
     };
     launch(
         ctx,
