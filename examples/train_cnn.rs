@@ -8,12 +8,13 @@ use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
+use wgtorch::amp::{self, GradScaler};
 use wgtorch::data::{random_split, Cifar10, DataLoader, Dataset, Digits};
 use wgtorch::io::Checkpoint;
 use wgtorch::models::SimpleCnn;
 use wgtorch::nn::{functional as F, Module, ModuleExt};
 use wgtorch::optim::{Adam, Optimizer};
-use wgtorch::{Device, Error, Result, Tensor};
+use wgtorch::{DType, Device, Error, Result, Tensor};
 
 const CIFAR_URL: &str = "https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz";
 const CIFAR_SHA256: &str = "c4a38c50a1bc5f3a1c5537f2155ab9d68f9f25eb1ed8d9ddda3db29a59bca1dd";
@@ -50,6 +51,12 @@ struct Args {
     /// Write a PNG of the loss and accuracy curves here.
     #[arg(long)]
     plot: Option<PathBuf>,
+    /// Mixed precision: autocast (f16 by default) with a GradScaler.
+    #[arg(long)]
+    amp: bool,
+    /// Half type for --amp: f16 or bf16.
+    #[arg(long, default_value = "f16")]
+    amp_dtype: String,
     /// Stop an epoch after this many batches (quick runs and tests).
     #[arg(long)]
     max_batches: Option<usize>,
@@ -106,6 +113,19 @@ fn run(args: Args) -> Result<()> {
     let loader = DataLoader::new(train, args.batch_size, &dev)?.shuffle(args.seed);
     let test_loader = DataLoader::new(test.clone(), 256, &dev)?;
 
+    let amp_dtype = match args.amp_dtype.as_str() {
+        "f16" => DType::F16,
+        "bf16" => DType::BF16,
+        other => {
+            return Err(Error::InvalidArgument {
+                op: "--amp-dtype",
+                msg: format!("expected f16 or bf16, got {other}"),
+            })
+        }
+    };
+    // bf16 has f32's range: PyTorch users run it without a scaler, and so do we.
+    let mut scaler = GradScaler::new();
+    scaler.enabled = args.amp && amp_dtype == DType::F16;
     let mut model = SimpleCnn::new(&dev)?;
     let mut opt = Adam::new(model.parameters(), args.lr)?;
     let mut start = 0;
@@ -130,10 +150,18 @@ fn run(args: Args) -> Result<()> {
         println!("resumed from {} at epoch {start}", p.display());
     }
     println!(
-        "model: SimpleCNN, {} parameters; Adam lr {}; batch {}",
+        "model: SimpleCNN, {} parameters; Adam lr {}; batch {}{}",
         model.num_parameters(),
         args.lr,
-        args.batch_size
+        args.batch_size,
+        if args.amp {
+            format!(
+                "; autocast {amp_dtype}{}",
+                if scaler.enabled { " + GradScaler" } else { "" }
+            )
+        } else {
+            String::new()
+        }
     );
 
     for epoch in start..args.epochs {
@@ -150,10 +178,14 @@ fn run(args: Args) -> Result<()> {
         let (mut loss_sum, mut seen): (Option<Tensor>, usize) = (None, 0);
         for batch in loader.epoch(epoch).take(n_batches) {
             let (x, y) = batch?;
-            let loss = F::cross_entropy(&model.forward(&x)?, &y, F::Reduction::Mean, -100, 0.0)?;
+            let loss = {
+                let _ac = args.amp.then(|| amp::autocast(&dev, amp_dtype));
+                F::cross_entropy(&model.forward(&x)?, &y, F::Reduction::Mean, -100, 0.0)?
+            };
             opt.zero_grad();
-            loss.backward()?;
-            opt.step()?;
+            scaler.scale(&loss)?.backward()?;
+            scaler.step(&mut opt)?;
+            scaler.update();
             let l = loss.detach().mul_scalar(y.numel() as f64)?;
             loss_sum = Some(match loss_sum {
                 Some(s) => s.add(&l)?,
@@ -169,7 +201,7 @@ fn run(args: Args) -> Result<()> {
         let secs = t0.elapsed().as_secs_f64();
         bar.finish_and_clear();
         model.eval();
-        let acc = accuracy(&model, &test_loader)?;
+        let acc = accuracy(&model, &test_loader, args.amp.then_some(amp_dtype))?;
         println!(
             "epoch {:>2}/{}: train loss {train_loss:.4}  test acc {:.2}%  {:.0} img/s",
             epoch + 1,
@@ -201,7 +233,8 @@ fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
-fn accuracy(model: &SimpleCnn, loader: &DataLoader) -> Result<f64> {
+fn accuracy(model: &SimpleCnn, loader: &DataLoader, amp: Option<DType>) -> Result<f64> {
+    let _ac = amp.map(|d| amp::autocast(&loader.device, d));
     let _g = wgtorch::no_grad();
     let mut correct: Option<Tensor> = None;
     let mut total = 0;

@@ -15,6 +15,7 @@
 //! # Ok::<(), wgtorch::Error>(())
 //! ```
 
+pub mod amp;
 pub mod autograd;
 pub mod backend;
 pub mod data;

@@ -105,6 +105,9 @@ pub fn conv2d(
     groups: usize,
 ) -> Result<Tensor> {
     input.same_device("conv2d", weight)?;
+    let (input, weight) = (&crate::amp::lower(input)?, &crate::amp::lower(weight)?);
+    let bias = bias.map(crate::amp::lower).transpose()?;
+    let bias = bias.as_ref();
     if weight.ndim() != 4 {
         return Err(Error::shape(
             "conv2d",

@@ -168,6 +168,7 @@ pub fn nll_loss(
     reduction: Reduction,
     ignore_index: i64,
 ) -> Result<Tensor> {
+    let input = &crate::amp::upper(input)?;
     let (x, t) = flatten_classes(input, target, "nll_loss")?;
     nll_rows(&x, &t, ignore_index, 0.0, reduction, target.shape())
 }
@@ -190,12 +191,14 @@ fn same_shape(op: &'static str, a: &Tensor, b: &Tensor) -> Result<()> {
 /// Mean squared error.
 pub fn mse_loss(input: &Tensor, target: &Tensor, reduction: Reduction) -> Result<Tensor> {
     same_shape("mse_loss", input, target)?;
+    let (input, target) = (&crate::amp::upper(input)?, &crate::amp::upper(target)?);
     reduction.apply(&input.sub(target)?.square()?)
 }
 
 /// Mean absolute error.
 pub fn l1_loss(input: &Tensor, target: &Tensor, reduction: Reduction) -> Result<Tensor> {
     same_shape("l1_loss", input, target)?;
+    let (input, target) = (&crate::amp::upper(input)?, &crate::amp::upper(target)?);
     reduction.apply(&input.sub(target)?.abs()?)
 }
 
@@ -207,6 +210,7 @@ pub fn smooth_l1_loss(
     beta: f64,
 ) -> Result<Tensor> {
     same_shape("smooth_l1_loss", input, target)?;
+    let (input, target) = (&crate::amp::upper(input)?, &crate::amp::upper(target)?);
     let d = input.sub(target)?;
     let a = d.abs()?;
     if beta == 0.0 {
@@ -229,6 +233,7 @@ pub fn binary_cross_entropy_with_logits(
     reduction: Reduction,
 ) -> Result<Tensor> {
     same_shape("binary_cross_entropy_with_logits", input, target)?;
+    let (input, target) = (&crate::amp::upper(input)?, &crate::amp::upper(target)?);
     // log(1 + exp(-|x|)) + max(-x, 0) = -log(sigmoid(x))
     let log_sig_neg = input
         .abs()?

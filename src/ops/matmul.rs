@@ -53,6 +53,11 @@ impl Tensor {
 
     /// Batched matrix multiply of two 3-D tensors.
     pub fn bmm(&self, other: &Tensor) -> Result<Tensor> {
+        let (a, b) = (crate::amp::lower(self)?, crate::amp::lower(other)?);
+        a.bmm_checked(&b)
+    }
+
+    fn bmm_checked(&self, other: &Tensor) -> Result<Tensor> {
         self.check_matmul("bmm", other)?;
         if self.ndim() != 3 || other.ndim() != 3 {
             return Err(Error::shape(
@@ -73,6 +78,11 @@ impl Tensor {
     /// Matrix product with PyTorch's rules: 1-D operands are promoted and the added dimension
     /// removed; batch dimensions broadcast.
     pub fn matmul(&self, other: &Tensor) -> Result<Tensor> {
+        let (a, b) = (crate::amp::lower(self)?, crate::amp::lower(other)?);
+        a.matmul_impl(&b)
+    }
+
+    fn matmul_impl(&self, other: &Tensor) -> Result<Tensor> {
         self.check_matmul("matmul", other)?;
         let (da, db) = (self.ndim(), other.ndim());
         if da == 0 || db == 0 {
@@ -131,7 +141,7 @@ impl Tensor {
     pub fn linear(&self, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
         let y = self.matmul(&weight.t()?)?;
         match bias {
-            Some(b) => y.add(b),
+            Some(b) => y.add(&crate::amp::lower(b)?),
             None => Ok(y),
         }
     }

@@ -25,6 +25,7 @@ pub fn batch_norm(
             ),
         ));
     }
+    let input = &crate::amp::upper(input)?;
     let c = input.shape()[1];
     let mut bshape = vec![1usize; input.ndim()];
     bshape[1] = c;
@@ -99,6 +100,7 @@ pub fn layer_norm(
     bias: Option<&Tensor>,
     eps: f64,
 ) -> Result<Tensor> {
+    let input = &crate::amp::upper(input)?;
     let k = normalized_shape.len();
     if k == 0 || k > input.ndim() || input.shape()[input.ndim() - k..] != *normalized_shape {
         return Err(Error::shape("layer_norm", format!("Given normalized_shape={normalized_shape:?}, expected input with shape [*, {}], but got input of size {:?}", normalized_shape.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", "), input.shape())));

@@ -102,6 +102,14 @@ impl Tensor {
 
     /// Apply a unary op, recording its backward rule.
     pub fn unary(&self, op: UnaryOp) -> Result<Tensor> {
+        if matches!(op, UnaryOp::Exp | UnaryOp::Log)
+            && crate::amp::autocast_dtype(&self.device()).is_some()
+        {
+            let x = crate::amp::upper(self)?;
+            if x.dtype() != self.dtype() {
+                return x.unary(op);
+            }
+        }
         if !self.dtype().is_float() {
             if matches!(
                 op,

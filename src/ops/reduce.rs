@@ -108,7 +108,7 @@ impl Tensor {
         let x = if self.dtype() == DType::Bool {
             self.to_dtype(DType::I32)?
         } else {
-            self.clone()
+            crate::amp::upper(self)?
         };
         let out = x.reduce_raw(ReduceOp::Sum, &d, keepdim)?;
         let shape = x.shape().to_vec();
@@ -314,14 +314,16 @@ impl Tensor {
     }
     /// Softmax along `dim`, numerically stable.
     pub fn softmax(&self, dim: isize) -> Result<Tensor> {
-        let m = self.amax(&[dim], true)?.detach();
-        let e = self.sub(&m)?.exp()?;
+        let x = crate::amp::upper(self)?;
+        let m = x.amax(&[dim], true)?.detach();
+        let e = x.sub(&m)?.exp()?;
         e.div(&e.sum_dims(&[dim], true)?)
     }
     /// Log-softmax along `dim`, numerically stable.
     pub fn log_softmax(&self, dim: isize) -> Result<Tensor> {
-        let m = self.amax(&[dim], true)?.detach();
-        let z = self.sub(&m)?;
+        let x = crate::amp::upper(self)?;
+        let m = x.amax(&[dim], true)?.detach();
+        let z = x.sub(&m)?;
         z.sub(&z.exp()?.sum_dims(&[dim], true)?.log()?)
     }
 }
