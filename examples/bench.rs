@@ -2,7 +2,50 @@
 //! GPU adapter found. `cargo run --release --example bench` (median of several runs each).
 
 use std::time::Instant;
-use wgtorch::{Device, Result, Tensor};
+use wgtorch::amp::{self, GradScaler};
+use wgtorch::models::SimpleCnn;
+use wgtorch::nn::{functional as F, Module, ModuleExt};
+use wgtorch::optim::{Adam, Optimizer};
+use wgtorch::{DType, Device, Result, Tensor};
+
+/// Median SimpleCNN training step (batch 64, Adam) and, on a GPU, the pool's peak bytes during it.
+fn cnn_step(dev: &Device, half: Option<DType>, reps: usize) -> Result<(f64, Option<u64>)> {
+    wgtorch::manual_seed(0);
+    let model = SimpleCnn::new(dev)?;
+    let mut opt = Adam::new(model.parameters(), 1e-3)?;
+    let mut scaler = GradScaler::new();
+    scaler.enabled = half == Some(DType::F16);
+    let x = Tensor::randn([64, 3, 32, 32], dev)?;
+    let y = Tensor::from_vec((0..64).map(|i| i % 10).collect::<Vec<i32>>(), [64], dev)?;
+    let ctx = match dev {
+        Device::Gpu(n) => Some(wgtorch::backend::gpu::context(*n)?),
+        Device::Cpu => None,
+    };
+    let mut step = || -> Result<()> {
+        let loss = {
+            let _ac = half.map(|h| amp::autocast(dev, h));
+            F::cross_entropy(&model.forward(&x)?, &y, F::Reduction::Mean, -100, 0.0)?
+        };
+        opt.zero_grad();
+        scaler.scale(&loss)?.backward()?;
+        scaler.step(&mut opt)?;
+        scaler.update();
+        loss.item()?;
+        Ok(())
+    };
+    step()?;
+    if let Some(c) = &ctx {
+        c.synchronize()?;
+        c.reset_peak();
+    }
+    let mut ts = Vec::new();
+    for _ in 0..reps {
+        let t0 = Instant::now();
+        step()?;
+        ts.push(t0.elapsed().as_secs_f64());
+    }
+    Ok((median(ts), ctx.map(|c| c.stats().peak_bytes)))
+}
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
@@ -59,6 +102,30 @@ fn main() -> Result<()> {
             t * 1e3,
             2.0 * 4.0 * n as f64 / t / 1e9
         );
+    }
+    println!();
+    println!(
+        "| device | SimpleCNN train step (batch 64, Adam) | ms/step | img/s | pool peak (MiB) |"
+    );
+    println!("|---|---|---|---|---|");
+    for dev in &devs {
+        let reps = if dev.is_gpu() { 3 } else { 5 };
+        for (label, half) in [
+            ("f32", None),
+            ("autocast f16 + GradScaler", Some(DType::F16)),
+            ("autocast bf16", Some(DType::BF16)),
+        ] {
+            let (t, peak) = cnn_step(dev, half, reps)?;
+            let peak = peak
+                .map(|b| format!("{:.1}", b as f64 / (1 << 20) as f64))
+                .unwrap_or_else(|| "-".into());
+            println!(
+                "| {} | {label} | {:.1} | {:.0} | {peak} |",
+                dev.describe(),
+                t * 1e3,
+                64.0 / t
+            );
+        }
     }
     Ok(())
 }
