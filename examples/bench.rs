@@ -74,6 +74,37 @@ fn main() -> Result<()> {
     }
     println!("| device | op | size | time (ms) | throughput |");
     println!("|---|---|---|---|---|");
+    // The CPU GEMM crate was picked by measuring: gemm (used) against matrixmultiply, f32, 2 threads.
+    for n in [256usize, 512, 1024] {
+        let a: Vec<f32> = (0..n * n).map(|i| (i % 7) as f32 * 0.1).collect();
+        let mut c = vec![0f32; n * n];
+        let mut ts = Vec::new();
+        for _ in 0..5 {
+            let t0 = Instant::now();
+            // SAFETY: row-major n×n buffers of the right length.
+            unsafe {
+                matrixmultiply::sgemm(
+                    n,
+                    n,
+                    n,
+                    1.0,
+                    a.as_ptr(),
+                    n as isize,
+                    1,
+                    a.as_ptr(),
+                    n as isize,
+                    1,
+                    0.0,
+                    c.as_mut_ptr(),
+                    n as isize,
+                    1,
+                );
+            }
+            ts.push(t0.elapsed().as_secs_f64());
+        }
+        let t = median(ts);
+        println!("| cpu (matrixmultiply crate, for comparison) | matmul f32 | {n}³ | {:.2} | {:.1} GFLOP/s |", t * 1e3, 2.0 * (n * n * n) as f64 / t / 1e9);
+    }
     for dev in &devs {
         let name = dev.describe();
         for n in [256usize, 512, 1024] {

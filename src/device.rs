@@ -18,19 +18,18 @@ pub enum Device {
 }
 
 impl Device {
-    /// The first GPU adapter if there is one (its context is created on first use), else the CPU.
-    /// Set `WGTORCH_DEVICE=cpu` to force the CPU.
+    /// The first hardware GPU adapter if there is one (its context is created on first use), else
+    /// the CPU. Software adapters (Mesa's lavapipe, SwiftShader) are slower than the CPU backend on
+    /// the same cores, so they are only chosen when asked for: `WGTORCH_DEVICE=gpu` picks the
+    /// first adapter whatever its kind, `WGTORCH_DEVICE=cpu` forces the CPU.
     pub fn best() -> Device {
-        if std::env::var("WGTORCH_DEVICE")
-            .map(|v| v == "cpu")
-            .unwrap_or(false)
-        {
+        let want = std::env::var("WGTORCH_DEVICE").unwrap_or_default();
+        if want == "cpu" {
             return Device::Cpu;
         }
-        if crate::backend::gpu::context(0).is_ok() {
-            Device::Gpu(0)
-        } else {
-            Device::Cpu
+        match crate::backend::gpu::context(0) {
+            Ok(ctx) if want == "gpu" || !ctx.is_software() => Device::Gpu(0),
+            _ => Device::Cpu,
         }
     }
     /// The first GPU, or an error saying why there is none.

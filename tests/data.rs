@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use wgtorch::data::{download_cifar10, Cifar10, DataLoader, Dataset, Digits, ImageFolder};
 use wgtorch::io::Checkpoint;
+use wgtorch::nn::functional as F;
 use wgtorch::nn::{BatchNorm2d, Dropout, Linear, Lstm, Module, ModuleExt, ReLU, Sequential};
 use wgtorch::{Device, Result, Tensor};
 
@@ -338,5 +339,148 @@ fn lstm_shapes_and_gradients() -> Result<()> {
     );
     out.sum_all()?.backward()?;
     assert!(lstm.parameters().iter().all(|p| p.grad().is_some()));
+    Ok(())
+}
+
+#[test]
+fn transforms_do_what_torchvision_does() -> Result<()> {
+    use wgtorch::data::transforms::*;
+    let mut g = wgtorch::Generator::new(1);
+    let x = Tensor::from_vec(
+        (0..2 * 4 * 4).map(|v| v as f32).collect::<Vec<_>>(),
+        [2, 4, 4],
+        &Device::Cpu,
+    )?;
+    let n = Normalize {
+        mean: vec![1.0, 2.0],
+        std: vec![2.0, 4.0],
+    }
+    .apply(&x, &mut g)?
+    .to_vec::<f32>()?;
+    assert_eq!((n[0], n[16]), (-0.5, (16.0 - 2.0) / 4.0));
+    let f = RandomHorizontalFlip { p: 1.0 }
+        .apply(&x, &mut g)?
+        .to_vec::<f32>()?;
+    assert_eq!(&f[..4], &[3.0, 2.0, 1.0, 0.0]);
+    assert_eq!(
+        RandomHorizontalFlip { p: 0.0 }
+            .apply(&x, &mut g)?
+            .to_vec::<f32>()?,
+        x.to_vec::<f32>()?
+    );
+    let c = CenterCrop { h: 2, w: 2 }.apply(&x, &mut g)?;
+    assert_eq!(c.to_vec::<f32>()?[..4], [5.0, 6.0, 9.0, 10.0]);
+    let r = Resize { h: 2, w: 2 }.apply(&x, &mut g)?.to_vec::<f32>()?;
+    assert_eq!(
+        r[..4],
+        [2.5, 4.5, 10.5, 12.5],
+        "bilinear, half-pixel centres"
+    );
+    // RandomCrop with padding: every output is a window of the zero-padded input.
+    let rc = RandomCrop {
+        size: 4,
+        padding: 2,
+    };
+    for _ in 0..5 {
+        let y = rc.apply(&x, &mut g)?;
+        assert_eq!(y.shape(), &[2, 4, 4]);
+        let v = y.to_vec::<f32>()?;
+        assert!(v
+            .iter()
+            .all(|&p| p == 0.0 || x.to_vec::<f32>().unwrap().contains(&p)));
+    }
+    let composed = Compose(vec![
+        Box::new(CenterCrop { h: 2, w: 2 }),
+        Box::new(Normalize {
+            mean: vec![0.0, 0.0],
+            std: vec![0.5, 0.5],
+        }),
+    ]);
+    assert_eq!(composed.apply(&x, &mut g)?.to_vec::<f32>()?[0], 10.0);
+    let img =
+        image::DynamicImage::ImageRgb8(image::RgbImage::from_pixel(3, 2, image::Rgb([255, 0, 51])));
+    let t = to_tensor(&img)?;
+    assert_eq!(
+        (t.shape(), t.to_vec::<f32>()?[0], t.to_vec::<f32>()?[12]),
+        (&[3usize, 2, 3][..], 1.0, 0.2)
+    );
+    assert!(Normalize {
+        mean: vec![0.0],
+        std: vec![1.0]
+    }
+    .apply(&x, &mut g)
+    .is_err());
+    Ok(())
+}
+
+#[test]
+fn init_and_loss_modules() -> Result<()> {
+    use wgtorch::nn::init::{self, FanMode};
+    use wgtorch::nn::{
+        BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss,
+    };
+    let w = Tensor::zeros([256, 512], &Device::Cpu)?;
+    let std = |t: &Tensor| t.std_dims(&[], false, false).unwrap().item().unwrap();
+    init::kaiming_normal_(&w, 0.0, FanMode::FanIn, "relu")?;
+    assert!((std(&w) - (2.0f64 / 512.0).sqrt()).abs() < 0.003);
+    init::kaiming_uniform_(&w, 0.0, FanMode::FanOut, "relu")?;
+    assert!((std(&w) - (2.0f64 / 256.0).sqrt()).abs() < 0.003);
+    init::xavier_uniform_(&w, 1.0)?;
+    assert!((std(&w) - (2.0f64 / 768.0).sqrt()).abs() < 0.003);
+    init::xavier_normal_(&w, 1.0)?;
+    assert!((std(&w) - (2.0f64 / 768.0).sqrt()).abs() < 0.003);
+    init::constant_(&w, 0.25)?;
+    assert_eq!(w.mean_all()?.item()?, 0.25);
+    let x = Tensor::from_slice(&[0.5f32, -1.0, 2.0, 0.0], [2, 2], &Device::Cpu)?;
+    let t = Tensor::from_slice(&[1.0f32, 0.0, 0.0, 1.0], [2, 2], &Device::Cpu)?;
+    let y = Tensor::from_vec(vec![1i32, 0], [2], &Device::Cpu)?;
+    let f = |a: Tensor, b: Tensor| a.item().unwrap() - b.item().unwrap();
+    assert_eq!(
+        f(
+            MSELoss::default().forward(&x, &t)?,
+            F::mse_loss(&x, &t, F::Reduction::Mean)?
+        ),
+        0.0
+    );
+    assert_eq!(
+        f(
+            L1Loss::default().forward(&x, &t)?,
+            F::l1_loss(&x, &t, F::Reduction::Mean)?
+        ),
+        0.0
+    );
+    assert_eq!(
+        f(
+            SmoothL1Loss::default().forward(&x, &t)?,
+            F::smooth_l1_loss(&x, &t, F::Reduction::Mean, 1.0)?
+        ),
+        0.0
+    );
+    assert_eq!(
+        f(
+            BCEWithLogitsLoss::default().forward(&x, &t)?,
+            F::binary_cross_entropy_with_logits(&x, &t, None, F::Reduction::Mean)?
+        ),
+        0.0
+    );
+    assert_eq!(
+        f(
+            CrossEntropyLoss::default().forward(&x, &y)?,
+            F::cross_entropy(&x, &y, F::Reduction::Mean, -100, 0.0)?
+        ),
+        0.0
+    );
+    assert_eq!(
+        f(
+            NLLLoss::default().forward(&x.log_softmax(1)?, &y)?,
+            F::cross_entropy(&x, &y, F::Reduction::Mean, -100, 0.0)?
+        ),
+        0.0
+    );
+    let pw = BCEWithLogitsLoss {
+        pos_weight: Some(Tensor::from_slice(&[2.0f32, 1.0], [2], &Device::Cpu)?),
+        ..Default::default()
+    };
+    assert!(pw.forward(&x, &t)?.item()? > BCEWithLogitsLoss::default().forward(&x, &t)?.item()?);
     Ok(())
 }

@@ -440,7 +440,9 @@ fn run_case(case: &Value, dev: &Device) -> Outcome {
     })();
     match result {
         Ok(Ok(())) => Outcome::Pass,
-        Ok(Err(e)) if e.starts_with("pending: ") => Outcome::Pending(format!("{name}: {}", &e[9..])),
+        Ok(Err(e)) if e.starts_with("pending: ") => {
+            Outcome::Pending(format!("{name}: {}", &e[9..]))
+        }
         Ok(Err(e)) => Outcome::Fail(format!("{name} ({op}): {e}")),
         Err(e) => Outcome::Fail(format!("{name} ({op}): error: {e}")),
     }

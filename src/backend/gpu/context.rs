@@ -204,10 +204,14 @@ impl GpuContext {
             if self.has_f16 { ", shader-f16" } else { "" }
         )
     }
-    /// True for software adapters (lavapipe, SwiftShader), which get CPU-friendly kernels.
-    pub fn is_cpu_adapter(&self) -> bool {
+    /// True for software adapters (lavapipe, SwiftShader: wgpu reports device type Cpu).
+    pub fn is_software(&self) -> bool {
         self.info.device_type == wgpu::DeviceType::Cpu
-            && std::env::var("WGTORCH_GPU_KERNELS").is_err()
+    }
+    /// Whether to run the CPU-friendly kernel variants: on software adapters, unless
+    /// `WGTORCH_GPU_KERNELS` asks for the real-GPU ones.
+    pub fn is_cpu_adapter(&self) -> bool {
+        self.is_software() && std::env::var("WGTORCH_GPU_KERNELS").is_err()
     }
     /// Whether f16 tensors run on native `f16` kernels (else the packed path).
     pub fn native_f16(&self) -> bool {
