@@ -24,6 +24,15 @@ fn fmeta(i: u32) -> f32 {
     return bitcast<f32>(params[i]);
 }
 
+// Infinity and NaN built at run time: WGSL rejects them as constant expressions (Tint refuses to
+// compile `bitcast<f32>(0x7f800000u)`), so each reads a `params` word it then masks away.
+fn inf_f32() -> f32 {
+    return bitcast<f32>(0x7f800000u | (params[0] & 0u));
+}
+fn nan_f32() -> f32 {
+    return bitcast<f32>(0x7fc00000u | (params[0] & 0u));
+}
+
 // tanh that stays finite for large |x| on every driver.
 fn tanh_f(x: f32) -> f32 {
     let e = exp(-2.0 * abs(x));
@@ -49,7 +58,7 @@ fn pow_f(x: f32, e: f32) -> f32 {
         return pow(x, e);
     }
     if (floor(e) != e) {
-        return bitcast<f32>(0x7fc00000u);
+        return nan_f32();
     }
     let m = pow(-x, e);
     if (abs(e % 2.0) == 1.0) {

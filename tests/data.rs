@@ -8,7 +8,9 @@ use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use wgtorch::data::{download_cifar10, Cifar10, DataLoader, Dataset, Digits, ImageFolder};
+#[cfg(feature = "download")]
+use wgtorch::data::download_cifar10;
+use wgtorch::data::{Cifar10, DataLoader, Dataset, Digits, ImageFolder};
 use wgtorch::io::Checkpoint;
 use wgtorch::nn::functional as F;
 use wgtorch::nn::{BatchNorm2d, Dropout, Linear, Lstm, Module, ModuleExt, ReLU, Sequential};
@@ -100,6 +102,7 @@ fn serve(body: Vec<u8>, count: usize) -> String {
     format!("http://{addr}/cifar-10-binary.tar.gz")
 }
 
+#[cfg(feature = "download")]
 #[test]
 fn cifar_download_checks_the_checksum_and_extracts() -> Result<()> {
     use sha2::Digest;

@@ -2,7 +2,6 @@
 
 use super::{Dataset, Sample};
 use crate::{Device, Error, Result, Tensor};
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 const RECORD: usize = 1 + 3 * 32 * 32;
@@ -78,6 +77,7 @@ impl Dataset for Cifar10 {
     }
 }
 
+#[cfg(feature = "download")]
 /// Download the `.tar.gz` at `url`, check its SHA-256 against `sha256_hex` (if given), and extract
 /// it into `dir`. Returns the directory holding the `.bin` files.
 pub fn download_cifar10(
@@ -86,6 +86,7 @@ pub fn download_cifar10(
     sha256_hex: Option<&str>,
 ) -> Result<PathBuf> {
     use sha2::Digest;
+    use std::io::Read;
     let dir = dir.as_ref();
     std::fs::create_dir_all(dir).map_err(|e| io_err(dir, e))?;
     let net = |e: String| Error::Io {

@@ -47,7 +47,7 @@ impl DataLoader {
             drop_last: false,
             device: *device,
             seed: 0,
-            prefetch: 2,
+            prefetch: if cfg!(target_arch = "wasm32") { 0 } else { 2 }, // no threads in the browser
         })
     }
     /// Builder: shuffle with `seed`.

@@ -7,7 +7,9 @@ mod image_folder;
 mod loader;
 pub mod transforms;
 
-pub use cifar::{download_cifar10, Cifar10};
+#[cfg(feature = "download")]
+pub use cifar::download_cifar10;
+pub use cifar::Cifar10;
 pub use digits::Digits;
 pub use image_folder::ImageFolder;
 pub use loader::{Batch, DataLoader};

@@ -140,8 +140,22 @@ pub(crate) fn block_on<F: std::future::Future>(f: F) -> F::Output {
 }
 
 #[cfg(target_arch = "wasm32")]
-pub(crate) fn block_on<T, F: std::future::Future<Output = Result<T>>>(_f: F) -> Result<T> {
-    Err(Error::WouldBlock(
-        "blocking reads are unavailable in the browser: use to_vec_async().await / item_async().await".into(),
-    ))
+pub(crate) fn block_on<T, F: std::future::Future<Output = Result<T>>>(f: F) -> Result<T> {
+    // Host data is ready at once, so the first poll finishes; anything that would wait for the GPU
+    // gets an error pointing to the async form instead of hanging the page.
+    use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
+    fn noop(_: *const ()) {}
+    fn clone(p: *const ()) -> RawWaker {
+        RawWaker::new(p, &VTABLE)
+    }
+    static VTABLE: RawWakerVTable = RawWakerVTable::new(clone, noop, noop, noop);
+    // SAFETY: the vtable's functions ignore the data pointer.
+    let waker = unsafe { Waker::from_raw(RawWaker::new(std::ptr::null(), &VTABLE)) };
+    let mut f = std::pin::pin!(f);
+    match f.as_mut().poll(&mut Context::from_waker(&waker)) {
+        Poll::Ready(r) => r,
+        Poll::Pending => Err(Error::WouldBlock(
+            "reading GPU data back cannot block in the browser: use to_vec_async().await / item_async().await".into(),
+        )),
+    }
 }

@@ -84,109 +84,85 @@ impl std::fmt::Debug for GpuBuffer {
 
 type Registry = Mutex<HashMap<usize, std::result::Result<Arc<GpuContext>, String>>>;
 static CONTEXTS: OnceLock<Registry> = OnceLock::new();
-static ADAPTERS: OnceLock<Mutex<Option<Vec<wgpu::Adapter>>>> = OnceLock::new();
 
-fn adapters() -> Vec<wgpu::Adapter> {
-    let cell = ADAPTERS.get_or_init(|| Mutex::new(None));
-    let mut g = cell.lock();
-    if g.is_none() {
-        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
-            backends: wgpu::Backends::from_env().unwrap_or(wgpu::Backends::all()),
-            ..wgpu::InstanceDescriptor::new_without_display_handle()
-        });
-        let mut list = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()));
-        // Native APIs before GL; discrete before integrated before software.
-        let rank = |a: &wgpu::Adapter| {
-            let i = a.get_info();
-            let b = match i.backend {
-                wgpu::Backend::Vulkan | wgpu::Backend::Metal | wgpu::Backend::Dx12 => 0,
-                _ => 1,
-            };
-            let t = match i.device_type {
-                wgpu::DeviceType::DiscreteGpu => 0,
-                wgpu::DeviceType::IntegratedGpu => 1,
-                wgpu::DeviceType::VirtualGpu => 2,
-                wgpu::DeviceType::Cpu => 3,
-                wgpu::DeviceType::Other => 4,
-            };
-            (b, t)
-        };
-        list.sort_by_key(rank);
-        // Only adapters that can run compute shaders.
-        list.retain(|a| {
-            a.get_downlevel_capabilities()
-                .flags
-                .contains(wgpu::DownlevelFlags::COMPUTE_SHADERS)
-        });
-        *g = Some(list);
-    }
-    g.clone().unwrap_or_default()
+fn registry() -> &'static Registry {
+    CONTEXTS.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
-/// The shared context of GPU adapter `ordinal`, created on first use.
+/// The shared context of GPU adapter `ordinal`, created on first use (natively; in the browser it
+/// must first be created with [`init_gpu`], since nothing may block there).
 pub fn context(ordinal: usize) -> Result<Arc<GpuContext>> {
-    let reg = CONTEXTS.get_or_init(|| Mutex::new(HashMap::new()));
-    let mut g = reg.lock();
-    let entry = g.entry(ordinal).or_insert_with(|| create(ordinal));
+    let g = registry().lock();
+    if let Some(r) = g.get(&ordinal) {
+        return r.clone().map_err(Error::NoGpu);
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        let mut g = g;
+        let r = pollster::block_on(super::adapter::create(ordinal)).map(Arc::new);
+        g.insert(ordinal, r.clone());
+        r.map_err(Error::NoGpu)
+    }
+    #[cfg(target_arch = "wasm32")]
+    {
+        Err(Error::NoGpu(
+            "in the browser the GPU context is created asynchronously: call wgtorch::backend::gpu::init_gpu(0).await first".into(),
+        ))
+    }
+}
+
+/// Create (or return) the context of adapter `ordinal` without blocking: the way in the browser.
+pub async fn init_gpu(ordinal: usize) -> Result<Arc<GpuContext>> {
+    if let Some(r) = registry().lock().get(&ordinal) {
+        return r.clone().map_err(Error::NoGpu);
+    }
+    let r = super::adapter::create(ordinal).await.map(Arc::new);
+    let mut g = registry().lock();
+    let entry = g.entry(ordinal).or_insert(r);
     entry.clone().map_err(Error::NoGpu)
 }
 
-fn create(ordinal: usize) -> std::result::Result<Arc<GpuContext>, String> {
-    let list = adapters();
-    let adapter = list.get(ordinal).ok_or_else(|| {
-        format!(
-            "wgpu found {} adapter(s) with compute support, so gpu:{ordinal} does not exist (on Linux, install a Vulkan driver such as Mesa's lavapipe: apt-get install mesa-vulkan-drivers libvulkan1)",
-            list.len()
-        )
-    })?;
-    let info = adapter.get_info();
-    let features = adapter.features();
-    let has_f16 = features.contains(wgpu::Features::SHADER_F16)
-        && std::env::var("WGTORCH_NO_NATIVE_F16").is_err();
-    let mut required = wgpu::Features::empty();
-    if has_f16 {
-        required |= wgpu::Features::SHADER_F16;
-    }
-    let limits = adapter.limits();
-    let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
-        label: Some("wgtorch"),
-        required_features: required,
-        required_limits: limits.clone(),
-        ..Default::default()
-    }))
-    .map_err(|e| format!("adapter \"{}\" refused a device: {e}", info.name))?;
-    let error = Arc::new(Mutex::new(None::<String>));
-    let sink = error.clone();
-    device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
-        let mut s = sink.lock();
-        if s.is_none() {
-            *s = Some(match &e {
-                wgpu::Error::Validation { description, .. } => description.clone(),
-                other => other.to_string(),
-            });
+impl GpuContext {
+    pub(crate) fn new(
+        device: wgpu::Device,
+        queue: wgpu::Queue,
+        info: wgpu::AdapterInfo,
+        limits: wgpu::Limits,
+        has_f16: bool,
+    ) -> GpuContext {
+        let error = Arc::new(Mutex::new(None::<String>));
+        let sink = error.clone();
+        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+            let mut s = sink.lock();
+            if s.is_none() {
+                *s = Some(match &e {
+                    wgpu::Error::Validation { description, .. } => description.clone(),
+                    other => other.to_string(),
+                });
+            }
+        }));
+        GpuContext {
+            device,
+            queue,
+            info,
+            limits,
+            has_f16,
+            native_f16: std::sync::atomic::AtomicBool::new(has_f16),
+            pipelines: Mutex::new(HashMap::new()),
+            free: Mutex::new(HashMap::new()),
+            pending: Mutex::new(Pending {
+                encoder: None,
+                dispatches: 0,
+            }),
+            error,
+            in_use: AtomicU64::new(0),
+            peak: AtomicU64::new(0),
+            cached: AtomicU64::new(0),
+            dispatches: AtomicU64::new(0),
+            submits: AtomicU64::new(0),
+            pipelines_created: AtomicU64::new(0),
         }
-    }));
-    Ok(Arc::new(GpuContext {
-        device,
-        queue,
-        info,
-        limits,
-        has_f16,
-        native_f16: std::sync::atomic::AtomicBool::new(has_f16),
-        pipelines: Mutex::new(HashMap::new()),
-        free: Mutex::new(HashMap::new()),
-        pending: Mutex::new(Pending {
-            encoder: None,
-            dispatches: 0,
-        }),
-        error,
-        in_use: AtomicU64::new(0),
-        peak: AtomicU64::new(0),
-        cached: AtomicU64::new(0),
-        dispatches: AtomicU64::new(0),
-        submits: AtomicU64::new(0),
-        pipelines_created: AtomicU64::new(0),
-    }))
+    }
 }
 
 fn size_class(bytes: u64) -> u64 {
@@ -198,7 +174,11 @@ impl GpuContext {
     pub fn describe(&self) -> String {
         format!(
             "{} ({:?}, {:?}{})",
-            self.info.name,
+            if self.info.name.is_empty() {
+                "unnamed adapter"
+            } else {
+                &self.info.name
+            },
             self.info.device_type,
             self.info.backend,
             if self.has_f16 { ", shader-f16" } else { "" }
@@ -503,10 +483,12 @@ impl GpuContext {
         });
         self.with_encoder(|enc| enc.copy_buffer_to_buffer(buf, 0, &staging, 0, padded));
         self.submit();
-        let (tx, rx) = std::sync::mpsc::channel();
-        staging.map_async(wgpu::MapMode::Read, .., move |r| {
-            let _ = tx.send(r);
-        });
+        let done = super::oneshot::OneShot::new();
+        let tx = done.sender();
+        staging.map_async(wgpu::MapMode::Read, .., move |r| tx.send(r.is_ok()));
+        // Natively the map completes inside this poll; in the browser the event loop completes it
+        // and the await below yields to it.
+        #[cfg(not(target_arch = "wasm32"))]
         self.device
             .poll(wgpu::PollType::wait_indefinitely())
             .map_err(|e| Error::Gpu {
@@ -514,16 +496,14 @@ impl GpuContext {
                 adapter: self.info.name.clone(),
                 msg: e.to_string(),
             })?;
+        let mapped = done.await;
         self.take_error("readback")?;
-        match rx.recv() {
-            Ok(Ok(())) => {}
-            _ => {
-                return Err(Error::Gpu {
-                    op: "readback",
-                    adapter: self.info.name.clone(),
-                    msg: "mapping the readback buffer failed".into(),
-                })
-            }
+        if !mapped {
+            return Err(Error::Gpu {
+                op: "readback",
+                adapter: self.info.name.clone(),
+                msg: "mapping the readback buffer failed".into(),
+            });
         }
         let data = staging
             .get_mapped_range(..)

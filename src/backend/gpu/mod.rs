@@ -1,10 +1,12 @@
 //! The wgpu backend: kernel launchers over pooled buffers. Every launcher takes strided inputs and
 //! writes a fresh contiguous output, except `copy_into` and the in-place fill.
 
+mod adapter;
 mod context;
 pub mod kernels;
+mod oneshot;
 
-pub use context::{context, GpuBuffer, GpuContext, GpuStats};
+pub use context::{context, init_gpu, GpuBuffer, GpuContext, GpuStats};
 use kernels::{GpuType, Kernel};
 
 use crate::backend::cpu::CpuStorage;

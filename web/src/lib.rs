@@ -1,0 +1,226 @@
+//! The browser demo's Rust side: a trainer for the SimpleCNN on the embedded digits, on WebGPU
+//! when the browser offers it and on the CPU otherwise. Everything that waits for the GPU is
+//! async, so the page's event loop keeps running between steps.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+use wasm_bindgen::prelude::*;
+use wgtorch::data::{random_split, Dataset, Digits, Subset};
+use wgtorch::models::SimpleCnn;
+use wgtorch::nn::{functional as F, Module, ModuleExt};
+use wgtorch::optim::{Adam, Optimizer};
+use wgtorch::{Device, Tensor};
+
+mod golden;
+pub use golden::run_golden;
+
+fn js(e: wgtorch::Error) -> JsValue {
+    JsValue::from_str(&e.to_string())
+}
+
+struct State {
+    device: Device,
+    backend: String,
+    model: SimpleCnn,
+    opt: Adam,
+    digits: Arc<Digits>,
+    train: Subset,
+    test: Subset,
+    order: Vec<usize>,
+    cursor: usize,
+    epoch: u32,
+    batch: usize,
+}
+
+/// Trains and queries the SimpleCNN.
+#[wasm_bindgen]
+pub struct Trainer(Rc<RefCell<State>>);
+
+#[wasm_bindgen]
+impl Trainer {
+    /// Build on WebGPU if `try_gpu` and the browser has an adapter, else on the CPU.
+    pub async fn create(try_gpu: bool, batch: u32, seed: u32) -> Result<Trainer, JsValue> {
+        let (device, backend) = if try_gpu {
+            match wgtorch::backend::gpu::init_gpu(0).await {
+                Ok(ctx) => (Device::Gpu(0), format!("WebGPU — {}", ctx.describe())),
+                Err(e) => (Device::Cpu, format!("CPU — WebGPU unavailable ({e})")),
+            }
+        } else {
+            (Device::Cpu, "CPU — WebGPU not requested".to_string())
+        };
+        wgtorch::manual_seed(seed as u64);
+        let digits = Arc::new(Digits::load().map_err(js)?);
+        let all: Arc<dyn Dataset> = digits.clone();
+        let (train, test) = random_split(all, 0.8, seed as u64);
+        let model = SimpleCnn::new(&device).map_err(js)?;
+        let opt = Adam::new(model.parameters(), 2e-3).map_err(js)?;
+        let order = (0..train.len()).collect();
+        Ok(Trainer(Rc::new(RefCell::new(State {
+            device,
+            backend,
+            model,
+            opt,
+            digits,
+            train,
+            test,
+            order,
+            cursor: 0,
+            epoch: 0,
+            batch: batch as usize,
+        }))))
+    }
+
+    /// Which backend runs the model.
+    pub fn backend(&self) -> String {
+        self.0.borrow().backend.clone()
+    }
+    /// True when training on WebGPU.
+    pub fn on_gpu(&self) -> bool {
+        self.0.borrow().device.is_gpu()
+    }
+    /// Epochs completed.
+    pub fn epoch(&self) -> u32 {
+        self.0.borrow().epoch
+    }
+    /// Training samples.
+    pub fn train_len(&self) -> u32 {
+        self.0.borrow().train.len() as u32
+    }
+
+    /// One optimisation step on the next batch; resolves to the batch loss.
+    pub async fn step(&self) -> Result<f64, JsValue> {
+        let loss = {
+            let mut s = self.0.borrow_mut();
+            if s.cursor == 0 {
+                // A new epoch: reshuffle with the epoch as seed.
+                let mut g = wgtorch::Generator::new(0x5eed ^ s.epoch as u64);
+                let n = s.order.len();
+                for i in (1..n).rev() {
+                    let j = g.below(i as u64 + 1) as usize;
+                    s.order.swap(i, j);
+                }
+            }
+            let end = (s.cursor + s.batch).min(s.order.len());
+            let idx: Vec<usize> = s.order[s.cursor..end].to_vec();
+            let (x, y) = batch(&s.train, &idx, &s.device).map_err(js)?;
+            let loss = F::cross_entropy(
+                &s.model.forward(&x).map_err(js)?,
+                &y,
+                F::Reduction::Mean,
+                -100,
+                0.0,
+            )
+            .map_err(js)?;
+            s.opt.zero_grad();
+            loss.backward().map_err(js)?;
+            s.opt.step().map_err(js)?;
+            s.cursor = if end >= s.order.len() { 0 } else { end };
+            if s.cursor == 0 {
+                s.epoch += 1;
+            }
+            loss
+        };
+        // Waiting for the loss yields to the event loop while the GPU works.
+        loss.item_async().await.map_err(js)
+    }
+
+    /// Accuracy on the held-out 20%.
+    pub async fn evaluate(&self) -> Result<f64, JsValue> {
+        let (hits, n) = {
+            let mut s = self.0.borrow_mut();
+            s.model.eval();
+            let _g = wgtorch::no_grad();
+            let mut hits: Option<Tensor> = None;
+            let n = s.test.len();
+            for start in (0..n).step_by(256) {
+                let idx: Vec<usize> = (start..(start + 256).min(n)).collect();
+                let (x, y) = batch(&s.test, &idx, &s.device).map_err(js)?;
+                let h = s
+                    .model
+                    .forward(&x)
+                    .and_then(|l| l.argmax(Some(1), false)?.eq(&y)?.sum_all())
+                    .map_err(js)?;
+                hits = Some(match hits {
+                    Some(t) => t.add(&h).map_err(js)?,
+                    None => h,
+                });
+            }
+            s.model.train();
+            (hits, n)
+        };
+        let hits = match hits {
+            Some(h) => h.item_async().await.map_err(js)?,
+            None => 0.0,
+        };
+        Ok(hits / n.max(1) as f64)
+    }
+
+    /// Class probabilities for a drawn digit: `bitmap` is 32×32 on/off pixels (row-major), reduced
+    /// as the data set was made (on-pixel counts of 4×4 blocks), then fed like the training data.
+    pub async fn predict(&self, bitmap: Vec<u8>) -> Result<Vec<f32>, JsValue> {
+        if bitmap.len() != 1024 {
+            return Err(JsValue::from_str("predict expects 32x32 = 1024 pixels"));
+        }
+        let probs = {
+            let mut s = self.0.borrow_mut();
+            s.model.eval();
+            let _g = wgtorch::no_grad();
+            let mut counts = [0u8; 64];
+            for (i, &p) in bitmap.iter().enumerate() {
+                if p != 0 {
+                    counts[(i / 32 / 4) * 8 + (i % 32) / 4] += 1;
+                }
+            }
+            let mut img = vec![0f32; 3 * 1024];
+            for c in 0..3 {
+                for i in 0..1024 {
+                    img[c * 1024 + i] = counts[(i / 32 / 4) * 8 + (i % 32) / 4] as f32 / 16.0;
+                }
+            }
+            let x = Tensor::from_vec(img, [1, 3, 32, 32], &s.device).map_err(js)?;
+            let p = s.model.forward(&x).and_then(|l| l.softmax(1)).map_err(js)?;
+            s.model.train();
+            p
+        };
+        probs.to_vec_async::<f32>().await.map_err(js)
+    }
+
+    /// A held-out digit as a 32×32 on/off bitmap (the data set's 4×4-block counts spread back out)
+    /// and its label: what the page draws when the test injects a digit.
+    pub fn test_digit(&self, k: u32) -> Vec<u8> {
+        let s = self.0.borrow();
+        let i = s.test.indices[k as usize % s.test.len()];
+        let img = s.digits.image32(i);
+        let mut out = vec![0u8; 1024];
+        for by in 0..8 {
+            for bx in 0..8 {
+                // Turn on as many pixels of the 4×4 block as the count says.
+                let count = (img[by * 4 * 32 + bx * 4] * 16.0).round() as usize;
+                for p in 0..count.min(16) {
+                    out[(by * 4 + p / 4) * 32 + bx * 4 + p % 4] = 1;
+                }
+            }
+        }
+        out
+    }
+    /// The label of held-out digit `k`.
+    pub fn test_label(&self, k: u32) -> u32 {
+        let s = self.0.borrow();
+        s.digits.labels()[s.test.indices[k as usize % s.test.len()]] as u32
+    }
+}
+
+fn batch(ds: &Subset, idx: &[usize], dev: &Device) -> wgtorch::Result<(Tensor, Tensor)> {
+    let mut data = Vec::with_capacity(idx.len() * 3072);
+    let mut labels = Vec::with_capacity(idx.len());
+    for &i in idx {
+        let (x, y) = ds.get(i)?;
+        data.extend(x.to_vec::<f32>()?);
+        labels.push(y);
+    }
+    Ok((
+        Tensor::from_vec(data, [idx.len(), 3, 32, 32], dev)?,
+        Tensor::from_vec(labels, [idx.len()], dev)?,
+    ))
+}
