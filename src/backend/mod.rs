@@ -163,6 +163,29 @@ impl Storage {
     pub(crate) fn im2col(&self, g: &ConvGeom, pad: f64) -> Result<Storage> {
         both!(self, c => cpu::im2col(c, g, pad), s => gpu::im2col(s, g, pad))
     }
+    pub(crate) fn max_pool(&self, g: &ConvGeom) -> Result<(Storage, Storage)> {
+        match self {
+            Storage::Cpu(c) => {
+                let (v, i) = cpu::max_pool(c, g);
+                Ok((Storage::Cpu(v), Storage::Cpu(i)))
+            }
+            Storage::Gpu(s) => {
+                let (v, i) = gpu::max_pool(s, g)?;
+                Ok((Storage::Gpu(v), Storage::Gpu(i)))
+            }
+        }
+    }
+    pub(crate) fn max_pool_backward(&self, idx: &Storage, g: &ConvGeom) -> Result<Storage> {
+        match (self, idx) {
+            (Storage::Cpu(c), Storage::Cpu(CpuStorage::I32(i))) => {
+                Ok(Storage::Cpu(cpu::max_pool_backward(c, i, g)))
+            }
+            (Storage::Gpu(s), Storage::Gpu(i)) => {
+                Ok(Storage::Gpu(gpu::max_pool_backward(s, i, g)?))
+            }
+            _ => unreachable!("devices checked by the op layer"),
+        }
+    }
     pub(crate) fn col2im(&self, g: &ConvGeom) -> Result<Storage> {
         both!(self, c => cpu::col2im(c, g), s => gpu::col2im(s, g))
     }

@@ -180,22 +180,71 @@ fn pool_cols(
     Ok((cols, g, out))
 }
 
-/// 2-D max pooling (stride defaults to the kernel size in PyTorch; pass it explicitly).
+/// 2-D max pooling (stride defaults to the kernel size in PyTorch; pass it explicitly). One kernel
+/// computes each window's maximum and its argmax; the gradient goes to that element.
 pub fn max_pool2d(
     input: &Tensor,
     kernel: [usize; 2],
     stride: [usize; 2],
     padding: [usize; 2],
 ) -> Result<Tensor> {
-    let (cols, _, out) = pool_cols(
+    if input.ndim() != 4 && input.ndim() != 3 {
+        return Err(Error::shape(
+            "max_pool2d",
+            format!("expected a 3-D or 4-D input, got {:?}", input.shape()),
+        ));
+    }
+    if padding[0] * 2 > kernel[0] || padding[1] * 2 > kernel[1] {
+        return Err(Error::arg("max_pool2d", format!("pad should be at most half of effective kernel size, but got pad={padding:?}, kernel_size={kernel:?}")));
+    }
+    let nd = input.ndim();
+    let lead: Vec<usize> = input.shape()[..nd - 2].to_vec();
+    let planes: usize = lead.iter().product();
+    let g = ConvGeom::new(
         "max_pool2d",
-        input,
+        &[planes, 1, input.shape()[nd - 2], input.shape()[nd - 1]],
         kernel,
         stride,
         padding,
-        f64::NEG_INFINITY,
+        [1, 1],
     )?;
-    cols.max_dim(1, false)?.0.reshape_to(&out)
+    let x = input.dense()?;
+    let (v, i) = x.storage().max_pool(&g)?;
+    let mut out_shape = lead;
+    out_shape.extend([g.ho, g.wo]);
+    let out = Tensor::from_storage(v, &out_shape, input.device());
+    let idx = Tensor::from_storage(i, &out_shape, input.device());
+    let in_shape = input.shape().to_vec();
+    Ok(record(out, "max_pool2d", &[input], &[], move |gr| {
+        Ok(vec![Some(max_pool2d_backward(gr, &idx, &g, &in_shape)?)])
+    }))
+}
+
+/// The input gradient of max pooling: `grad` routed to the argmax positions `idx`. Differentiable
+/// in `grad` (its backward reads the gradient at the same positions).
+fn max_pool2d_backward(
+    grad: &Tensor,
+    idx: &Tensor,
+    g: &ConvGeom,
+    in_shape: &[usize],
+) -> Result<Tensor> {
+    let gr = grad.dense()?;
+    let s = gr.storage().max_pool_backward(&idx.storage(), g)?;
+    let out = Tensor::from_storage(s, in_shape, grad.device());
+    let (idx, planes) = (idx.clone(), g.n * g.c);
+    let out_shape = grad.shape().to_vec();
+    Ok(record(
+        out,
+        "max_pool2d_backward",
+        &[grad],
+        &[],
+        move |g2| {
+            let flat = g2.reshape_to(&[planes, g2.numel() / planes.max(1)])?;
+            let picked =
+                flat.gather(1, &idx.reshape_to(&[planes, idx.numel() / planes.max(1)])?)?;
+            Ok(vec![Some(picked.reshape_to(&out_shape)?)])
+        },
+    ))
 }
 
 /// 2-D average pooling (count_include_pad=True, PyTorch's default).

@@ -4,6 +4,7 @@ use super::{for_offsets, par_fill, with_cpu, CpuElem, CpuStorage};
 use crate::dtype::Elem;
 use crate::ops::ConvGeom;
 use crate::shape::{contiguous_strides, Layout};
+use rayon::prelude::*;
 
 /// `out[..., j, ...] = x[..., idx[..., j, ...], ...]` along `dim` (torch.gather). `x` is contiguous
 /// of shape `xshape`; `idx` has the output's shape. Indices were validated by the caller.
@@ -117,6 +118,67 @@ pub(crate) fn col2im(cols: &CpuStorage, g: &ConvGeom) -> CpuStorage {
                     }
                 }
                 *o = T::from_f64(acc);
+            }
+        });
+        T::wrap(out)
+    })
+}
+
+/// Max pooling of `[N*C, H, W]` planes: values and the flat index (h * W + w) of each window's
+/// first maximum (NaN wins, as in PyTorch).
+pub(crate) fn max_pool(x: &CpuStorage, g: &ConvGeom) -> (CpuStorage, CpuStorage) {
+    let n = g.n * g.c * g.ho * g.wo;
+    let mut idx = vec![0i32; n];
+    let vals = with_cpu!(x, v, T => {
+        let mut out = vec![T::default(); n];
+        out.par_chunks_mut(g.ho * g.wo).zip(idx.par_chunks_mut(g.ho * g.wo)).enumerate().for_each(|(plane, (o, ix))| {
+            let src = &v[plane * g.h * g.w..(plane + 1) * g.h * g.w];
+            for oh in 0..g.ho {
+                for ow in 0..g.wo {
+                    let (mut best, mut at) = (f64::NEG_INFINITY, -1i64);
+                    for ki in 0..g.kh {
+                        let h = (oh * g.sh + ki * g.dh) as i64 - g.ph as i64;
+                        if h < 0 || h >= g.h as i64 {
+                            continue;
+                        }
+                        for kj in 0..g.kw {
+                            let w = (ow * g.sw + kj * g.dw) as i64 - g.pw as i64;
+                            if w < 0 || w >= g.w as i64 {
+                                continue;
+                            }
+                            let p = h as usize * g.w + w as usize;
+                            let val = src[p].to_f64();
+                            if at < 0 || val > best || (val.is_nan() && !best.is_nan()) {
+                                best = val;
+                                at = p as i64;
+                            }
+                        }
+                    }
+                    o[oh * g.wo + ow] = T::from_f64(best);
+                    ix[oh * g.wo + ow] = at as i32;
+                }
+            }
+        });
+        T::wrap(out)
+    });
+    (vals, CpuStorage::I32(idx))
+}
+
+/// Scatter the output gradient of max pooling back to the argmax positions.
+pub(crate) fn max_pool_backward(grad: &CpuStorage, idx: &[i32], g: &ConvGeom) -> CpuStorage {
+    let (plane_in, plane_out) = (g.h * g.w, g.ho * g.wo);
+    with_cpu!(grad, v, T => {
+        let mut out = vec![T::default(); g.n * g.c * plane_in];
+        out.par_chunks_mut(plane_in).enumerate().for_each(|(plane, o)| {
+            let mut acc = vec![0f64; plane_in];
+            for k in 0..plane_out {
+                let at = idx[plane * plane_out + k];
+                if at >= 0 {
+                    acc[at as usize] += v[plane * plane_out + k].to_f64();
+                }
+            }
+            for (d, a) in o.iter_mut().zip(acc) {
+                *d = T::from_f64(a);
             }
         });
         T::wrap(out)

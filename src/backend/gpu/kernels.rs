@@ -19,6 +19,8 @@ const GATHER: &str = include_str!("../../../shaders/index.wgsl");
 const SCATTER_ADD: &str = include_str!("../../../shaders/scatter_add.wgsl");
 const IM2COL: &str = include_str!("../../../shaders/im2col.wgsl");
 const COL2IM: &str = include_str!("../../../shaders/col2im.wgsl");
+const MAXPOOL: &str = include_str!("../../../shaders/maxpool.wgsl");
+const MAXPOOL_BACKWARD: &str = include_str!("../../../shaders/maxpool_backward.wgsl");
 
 /// How a dtype is stored on the GPU. Half types take 2 bytes per element in both of their forms
 /// (the same bytes): native `f16` arrays where the adapter has SHADER_F16, else two values packed
@@ -154,6 +156,10 @@ pub enum Kernel {
     ScatterAdd(GpuType),
     Im2col(GpuType),
     Col2im(GpuType),
+    /// Max pooling: values and argmax indices.
+    MaxPool(GpuType),
+    /// Max pooling's gradient from the argmax indices.
+    MaxPoolBackward(GpuType),
 }
 
 fn fill(template: &str, bindings: &[(&str, GpuType, bool)], subs: &[(&str, &str)]) -> String {
@@ -249,6 +255,8 @@ impl Kernel {
             Kernel::ScatterAdd(t) => format!("scatter_add_{}", t.key()),
             Kernel::Im2col(t) => format!("im2col_{}", t.key()),
             Kernel::Col2im(t) => format!("col2im_{}", t.key()),
+            Kernel::MaxPool(t) => format!("max_pool2d_{}", t.key()),
+            Kernel::MaxPoolBackward(t) => format!("max_pool2d_backward_{}", t.key()),
         }
     }
 
@@ -348,6 +356,16 @@ impl Kernel {
                 &[("src", t, false), ("dst", t, true)],
                 &[("C", t.compute())],
             ),
+            Kernel::MaxPool(t) => fill(
+                MAXPOOL,
+                &[("src", t, false), ("dst", t, true), ("idx", I32, true)],
+                &[],
+            ),
+            Kernel::MaxPoolBackward(t) => fill(
+                MAXPOOL_BACKWARD,
+                &[("grad", t, false), ("idx", I32, false), ("dst", t, true)],
+                &[],
+            ),
         }
     }
 
@@ -437,6 +455,9 @@ impl Kernel {
                 Kernel::Im2col(t),
             ]);
             v.extend(GpuType::ALL.iter().map(|&u| Kernel::Copy(t, u)));
+            if float {
+                v.extend([Kernel::MaxPool(t), Kernel::MaxPoolBackward(t)]);
+            }
         }
         v
     }

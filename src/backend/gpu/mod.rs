@@ -579,3 +579,42 @@ pub(crate) fn col2im(cols: &GpuStorage, g: &ConvGeom) -> Result<GpuStorage> {
     )?;
     Ok(out)
 }
+
+/// Max pooling over `[N*C, H, W]` planes: values and argmax flat indices (i32).
+pub(crate) fn max_pool(x: &GpuStorage, g: &ConvGeom) -> Result<(GpuStorage, GpuStorage)> {
+    let ctx = x.ctx();
+    let n = g.n * g.c * g.ho * g.wo;
+    let out = output(ctx, "max_pool2d", n, x.dtype)?;
+    let idx = output(ctx, "max_pool2d", n, DType::I32)?;
+    let meta = geom_meta(n, g, 0);
+    launch(
+        ctx,
+        "max_pool2d",
+        Kernel::MaxPool(x.ty()),
+        &meta[..15],
+        &[x.raw(), out.raw(), idx.raw()],
+        groups(n),
+    )?;
+    Ok((out, idx))
+}
+
+/// The input gradient of max pooling from the output gradient and the argmax indices.
+pub(crate) fn max_pool_backward(
+    grad: &GpuStorage,
+    idx: &GpuStorage,
+    g: &ConvGeom,
+) -> Result<GpuStorage> {
+    let ctx = grad.ctx();
+    let n = g.n * g.c * g.h * g.w;
+    let out = output(ctx, "max_pool2d_backward", n, grad.dtype)?;
+    let meta = geom_meta(n, g, 0);
+    launch(
+        ctx,
+        "max_pool2d_backward",
+        Kernel::MaxPoolBackward(grad.ty()),
+        &meta[..15],
+        &[grad.raw(), idx.raw(), out.raw()],
+        groups(n),
+    )?;
+    Ok(out)
+}

@@ -1,0 +1,40 @@
+// Gradient of 2-D max pooling, one invocation per input element: the sum of the output gradients
+// whose window picked this element. Deterministic, no atomics.
+// params: [n_in, N, C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, Ho, Wo]
+// bindings: 1 grad (output gradient), 2 idx (i32), 3 dst
+{{DECLS}}
+
+@compute @workgroup_size(256)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let e = linear_id(gid, nwg);
+    if (e >= params[0]) {
+        return;
+    }
+    let H = params[3];
+    let W = params[4];
+    let Ho = params[13];
+    let Wo = params[14];
+    let plane = e / (H * W);
+    let h = (e % (H * W)) / W;
+    let w = e % W;
+    let me = i32(h * W + w);
+    var acc = 0.0;
+    for (var ki = 0u; ki < params[5]; ki = ki + 1u) {
+        let hh = i32(h + params[9]) - i32(ki * params[11]);
+        if (hh < 0 || u32(hh) % params[7] != 0u || u32(hh) / params[7] >= Ho) {
+            continue;
+        }
+        let oh = u32(hh) / params[7];
+        for (var kj = 0u; kj < params[6]; kj = kj + 1u) {
+            let ww = i32(w + params[10]) - i32(kj * params[12]);
+            if (ww < 0 || u32(ww) % params[8] != 0u || u32(ww) / params[8] >= Wo) {
+                continue;
+            }
+            let o = plane * Ho * Wo + oh * Wo + u32(ww) / params[8];
+            if (ld_idx(o) == me) {
+                acc = acc + ld_grad(o);
+            }
+        }
+    }
+    st_dst(e, acc);
+}
