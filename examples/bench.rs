@@ -1,5 +1,10 @@
-//! Throughput table: matmul GFLOP/s (f32, 256 to 1024) and elementwise GB/s, on the CPU and on the
-//! GPU adapter found. `cargo run --release --example bench` (median of several runs each).
+//! The benchmark table: matmul GFLOP/s (f32, 256 to 2048), conv2d forward+backward, elementwise
+//! GB/s and the SimpleCNN training step (f32 and autocast) on the CPU and the GPU adapter found,
+//! with per-step GPU counters; then, when `python3 -c "import torch"` works, the same work in
+//! PyTorch (2 threads) and numpy from `bench/pytorch_bench.py`, as ratios. Writes
+//! `bench-results.json`. Medians of several runs; measure on an idle machine.
+//!
+//! `cargo run --release --example bench`
 
 use std::time::Instant;
 use wgtorch::amp::{self, GradScaler};
@@ -8,8 +13,42 @@ use wgtorch::nn::{functional as F, Module, ModuleExt};
 use wgtorch::optim::{Adam, Optimizer};
 use wgtorch::{DType, Device, Result, Tensor};
 
-/// Median SimpleCNN training step (batch 64, Adam) and, on a GPU, the pool's peak bytes during it.
-fn cnn_step(dev: &Device, half: Option<DType>, reps: usize) -> Result<(f64, Option<u64>)> {
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+fn sync(dev: &Device) -> Result<()> {
+    if let Device::Gpu(n) = dev {
+        wgtorch::backend::gpu::context(*n)?.synchronize()?;
+    }
+    Ok(())
+}
+
+fn time(dev: &Device, reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
+    f()?;
+    sync(dev)?;
+    let mut ts = Vec::new();
+    for _ in 0..reps {
+        let t0 = Instant::now();
+        f()?;
+        sync(dev)?;
+        ts.push(t0.elapsed().as_secs_f64());
+    }
+    Ok(median(ts))
+}
+
+/// One SimpleCNN training step's time and, on a GPU, what it cost: dispatches, submits, pipelines
+/// created after the first step, and the pool's peak bytes.
+struct Step {
+    ms: f64,
+    dispatches: u64,
+    submits: u64,
+    new_pipelines: u64,
+    peak: u64,
+}
+
+fn cnn_step(dev: &Device, half: Option<DType>, reps: usize) -> Result<Step> {
     wgtorch::manual_seed(0);
     let model = SimpleCnn::new(dev)?;
     let mut opt = Adam::new(model.parameters(), 1e-3)?;
@@ -38,33 +77,41 @@ fn cnn_step(dev: &Device, half: Option<DType>, reps: usize) -> Result<(f64, Opti
         c.synchronize()?;
         c.reset_peak();
     }
+    let before = ctx.as_ref().map(|c| c.stats()).unwrap_or_default();
     let mut ts = Vec::new();
     for _ in 0..reps {
         let t0 = Instant::now();
         step()?;
         ts.push(t0.elapsed().as_secs_f64());
     }
-    Ok((median(ts), ctx.map(|c| c.stats().peak_bytes)))
+    let after = ctx.as_ref().map(|c| c.stats()).unwrap_or_default();
+    let r = reps as u64;
+    Ok(Step {
+        ms: median(ts) * 1e3,
+        dispatches: (after.dispatches - before.dispatches) / r,
+        submits: (after.submits - before.submits) / r,
+        new_pipelines: after.pipelines_created - before.pipelines_created,
+        peak: after.peak_bytes,
+    })
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[v.len() / 2]
-}
-
-fn time(dev: &Device, reps: usize, mut f: impl FnMut() -> Result<Tensor>) -> Result<f64> {
-    f()?.sum_all()?.item()?; // warm-up: pipelines compiled, buffers pooled
-    let mut ts = Vec::new();
-    for _ in 0..reps {
-        let t0 = Instant::now();
-        let y = f()?;
-        if let Device::Gpu(n) = dev {
-            let _ = y;
-            wgtorch::backend::gpu::context(*n)?.synchronize()?;
-        }
-        ts.push(t0.elapsed().as_secs_f64());
+fn pytorch() -> Option<serde_json::Value> {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/bench/pytorch_bench.py");
+    let out = std::process::Command::new("python3")
+        .arg(script)
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        eprintln!(
+            "(PyTorch comparison skipped: {})",
+            String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .last()
+                .unwrap_or("python3 failed")
+        );
+        return None;
     }
-    Ok(median(ts))
+    serde_json::from_slice(&out.stdout).ok()
 }
 
 fn main() -> Result<()> {
@@ -72,9 +119,55 @@ fn main() -> Result<()> {
     if let Ok(g) = Device::gpu() {
         devs.push(g);
     }
-    println!("| device | op | size | time (ms) | throughput |");
+    let mut json = serde_json::Map::new();
+    println!("| device | work | size | time (ms) | throughput |");
     println!("|---|---|---|---|---|");
-    // The CPU GEMM crate was picked by measuring: gemm (used) against matrixmultiply, f32, 2 threads.
+    for dev in &devs {
+        let name = dev.describe();
+        let mut rec = serde_json::Map::new();
+        for n in [256usize, 512, 1024, 2048] {
+            if dev.is_gpu() && n == 2048 {
+                continue; // minutes on a software adapter
+            }
+            let a = Tensor::randn([n, n], dev)?;
+            let b = Tensor::randn([n, n], dev)?;
+            let t = time(dev, if n >= 1024 { 3 } else { 7 }, || {
+                a.matmul(&b).map(|_| ())
+            })?;
+            let gf = 2.0 * (n * n * n) as f64 / t / 1e9;
+            rec.insert(format!("matmul_gflops_{n}"), gf.into());
+            println!(
+                "| {name} | matmul f32 | {n}³ | {:.2} | {gf:.1} GFLOP/s |",
+                t * 1e3
+            );
+        }
+        let img = Tensor::randn([64, 32, 16, 16], dev)?;
+        let w = Tensor::randn([64, 32, 3, 3], dev)?.requires_grad_(true);
+        let t = time(dev, 3, || {
+            F::conv2d(&img, &w, None, [1, 1], [1, 1], [1, 1], 1)?
+                .sum_all()?
+                .backward()?;
+            w.set_grad(None);
+            Ok(())
+        })?;
+        rec.insert("conv2d_fwd_bwd_ms".into(), (t * 1e3).into());
+        println!(
+            "| {name} | conv2d fwd+bwd | [64,32,16,16] * [64,32,3,3] | {:.2} | - |",
+            t * 1e3
+        );
+        let n = 1 << 22;
+        let a = Tensor::randn([n], dev)?;
+        let b = Tensor::randn([n], dev)?;
+        let t = time(dev, 7, || a.add(&b).map(|_| ()))?;
+        let gbs = 3.0 * 4.0 * n as f64 / t / 1e9;
+        rec.insert("add_gbs".into(), gbs.into());
+        println!(
+            "| {name} | add f32 | 2^22 | {:.2} | {gbs:.1} GB/s |",
+            t * 1e3
+        );
+        json.insert(name, rec.into());
+    }
+    // The CPU GEMM crate was picked by measuring it against matrixmultiply (2 threads).
     for n in [256usize, 512, 1024] {
         let a: Vec<f32> = (0..n * n).map(|i| (i % 7) as f32 * 0.1).collect();
         let mut c = vec![0f32; n * n];
@@ -105,40 +198,10 @@ fn main() -> Result<()> {
         let t = median(ts);
         println!("| cpu (matrixmultiply crate, for comparison) | matmul f32 | {n}³ | {:.2} | {:.1} GFLOP/s |", t * 1e3, 2.0 * (n * n * n) as f64 / t / 1e9);
     }
-    for dev in &devs {
-        let name = dev.describe();
-        for n in [256usize, 512, 1024] {
-            let a = Tensor::randn([n, n], dev)?;
-            let b = Tensor::randn([n, n], dev)?;
-            let reps = if dev.is_gpu() && n == 1024 { 3 } else { 7 };
-            let t = time(dev, reps, || a.matmul(&b))?;
-            let gflops = 2.0 * (n * n * n) as f64 / t / 1e9;
-            println!(
-                "| {name} | matmul f32 | {n}³ | {:.2} | {gflops:.1} GFLOP/s |",
-                t * 1e3
-            );
-        }
-        let n = 1 << 22;
-        let a = Tensor::randn([n], dev)?;
-        let b = Tensor::randn([n], dev)?;
-        let t = time(dev, 7, || a.add(&b))?;
-        println!(
-            "| {name} | add f32 | 2^22 | {:.2} | {:.1} GB/s |",
-            t * 1e3,
-            3.0 * 4.0 * n as f64 / t / 1e9
-        );
-        let t = time(dev, 7, || a.exp())?;
-        println!(
-            "| {name} | exp f32 | 2^22 | {:.2} | {:.1} GB/s |",
-            t * 1e3,
-            2.0 * 4.0 * n as f64 / t / 1e9
-        );
-    }
     println!();
-    println!(
-        "| device | SimpleCNN train step (batch 64, Adam) | ms/step | img/s | pool peak (MiB) |"
-    );
-    println!("|---|---|---|---|---|");
+    println!("| device | SimpleCNN train step (batch 64, Adam) | ms/step | img/s | dispatches | submits | new pipelines | pool peak (MiB) |");
+    println!("|---|---|---|---|---|---|---|---|");
+    let mut cpu_step = None;
     for dev in &devs {
         let reps = if dev.is_gpu() { 3 } else { 5 };
         for (label, half) in [
@@ -146,17 +209,69 @@ fn main() -> Result<()> {
             ("autocast f16 + GradScaler", Some(DType::F16)),
             ("autocast bf16", Some(DType::BF16)),
         ] {
-            let (t, peak) = cnn_step(dev, half, reps)?;
-            let peak = peak
-                .map(|b| format!("{:.1}", b as f64 / (1 << 20) as f64))
-                .unwrap_or_else(|| "-".into());
+            let s = cnn_step(dev, half, reps)?;
+            if !dev.is_gpu() && half.is_none() {
+                cpu_step = Some(s.ms);
+            }
+            let gpu = dev.is_gpu();
+            let field = |v: u64| if gpu { v.to_string() } else { "-".into() };
+            let peak = if gpu {
+                format!("{:.1}", s.peak as f64 / (1 << 20) as f64)
+            } else {
+                "-".into()
+            };
             println!(
-                "| {} | {label} | {:.1} | {:.0} | {peak} |",
+                "| {} | {label} | {:.1} | {:.0} | {} | {} | {} | {peak} |",
                 dev.describe(),
-                t * 1e3,
-                64.0 / t
+                s.ms,
+                64.0 / (s.ms / 1e3),
+                field(s.dispatches),
+                field(s.submits),
+                field(s.new_pipelines)
             );
+            json.insert(format!("{} step {label}", dev.describe()), serde_json::json!({ "ms": s.ms, "dispatches": s.dispatches, "submits": s.submits, "new_pipelines": s.new_pipelines, "pool_peak_bytes": s.peak }));
         }
     }
+    if let Some(pt) = pytorch() {
+        println!();
+        println!(
+            "PyTorch {} (CPU, 2 threads) and numpy {} in the same run:",
+            pt["torch"], pt["numpy"]
+        );
+        let ours = &json["cpu (2 threads, rayon)"];
+        for n in ["256", "512", "1024", "2048"] {
+            let (o, t, np) = (
+                ours[format!("matmul_gflops_{n}")].as_f64(),
+                pt["matmul_gflops"][n].as_f64(),
+                pt["numpy_matmul_gflops"][n].as_f64(),
+            );
+            if let (Some(o), Some(t), Some(np)) = (o, t, np) {
+                println!("  matmul {n}³: wgtorch {o:.1}, PyTorch {t:.1}, numpy {np:.1} GFLOP/s -> {:.2}x PyTorch, {:.2}x numpy", o / t, o / np);
+            }
+        }
+        if let (Some(o), Some(t)) = (
+            ours["conv2d_fwd_bwd_ms"].as_f64(),
+            pt["conv2d_fwd_bwd_ms"].as_f64(),
+        ) {
+            println!(
+                "  conv2d fwd+bwd: wgtorch {o:.1} ms, PyTorch {t:.1} ms -> time ratio {:.2}",
+                o / t
+            );
+        }
+        if let (Some(o), Some(t)) = (cpu_step, pt["cnn_step_ms"].as_f64()) {
+            println!(
+                "  SimpleCNN step: wgtorch {o:.1} ms, PyTorch {t:.1} ms -> time ratio {:.2}",
+                o / t
+            );
+        }
+        json.insert("pytorch".into(), pt);
+    }
+    let path = "bench-results.json";
+    std::fs::write(
+        path,
+        serde_json::to_string_pretty(&serde_json::Value::Object(json)).unwrap_or_default(),
+    )
+    .ok();
+    println!("\nwrote {path}");
     Ok(())
 }
