@@ -100,6 +100,12 @@ async function main() {
   trainer = await Trainer.create(tryGpu, 32, 0);
   status.backend = trainer.backend();
   status.gpu = trainer.on_gpu();
+  if (status.gpu && navigator.gpu) {
+    // The browser's own description of the adapter (wgpu's AdapterInfo is sparse on the web).
+    const info = (await navigator.gpu.requestAdapter())?.info || {};
+    const desc = [info.vendor, info.architecture, info.device, info.description].filter(Boolean).join(" / ");
+    if (desc) status.backend = `WebGPU — ${desc}`;
+  }
   $("backend").textContent = status.backend;
   const perEpoch = Math.ceil(trainer.train_len() / 32);
   stepsPerEpoch = perEpoch;
