@@ -13,6 +13,7 @@ use wgtorch::{DType, Device, Result, Tensor};
 
 #[test]
 fn autocast_picks_dtypes_like_pytorch_and_grads_come_back_f32() -> Result<()> {
+    let _seed = common::seed_lock();
     for dev in common::devices() {
         for half in [DType::F16, DType::BF16] {
             let x = Tensor::randn([4, 8], &dev)?.requires_grad_(true);
@@ -51,6 +52,7 @@ fn autocast_picks_dtypes_like_pytorch_and_grads_come_back_f32() -> Result<()> {
 
 #[test]
 fn grad_scaler_skips_overflow_backs_off_and_grows() -> Result<()> {
+    let _seed = common::seed_lock();
     for dev in common::devices() {
         let w = Tensor::from_slice(&[1.0f32, 2.0], [2], &dev)?.requires_grad_(true);
         let mut opt = Sgd::new(vec![w.clone()], 0.1)?;
@@ -98,6 +100,7 @@ fn grad_scaler_skips_overflow_backs_off_and_grows() -> Result<()> {
 
 #[test]
 fn a_module_converted_to_half_runs_inference() -> Result<()> {
+    let _seed = common::seed_lock();
     for dev in common::devices() {
         wgtorch::manual_seed(3);
         let mut model = SimpleCnn::new(&dev)?;
@@ -163,6 +166,7 @@ fn run(dev: &Device, amp_dtype: Option<DType>) -> Result<f64> {
 
 #[test]
 fn amp_training_matches_f32_accuracy_on_the_gpu() -> Result<()> {
+    let _seed = common::seed_lock();
     let dev = common::gpu().unwrap_or(Device::Cpu);
     let f32_acc = run(&dev, None)?;
     let amp_acc = run(&dev, Some(DType::F16))?;

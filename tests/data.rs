@@ -188,6 +188,7 @@ fn dataloader_batches_shuffles_reproducibly_and_drops_last() -> Result<()> {
 
 #[test]
 fn modules_name_parameters_switch_modes_and_move() -> Result<()> {
+    let _seed = common::seed_lock();
     let dev = Device::Cpu;
     let mut net = Sequential::new()
         .append(Linear::new(4, 8, true, &dev)?)
@@ -318,6 +319,7 @@ fn state_dicts_round_trip_and_mismatches_are_reported() -> Result<()> {
 
 #[test]
 fn lstm_shapes_and_gradients() -> Result<()> {
+    let _seed = common::seed_lock();
     let dev = Device::Cpu;
     wgtorch::manual_seed(4);
     let lstm = Lstm::new(3, 5, 2, true, &dev)?;
@@ -418,6 +420,7 @@ fn transforms_do_what_torchvision_does() -> Result<()> {
 
 #[test]
 fn init_and_loss_modules() -> Result<()> {
+    let _seed = common::seed_lock();
     use wgtorch::nn::init::{self, FanMode};
     use wgtorch::nn::{
         BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss,

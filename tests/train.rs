@@ -357,6 +357,7 @@ fn train_epochs(
 
 #[test]
 fn short_digits_run_reaches_90_percent_on_cpu_and_gpu() -> Result<()> {
+    let _seed = common::seed_lock();
     let (train, test) = digits_split();
     for dev in common::devices() {
         wgtorch::manual_seed(0);
@@ -389,6 +390,7 @@ fn short_digits_run_reaches_90_percent_on_cpu_and_gpu() -> Result<()> {
 
 #[test]
 fn resume_from_checkpoint_is_bitwise_identical_on_cpu() -> Result<()> {
+    let _seed = common::seed_lock();
     let (train, _) = digits_split();
     let small: Arc<dyn Dataset> = Arc::new(wgtorch::data::Subset {
         dataset: train,

@@ -163,6 +163,33 @@ impl Storage {
     pub(crate) fn im2col(&self, g: &ConvGeom, pad: f64) -> Result<Storage> {
         both!(self, c => cpu::im2col(c, g, pad), s => gpu::im2col(s, g, pad))
     }
+    /// Fused Adam/AdamW step in place on `self` (the parameter), `m` and `v`; all f32, `n` elements.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn adam(
+        &mut self,
+        g: &Storage,
+        m: &mut Storage,
+        v: &mut Storage,
+        n: usize,
+        h: [f32; 7],
+        decoupled: bool,
+    ) -> Result<()> {
+        match (self, g, m, v) {
+            (
+                Storage::Cpu(CpuStorage::F32(p)),
+                Storage::Cpu(CpuStorage::F32(g)),
+                Storage::Cpu(CpuStorage::F32(m)),
+                Storage::Cpu(CpuStorage::F32(v)),
+            ) => {
+                cpu::adam(&mut p[..n], &g[..n], &mut m[..n], &mut v[..n], h, decoupled);
+                Ok(())
+            }
+            (Storage::Gpu(p), Storage::Gpu(g), Storage::Gpu(m), Storage::Gpu(v)) => {
+                gpu::adam(p, g, m, v, n, h, decoupled)
+            }
+            _ => unreachable!("checked by the optimizer: one device, f32"),
+        }
+    }
     pub(crate) fn max_pool(&self, g: &ConvGeom) -> Result<(Storage, Storage)> {
         match self {
             Storage::Cpu(c) => {

@@ -113,6 +113,20 @@ impl Optimizer for Adam {
         for (gi, g) in self.groups.iter().enumerate() {
             for (pi, p) in g.params.iter().enumerate() {
                 let Some(mut d) = p.grad() else { continue };
+                if !self.amsgrad
+                    && fused_step(
+                        p,
+                        &d,
+                        &mut self.slots[gi][pi],
+                        &mut self.steps[gi][pi],
+                        g,
+                        self.betas,
+                        self.eps,
+                        self.decoupled,
+                    )?
+                {
+                    continue;
+                }
                 let mut pv = p.detach();
                 if g.weight_decay != 0.0 {
                     if self.decoupled {
@@ -185,4 +199,62 @@ impl Optimizer for Adam {
         load_lrs(&mut self.groups, s);
         Ok(())
     }
+}
+
+fn dense_f32(t: &Tensor) -> bool {
+    t.dtype() == crate::DType::F32 && t.is_contiguous() && t.storage_offset() == 0
+}
+
+/// One kernel per parameter instead of ~12 tensor ops, when the parameter, its gradient and the
+/// moments are dense f32 on one device. Returns false (nothing done) otherwise.
+#[allow(clippy::too_many_arguments)]
+fn fused_step(
+    p: &Tensor,
+    d: &Tensor,
+    s: &mut [Option<Tensor>],
+    step: &mut u64,
+    g: &ParamGroup,
+    betas: (f64, f64),
+    eps: f64,
+    decoupled: bool,
+) -> Result<bool> {
+    if !dense_f32(p) || !dense_f32(d) || d.device() != p.device() || d.numel() != p.numel() {
+        return Ok(false);
+    }
+    for slot in s.iter_mut().take(2) {
+        match slot {
+            Some(t) if !dense_f32(t) || t.device() != p.device() || t.numel() != p.numel() => {
+                return Ok(false)
+            }
+            Some(_) => {}
+            None => *slot = Some(Tensor::zeros(p.shape(), &p.device())?),
+        }
+    }
+    *step += 1;
+    let t = *step as i32;
+    let (b1, b2) = betas;
+    let h = [
+        g.lr as f32,
+        b1 as f32,
+        b2 as f32,
+        eps as f32,
+        (1.0 - b1.powi(t)) as f32,
+        (1.0 - b2.powi(t)) as f32,
+        g.weight_decay as f32,
+    ];
+    let (m, v) = (
+        s[0].as_ref().expect("set above"),
+        s[1].as_ref().expect("set above"),
+    );
+    {
+        let mut pw = p.0.storage.data.write();
+        let mut mw = m.0.storage.data.write();
+        let mut vw = v.0.storage.data.write();
+        let gr = d.storage();
+        pw.adam(&gr, &mut mw, &mut vw, p.numel(), h, decoupled)?;
+    }
+    for t in [p, m, v] {
+        t.0.storage.bump();
+    }
+    Ok(true)
 }

@@ -56,3 +56,11 @@ pub fn assert_close(what: &str, a: &[f64], b: &[f64], rtol: f64, atol: f64) {
 pub fn vals(t: &Tensor) -> Vec<f64> {
     t.to_f64_vec().expect("read back")
 }
+
+/// Serialises tests that seed the process-wide default generator and need its exact sequence
+/// (model initialisation): the test harness runs tests on several threads, and the generator is
+/// global, as PyTorch's is.
+pub fn seed_lock() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}

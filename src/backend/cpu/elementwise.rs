@@ -116,3 +116,37 @@ pub(crate) fn copy_into(dst: &mut CpuStorage, dl: &Layout, src: &CpuStorage, sl:
         for_offsets(dl, 0, dl.numel(), |i, o| dv[o] = s[i]);
     })
 }
+
+/// Fused Adam/AdamW step in place (f32), the same formula as `shaders/adam.wgsl`.
+pub(crate) fn adam(
+    p: &mut [f32],
+    g: &[f32],
+    m: &mut [f32],
+    v: &mut [f32],
+    h: [f32; 7],
+    decoupled: bool,
+) {
+    use rayon::prelude::*;
+    let [lr, b1, b2, eps, bc1, bc2, wd] = h;
+    let inv = 1.0 / bc2.sqrt();
+    p.par_chunks_mut(super::GRAIN)
+        .zip(g.par_chunks(super::GRAIN))
+        .zip(
+            m.par_chunks_mut(super::GRAIN)
+                .zip(v.par_chunks_mut(super::GRAIN)),
+        )
+        .for_each(|((p, g), (m, v))| {
+            for i in 0..p.len() {
+                let (mut w, mut d) = (p[i], g[i]);
+                if decoupled {
+                    w *= 1.0 - lr * wd;
+                } else {
+                    d += w * wd;
+                }
+                m[i] = m[i] * b1 + d * (1.0 - b1);
+                v[i] = v[i] * b2 + d * d * (1.0 - b2);
+                let denom = v[i].sqrt() * inv + eps;
+                p[i] = w - (m[i] / denom) * (lr / bc1);
+            }
+        });
+}

@@ -19,6 +19,7 @@ const GATHER: &str = include_str!("../../../shaders/index.wgsl");
 const SCATTER_ADD: &str = include_str!("../../../shaders/scatter_add.wgsl");
 const IM2COL: &str = include_str!("../../../shaders/im2col.wgsl");
 const COL2IM: &str = include_str!("../../../shaders/col2im.wgsl");
+const ADAM: &str = include_str!("../../../shaders/adam.wgsl");
 const MAXPOOL: &str = include_str!("../../../shaders/maxpool.wgsl");
 const MAXPOOL_BACKWARD: &str = include_str!("../../../shaders/maxpool_backward.wgsl");
 
@@ -156,6 +157,8 @@ pub enum Kernel {
     ScatterAdd(GpuType),
     Im2col(GpuType),
     Col2im(GpuType),
+    /// Fused Adam/AdamW update, in place (f32).
+    AdamF32,
     /// Max pooling: values and argmax indices.
     MaxPool(GpuType),
     /// Max pooling's gradient from the argmax indices.
@@ -255,6 +258,7 @@ impl Kernel {
             Kernel::ScatterAdd(t) => format!("scatter_add_{}", t.key()),
             Kernel::Im2col(t) => format!("im2col_{}", t.key()),
             Kernel::Col2im(t) => format!("col2im_{}", t.key()),
+            Kernel::AdamF32 => "adam_f32".into(),
             Kernel::MaxPool(t) => format!("max_pool2d_{}", t.key()),
             Kernel::MaxPoolBackward(t) => format!("max_pool2d_backward_{}", t.key()),
         }
@@ -356,6 +360,7 @@ impl Kernel {
                 &[("src", t, false), ("dst", t, true)],
                 &[("C", t.compute())],
             ),
+            Kernel::AdamF32 => fill(ADAM, &[], &[]),
             Kernel::MaxPool(t) => fill(
                 MAXPOOL,
                 &[("src", t, false), ("dst", t, true), ("idx", I32, true)],
@@ -422,7 +427,7 @@ impl Kernel {
             ReduceOp::ArgMax,
             ReduceOp::ArgMin,
         ];
-        let mut v = Vec::new();
+        let mut v = vec![Kernel::AdamF32];
         for t in GpuType::ALL {
             let float = GpuType::FLOATS.contains(&t);
             if float {

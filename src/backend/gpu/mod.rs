@@ -618,3 +618,27 @@ pub(crate) fn max_pool_backward(
     )?;
     Ok(out)
 }
+
+/// Fused Adam/AdamW step in place on `p`, `m`, `v` (all f32, `n` elements). `h` holds lr, beta1,
+/// beta2, eps, the two bias corrections and the weight decay; `decoupled` selects AdamW.
+pub(crate) fn adam(
+    p: &GpuStorage,
+    g: &GpuStorage,
+    m: &GpuStorage,
+    v: &GpuStorage,
+    n: usize,
+    h: [f32; 7],
+    decoupled: bool,
+) -> Result<()> {
+    let mut meta = vec![u(n)];
+    meta.extend(h.iter().map(|x| x.to_bits()));
+    meta.push(decoupled as u32);
+    launch(
+        p.ctx(),
+        "adam",
+        Kernel::AdamF32,
+        &meta,
+        &[p.raw(), g.raw(), m.raw(), v.raw()],
+        groups(n),
+    )
+}
