@@ -185,34 +185,22 @@ fn fill(template: &str, bindings: &[(&str, GpuType, bool)], subs: &[(&str, &str)
     s
 }
 
-fn reduce_parts(
-    op: ReduceOp,
-    t: GpuType,
-) -> (&'static str, &'static str, &'static str, &'static str) {
-    // (INIT, MERGE, OUT type, STORE)
+/// (INIT, MERGE, STORE) of a reduction; the output type follows from the op (i32 for arg ops).
+fn reduce_parts(op: ReduceOp, t: GpuType) -> (&'static str, &'static str, &'static str) {
     let (lowest, highest) = match t.compute() {
         "i32" => ("-2147483647 - 1", "2147483647"),
         "u32" => ("0u", "1u"),
         _ => ("-inf_f32()", "inf_f32()"),
     };
-    let out = t.compute();
+    const ARG_MAX: &str = "if (ib != NONE && (ia == NONE || b > a || (b == a && ib < ia))) { return Pair(b, ib); }\n    return Pair(a, ia);";
+    const ARG_MIN: &str = "if (ib != NONE && (ia == NONE || b < a || (b == a && ib < ia))) { return Pair(b, ib); }\n    return Pair(a, ia);";
     match op {
-        ReduceOp::Sum => (zero(t), "return Pair(a + b, 0u);", out, "p.v"),
-        ReduceOp::Prod => (one(t), "return Pair(a * b, 0u);", out, "p.v"),
-        ReduceOp::Max => (lowest, "return Pair(max(a, b), 0u);", out, "p.v"),
-        ReduceOp::Min => (highest, "return Pair(min(a, b), 0u);", out, "p.v"),
-        ReduceOp::ArgMax => (
-            lowest,
-            "if (ib != NONE && (ia == NONE || b > a || (b == a && ib < ia))) { return Pair(b, ib); }\n    return Pair(a, ia);",
-            "i32",
-            "i32(p.i)",
-        ),
-        ReduceOp::ArgMin => (
-            highest,
-            "if (ib != NONE && (ia == NONE || b < a || (b == a && ib < ia))) { return Pair(b, ib); }\n    return Pair(a, ia);",
-            "i32",
-            "i32(p.i)",
-        ),
+        ReduceOp::Sum => (zero(t), "return Pair(a + b, 0u);", "p.v"),
+        ReduceOp::Prod => (one(t), "return Pair(a * b, 0u);", "p.v"),
+        ReduceOp::Max => (lowest, "return Pair(max(a, b), 0u);", "p.v"),
+        ReduceOp::Min => (highest, "return Pair(min(a, b), 0u);", "p.v"),
+        ReduceOp::ArgMax => (lowest, ARG_MAX, "i32(p.i)"),
+        ReduceOp::ArgMin => (highest, ARG_MIN, "i32(p.i)"),
     }
 }
 
@@ -303,7 +291,7 @@ impl Kernel {
                 } else {
                     REDUCE_SMALL
                 };
-                let (init, merge, _, store) = reduce_parts(op, t);
+                let (init, merge, store) = reduce_parts(op, t);
                 let out = if matches!(op, ReduceOp::ArgMax | ReduceOp::ArgMin) {
                     I32
                 } else {
