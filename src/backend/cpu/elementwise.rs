@@ -6,15 +6,109 @@ use crate::ops::{BinaryOp, UnaryOp};
 use crate::shape::Layout;
 use crate::DType;
 
+/// Call `$body` with `$f` bound to the scalar function of `$op`. The common ops get a closure of
+/// their own, so each is compiled into its own loop (the per-element `match` folds away and the
+/// loop vectorises); the rest share one closure that matches per element.
+macro_rules! mono_unary {
+    ($op:expr, $f:ident => $body:expr) => {{
+        use UnaryOp::*;
+        match $op {
+            Relu => {
+                let $f = |x| Relu.cpu(x);
+                $body
+            }
+            Step => {
+                let $f = |x| Step.cpu(x);
+                $body
+            }
+            Neg => {
+                let $f = |x| Neg.cpu(x);
+                $body
+            }
+            Exp => {
+                let $f = |x| Exp.cpu(x);
+                $body
+            }
+            Log => {
+                let $f = |x| Log.cpu(x);
+                $body
+            }
+            Sqrt => {
+                let $f = |x| Sqrt.cpu(x);
+                $body
+            }
+            Square => {
+                let $f = |x| Square.cpu(x);
+                $body
+            }
+            MulScalar(a) => {
+                let $f = move |x| MulScalar(a).cpu(x);
+                $body
+            }
+            AddScalar(a) => {
+                let $f = move |x| AddScalar(a).cpu(x);
+                $body
+            }
+            op => {
+                let $f = move |x| op.cpu(x);
+                $body
+            }
+        }
+    }};
+}
+
+macro_rules! mono_binary {
+    ($op:expr, $f:ident => $body:expr) => {{
+        use BinaryOp::*;
+        match $op {
+            Add => {
+                let $f = |a, b| Add.cpu(a, b);
+                $body
+            }
+            Sub => {
+                let $f = |a, b| Sub.cpu(a, b);
+                $body
+            }
+            Mul => {
+                let $f = |a, b| Mul.cpu(a, b);
+                $body
+            }
+            Div => {
+                let $f = |a, b| Div.cpu(a, b);
+                $body
+            }
+            op => {
+                let $f = move |a, b| op.cpu(a, b);
+                $body
+            }
+        }
+    }};
+}
+
 /// `op(x)` for a float tensor.
 pub(crate) fn unary(op: UnaryOp, x: &CpuStorage, l: &Layout) -> CpuStorage {
-    with_cpu!(x, v, T => {
-        let mut out = vec![T::default(); l.numel()];
+    with_cpu!(x, v, T => mono_unary!(op, f => T::wrap(map(v, l, |x: T| T::from_acc(f(x.to_acc()))))))
+}
+
+/// `f` over the elements of the view `l` of `v`, into a new contiguous vector.
+#[inline(always)]
+fn map<T: Elem, U: Elem>(v: &[T], l: &Layout, f: impl Fn(T) -> U + Sync + Send) -> Vec<U> {
+    let n = l.numel();
+    let mut out = vec![U::default(); n];
+    if l.is_contiguous() {
+        let src = &v[l.offset..l.offset + n];
         par_fill(&mut out, |start, chunk| {
-            for_offsets(l, start, chunk.len(), |i, o| chunk[i] = T::from_acc(op.cpu(v[o].to_acc())));
+            let src = &src[start..start + chunk.len()];
+            for (o, &x) in chunk.iter_mut().zip(src) {
+                *o = f(x);
+            }
         });
-        T::wrap(out)
-    })
+    } else {
+        par_fill(&mut out, |start, chunk| {
+            for_offsets(l, start, chunk.len(), |i, o| chunk[i] = f(v[o]));
+        });
+    }
+    out
 }
 
 /// Copy the elements of a strided view into a new contiguous storage.
@@ -47,40 +141,58 @@ pub(crate) fn binary(
     b: &CpuStorage,
     bl: &Layout,
 ) -> CpuStorage {
-    let n = al.numel();
     with_cpu!(a, av, T => {
         let bv = T::slice(b).expect("binary: operands share a dtype");
         if op.is_comparison() {
-            let mut out = vec![false; n];
-            par_fill(&mut out, |start, chunk| {
-                let mut boff = vec![0usize; chunk.len()];
-                for_offsets(bl, start, chunk.len(), |i, o| boff[i] = o);
-                for_offsets(al, start, chunk.len(), |i, o| {
-                    chunk[i] = op.cmp(av[o].to_acc(), bv[boff[i]].to_acc())
-                });
-            });
-            CpuStorage::Bool(out)
+            CpuStorage::Bool(zip(av, al, bv, bl, |a: T, b: T| op.cmp(a.to_acc(), b.to_acc())))
         } else {
-            let mut out = vec![T::default(); n];
-            let fast = al.is_contiguous() && bl.is_contiguous();
-            par_fill(&mut out, |start, chunk| {
-                if fast {
-                    let a = &av[al.offset + start..al.offset + start + chunk.len()];
-                    let b = &bv[bl.offset + start..bl.offset + start + chunk.len()];
-                    for i in 0..chunk.len() {
-                        chunk[i] = T::from_acc(op.cpu(a[i].to_acc(), b[i].to_acc()));
-                    }
-                    return;
-                }
-                let mut boff = vec![0usize; chunk.len()];
-                for_offsets(bl, start, chunk.len(), |i, o| boff[i] = o);
-                for_offsets(al, start, chunk.len(), |i, o| {
-                    chunk[i] = T::from_acc(op.cpu(av[o].to_acc(), bv[boff[i]].to_acc()))
-                });
-            });
-            T::wrap(out)
+            mono_binary!(op, f => T::wrap(zip(av, al, bv, bl, |a: T, b: T| T::from_acc(f(a.to_acc(), b.to_acc())))))
         }
     })
+}
+
+/// `f(a, b)` over two views of the output's shape, into a new contiguous vector. Contiguous
+/// operands and a broadcast scalar take direct loops.
+#[inline(always)]
+fn zip<T: Elem, U: Elem>(
+    av: &[T],
+    al: &Layout,
+    bv: &[T],
+    bl: &Layout,
+    f: impl Fn(T, T) -> U + Sync + Send,
+) -> Vec<U> {
+    let n = al.numel();
+    let mut out = vec![U::default(); n];
+    let scalar = |l: &Layout| l.strides.iter().all(|&s| s == 0);
+    if al.is_contiguous() && bl.is_contiguous() {
+        let (a, b) = (&av[al.offset..al.offset + n], &bv[bl.offset..bl.offset + n]);
+        par_fill(&mut out, |start, chunk| {
+            let (a, b) = (
+                &a[start..start + chunk.len()],
+                &b[start..start + chunk.len()],
+            );
+            for ((o, &x), &y) in chunk.iter_mut().zip(a).zip(b) {
+                *o = f(x, y);
+            }
+        });
+    } else if al.is_contiguous() && scalar(bl) {
+        let (a, y) = (&av[al.offset..al.offset + n], bv[bl.offset]);
+        par_fill(&mut out, |start, chunk| {
+            let a = &a[start..start + chunk.len()];
+            for (o, &x) in chunk.iter_mut().zip(a) {
+                *o = f(x, y);
+            }
+        });
+    } else {
+        par_fill(&mut out, |start, chunk| {
+            let mut boff = vec![0usize; chunk.len()];
+            for_offsets(bl, start, chunk.len(), |i, o| boff[i] = o);
+            for_offsets(al, start, chunk.len(), |i, o| {
+                chunk[i] = f(av[o], bv[boff[i]])
+            });
+        });
+    }
+    out
 }
 
 /// `cond ? a : b`, all three broadcast to the output shape.

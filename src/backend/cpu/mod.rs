@@ -1,10 +1,12 @@
 //! The CPU backend: rayon kernels generic over the element type.
 
+mod conv;
 mod elementwise;
 mod index;
 mod matmul;
 mod reduce;
 
+pub(crate) use conv::*;
 pub(crate) use elementwise::*;
 pub(crate) use index::*;
 pub(crate) use matmul::*;
