@@ -1,9 +1,11 @@
-// Batched C[b] = A[b] @ B[b] with arbitrary strides (transposed and broadcast operands need no
-// copy). 64x64 output tiles per 256-invocation workgroup, 4x4 outputs per invocation held in
-// registers, K stepped 16 at a time through workgroup memory.
-// meta: [M, N, K, off_a, sab, sam, sak, off_b, sbb, sbk, sbn, batch_base]
-// bindings: 1 a, 2 b, 3 c (any float storage; accumulation in f32)
+// Batched C[b] = A[b] @ B[b]: 64x64 output tiles per 256-invocation workgroup, 4x4 outputs per
+// invocation held in registers, K stepped 16 at a time through workgroup memory. The operands
+// come from load_a(b, row, k) / load_b(b, k, col) (a strided matmul or a convolution's implicit
+// GEMM, shaders/gemm_*.wgsl) and every output passes through epilogue(row, v).
+// params: [M, N, K, batch_base, operand parameters...]
+// bindings: 1 a, 2 b, 3 c (any float storage; accumulation in f32), then the operands' own
 {{DECLS}}
+{{OPERANDS}}
 
 const TS: u32 = 64u;
 const TK: u32 = 16u;
@@ -15,9 +17,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     let M = params[0];
     let N = params[1];
     let K = params[2];
-    let bi = wid.z + params[11];
-    let abase = params[3] + bi * params[4];
-    let bbase = params[7] + bi * params[8];
+    let bi = wid.z + params[3];
     let row0 = wid.y * TS;
     let col0 = wid.x * TS;
     let tid = lid.y * 16u + lid.x;
@@ -35,14 +35,14 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
             let kk = idx % TK;
             var va = 0.0;
             if (row0 + r < M && k0 + kk < K) {
-                va = ld_a(abase + (row0 + r) * params[5] + (k0 + kk) * params[6]);
+                va = load_a(row_pos(bi, row0 + r), k_pos(bi, k0 + kk));
             }
             ta[kk][r] = va;
             let kb = idx / TS;
             let cc = idx % TS;
             var vb = 0.0;
             if (k0 + kb < K && col0 + cc < N) {
-                vb = ld_b(bbase + (k0 + kb) * params[9] + (col0 + cc) * params[10]);
+                vb = load_b(k_pos(bi, k0 + kb), col_pos(bi, col0 + cc));
             }
             tb[kb][cc] = vb;
         }
@@ -68,7 +68,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
         for (var j = 0u; j < 4u; j = j + 1u) {
             let cc = col0 + lid.x * 4u + j;
             if (r < M && cc < N) {
-                st_c(cbase + r * N + cc, acc[i][j]);
+                st_c(cbase + r * N + cc, epilogue(r, acc[i][j]));
             }
         }
     }

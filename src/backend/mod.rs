@@ -213,6 +213,60 @@ impl Storage {
             _ => unreachable!("devices checked by the op layer"),
         }
     }
+    /// Convolution of `self` `[N, C, H, W]` with `w` `[O, C, kh, kw]` plus `bias` `[O]` (all dense).
+    pub(crate) fn conv2d(
+        &self,
+        w: &Storage,
+        bias: Option<&Storage>,
+        g: &ConvGeom,
+        o: usize,
+    ) -> Result<Storage> {
+        match (self, w) {
+            (Storage::Cpu(x), Storage::Cpu(w)) => {
+                let b = bias.map(|b| pair(b, b).0);
+                Ok(Storage::Cpu(cpu::conv2d(x, w, b, g, o)))
+            }
+            (Storage::Gpu(x), Storage::Gpu(w)) => {
+                let b = bias.map(|b| gpair(b, b).0);
+                Ok(Storage::Gpu(gpu::conv2d(x, w, b, g, o)?))
+            }
+            _ => unreachable!("devices checked by the op layer"),
+        }
+    }
+    /// conv2d's input gradient from `self` (the output gradient) and the weight.
+    pub(crate) fn conv2d_backward_input(
+        &self,
+        w: &Storage,
+        g: &ConvGeom,
+        o: usize,
+    ) -> Result<Storage> {
+        match (self, w) {
+            (Storage::Cpu(gy), Storage::Cpu(w)) => {
+                Ok(Storage::Cpu(cpu::conv2d_backward_input(gy, w, g, o)))
+            }
+            (Storage::Gpu(gy), Storage::Gpu(w)) => {
+                Ok(Storage::Gpu(gpu::conv2d_backward_input(gy, w, g, o)?))
+            }
+            _ => unreachable!("devices checked by the op layer"),
+        }
+    }
+    /// conv2d's weight gradient from `self` (the output gradient) and the input.
+    pub(crate) fn conv2d_backward_weight(
+        &self,
+        x: &Storage,
+        g: &ConvGeom,
+        o: usize,
+    ) -> Result<Storage> {
+        match (self, x) {
+            (Storage::Cpu(gy), Storage::Cpu(x)) => {
+                Ok(Storage::Cpu(cpu::conv2d_backward_weight(gy, x, g, o)))
+            }
+            (Storage::Gpu(gy), Storage::Gpu(x)) => {
+                Ok(Storage::Gpu(gpu::conv2d_backward_weight(gy, x, g, o)?))
+            }
+            _ => unreachable!("devices checked by the op layer"),
+        }
+    }
     pub(crate) fn col2im(&self, g: &ConvGeom) -> Result<Storage> {
         both!(self, c => cpu::col2im(c, g), s => gpu::col2im(s, g))
     }

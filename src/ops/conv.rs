@@ -127,26 +127,156 @@ pub fn conv2d(
     if groups == 0 || g.c != cg * groups || o % groups != 0 {
         return Err(Error::shape("conv2d", format!("Given groups={groups}, weight of size {:?}, expected input{:?} to have {} channels, but got {} channels instead", weight.shape(), input.shape(), cg * groups, g.c)));
     }
+    if groups == 1 {
+        return conv2d_dense(input, weight, bias, g, o);
+    }
     let cols = input.im2col(&g, 0.0)?; // [N, C*kh*kw, L]
     let k = cg * kh * kw;
     let l = g.ho * g.wo;
-    let y = if groups == 1 {
-        weight.reshape_to(&[o, k])?.matmul(&cols)? // [N, O, L]
-    } else {
-        let cols = cols
-            .reshape_to(&[g.n, groups, k, l])?
-            .permute(&[1, 2, 0, 3])?
-            .reshape_to(&[groups, k, g.n * l])?;
-        let w = weight.reshape_to(&[groups, o / groups, k])?;
-        w.matmul(&cols)?
-            .reshape_to(&[groups, o / groups, g.n, l])?
-            .permute(&[2, 0, 1, 3])?
-    };
-    let y = y.reshape_to(&[g.n, o, g.ho, g.wo])?;
+    let cols = cols
+        .reshape_to(&[g.n, groups, k, l])?
+        .permute(&[1, 2, 0, 3])?
+        .reshape_to(&[groups, k, g.n * l])?;
+    let w = weight.reshape_to(&[groups, o / groups, k])?;
+    let y = w
+        .matmul(&cols)?
+        .reshape_to(&[groups, o / groups, g.n, l])?
+        .permute(&[2, 0, 1, 3])?
+        .reshape_to(&[g.n, o, g.ho, g.wo])?;
     match bias {
         Some(b) => y.add(&b.reshape_to(&[1, o, 1, 1])?),
         None => Ok(y),
     }
+}
+
+/// Ungrouped convolution as one backend primitive (per-sample GEMMs on the CPU, implicit GEMM on
+/// the GPU: neither materialises the batch's columns). Its backward is the primitive pair; with
+/// `create_graph` it is the differentiable im2col formulation instead, so higher-order gradients
+/// flow.
+fn conv2d_dense(
+    input: &Tensor,
+    weight: &Tensor,
+    bias: Option<&Tensor>,
+    g: ConvGeom,
+    o: usize,
+) -> Result<Tensor> {
+    for t in [Some(weight), bias].into_iter().flatten() {
+        input.same_device("conv2d", t)?;
+        if t.dtype() != input.dtype() {
+            return Err(Error::DTypeMismatch {
+                op: "conv2d",
+                expected: input.dtype(),
+                found: t.dtype(),
+            });
+        }
+    }
+    if !input.dtype().is_float() {
+        return Err(Error::UnsupportedDType {
+            op: "conv2d",
+            dtype: input.dtype(),
+            hint: "; convolution needs floating-point tensors",
+        });
+    }
+    if let Some(b) = bias {
+        if b.shape() != [o] {
+            return Err(Error::shape(
+                "conv2d",
+                format!("bias must have shape [{o}], got {:?}", b.shape()),
+            ));
+        }
+    }
+    let (x, w) = (input.dense()?, weight.dense()?);
+    let b = bias.map(Tensor::dense).transpose()?;
+    let s = x.storage().conv2d(
+        &w.storage(),
+        b.as_ref().map(|b| b.storage()).as_deref(),
+        &g,
+        o,
+    )?;
+    let out = Tensor::from_storage(s, &[g.n, o, g.ho, g.wo], input.device());
+    let mut inputs = vec![input, weight];
+    inputs.extend(bias);
+    let has_bias = bias.is_some();
+    let need = [input.requires_grad(), weight.requires_grad()];
+    Ok(record(out, "conv2d", &inputs, &[], move |gy| {
+        let gy = gy.dense()?;
+        if crate::autograd::is_grad_enabled() {
+            let mut grads = conv2d_backward_graph(&x, &w, &gy, &g, o)?;
+            grads.truncate(2 + has_bias as usize);
+            return Ok(grads);
+        }
+        let dev = gy.device();
+        let gx = match need[0] {
+            false => None,
+            true => match transposed_as_forward(&g, o) {
+                // On a GPU the stride-1 input gradient runs as the forward kernel on flipped
+                // weights (its gather needs no divisibility tests).
+                Some(gt) if dev.is_gpu() => {
+                    let wt = w.transpose(0, 1)?.flip(&[2, 3])?.dense()?;
+                    let gx = gy.storage().conv2d(&wt.storage(), None, &gt, g.c)?;
+                    Some(gx)
+                }
+                _ => Some(gy.storage().conv2d_backward_input(&w.storage(), &g, o)?),
+            },
+        };
+        let gw = need[1]
+            .then(|| gy.storage().conv2d_backward_weight(&x.storage(), &g, o))
+            .transpose()?;
+        let mut grads = vec![
+            gx.map(|s| Tensor::from_storage(s, x.shape(), dev)),
+            gw.map(|s| Tensor::from_storage(s, w.shape(), dev)),
+        ];
+        if has_bias {
+            grads.push(Some(gy.sum_dims(&[0, 2, 3], false)?));
+        }
+        Ok(grads)
+    }))
+}
+
+/// For stride 1, the input gradient is a forward convolution of the output gradient with the
+/// weights transposed and flipped, padded by `d*(k-1) - p`: its geometry, when that padding is
+/// not negative.
+fn transposed_as_forward(g: &ConvGeom, o: usize) -> Option<ConvGeom> {
+    let pad = |k: usize, d: usize, p: usize| (d * (k - 1)).checked_sub(p);
+    if g.sh != 1 || g.sw != 1 {
+        return None;
+    }
+    let p = [pad(g.kh, g.dh, g.ph)?, pad(g.kw, g.dw, g.pw)?];
+    let gt = ConvGeom::new(
+        "conv2d",
+        &[g.n, o, g.ho, g.wo],
+        [g.kh, g.kw],
+        [1, 1],
+        p,
+        [g.dh, g.dw],
+    )
+    .ok()?;
+    (gt.ho == g.h && gt.wo == g.w).then_some(gt)
+}
+
+/// conv2d's gradients in differentiable ops (for `create_graph`): `dX = col2im(Wᵀ·dY)`,
+/// `dW = Σ_n dY·colsᵀ`, `db = Σ dY`.
+fn conv2d_backward_graph(
+    x: &Tensor,
+    w: &Tensor,
+    gy: &Tensor,
+    g: &ConvGeom,
+    o: usize,
+) -> Result<Vec<Option<Tensor>>> {
+    let (k, l) = (g.c * g.kh * g.kw, g.ho * g.wo);
+    let gy3 = gy.reshape_to(&[g.n, o, l])?;
+    let w2 = w.reshape_to(&[o, k])?;
+    let gx = w2.t()?.matmul(&gy3)?.col2im(g)?;
+    let cols = x.im2col(g, 0.0)?;
+    let gw = gy3
+        .matmul(&cols.transpose(1, 2)?)?
+        .sum_dims(&[0], false)?
+        .reshape_to(w.shape())?;
+    Ok(vec![
+        Some(gx),
+        Some(gw),
+        Some(gy.sum_dims(&[0, 2, 3], false)?),
+    ])
 }
 
 fn pool_cols(

@@ -97,6 +97,29 @@ impl Tensor {
                 ),
             ));
         }
+        // Reduced dims that end the shape of a contiguous f32/f64 tensor are rows already: reduce
+        // them in place first, so only the (smaller) partial result is permuted. Half types take
+        // one pass so that they round once.
+        let mut k = nd;
+        while k > 0 && dims.contains(&(k - 1)) {
+            k -= 1;
+        }
+        let value_op = matches!(op, ReduceOp::Sum | ReduceOp::Max | ReduceOp::Min);
+        if value_op
+            && matches!(self.dtype(), DType::F32 | DType::F64)
+            && self.is_contiguous()
+            && n > 0
+            && k > 0
+            && k < nd
+            && dims.iter().any(|&d| d < k)
+        {
+            let tail: usize = self.shape()[k..].iter().product();
+            let x = self.detach().dense()?;
+            let s = x.storage().reduce_rows(op, self.numel() / tail, tail)?;
+            let partial = Tensor::from_storage(s, &self.shape()[..k], self.device());
+            let rest: Vec<usize> = dims.iter().copied().filter(|&d| d < k).collect();
+            return partial.reduce_raw(op, &rest, false)?.reshape_to(&out_shape);
+        }
         let x = self.detach().permute_raw(&perm).dense()?;
         let s = x.storage().reduce_rows(op, rows, n)?;
         Ok(Tensor::from_storage(s, &out_shape, self.device()))

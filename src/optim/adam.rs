@@ -218,9 +218,13 @@ fn fused_step(
     eps: f64,
     decoupled: bool,
 ) -> Result<bool> {
-    if !dense_f32(p) || !dense_f32(d) || d.device() != p.device() || d.numel() != p.numel() {
+    if !dense_f32(p) || d.dtype() != p.dtype() || d.device() != p.device() || d.shape() != p.shape()
+    {
         return Ok(false);
     }
+    // A transposed gradient (a Linear weight's, for one) is copied once rather than losing the
+    // fused kernel.
+    let d = &d.dense()?;
     for slot in s.iter_mut().take(2) {
         match slot {
             Some(t) if !dense_f32(t) || t.device() != p.device() || t.numel() != p.numel() => {

@@ -51,6 +51,8 @@ pub struct GpuContext {
     dispatches: AtomicU64,
     submits: AtomicU64,
     pipelines_created: AtomicU64,
+    /// Per-kernel wall time when profiling (`set_profiling`): key -> (dispatches, seconds).
+    profile: Mutex<Option<HashMap<String, (u64, f64)>>>,
 }
 
 /// A pooled storage buffer; returned to its context's pool when dropped.
@@ -161,6 +163,7 @@ impl GpuContext {
             dispatches: AtomicU64::new(0),
             submits: AtomicU64::new(0),
             pipelines_created: AtomicU64::new(0),
+            profile: Mutex::new(None),
         }
     }
 }
@@ -515,6 +518,43 @@ impl GpuContext {
             .to_vec();
         staging.unmap();
         Ok(data[..bytes as usize].to_vec())
+    }
+
+    /// Turn kernel profiling on (clearing earlier figures) or off. While on, every dispatch is
+    /// submitted and waited for on its own and its wall time added to its kernel's entry: slow,
+    /// but it shows where a step's time goes on any adapter (`examples/bench.rs --profile`).
+    pub fn set_profiling(&self, on: bool) {
+        *self.profile.lock() = on.then(HashMap::new);
+    }
+    /// The profile so far: (kernel key, dispatches, seconds), slowest first.
+    pub fn profile(&self) -> Vec<(String, u64, f64)> {
+        let mut v: Vec<_> = self
+            .profile
+            .lock()
+            .iter()
+            .flatten()
+            .map(|(k, &(n, t))| (k.clone(), n, t))
+            .collect();
+        v.sort_by(|a, b| b.2.total_cmp(&a.2));
+        v
+    }
+    /// Run `record` (which records one dispatch of kernel `key`), timing it alone when profiling.
+    pub(crate) fn timed(&self, key: &str, record: impl FnOnce() -> Result<()>) -> Result<()> {
+        #[cfg(not(target_arch = "wasm32"))]
+        if self.profile.lock().is_some() {
+            self.synchronize()?;
+            let t0 = std::time::Instant::now();
+            record()?;
+            self.synchronize()?;
+            let dt = t0.elapsed().as_secs_f64();
+            if let Some(m) = self.profile.lock().as_mut() {
+                let e = m.entry(key.to_string()).or_default();
+                e.0 += 1;
+                e.1 += dt;
+            }
+            return Ok(());
+        }
+        record()
     }
 
     /// Wait until all submitted work is done.

@@ -15,6 +15,11 @@ const REDUCE_SMALL: &str = include_str!("../../../shaders/reduce_small.wgsl");
 const CUMSUM: &str = include_str!("../../../shaders/cumsum.wgsl");
 const MATMUL: &str = include_str!("../../../shaders/matmul.wgsl");
 const MATMUL_DIRECT: &str = include_str!("../../../shaders/matmul_direct.wgsl");
+const MATMUL_VEC4: &str = include_str!("../../../shaders/matmul_vec4.wgsl");
+const GEMM_STRIDED: &str = include_str!("../../../shaders/gemm_strided.wgsl");
+const GEMM_CONV_FORWARD: &str = include_str!("../../../shaders/gemm_conv_forward.wgsl");
+const GEMM_CONV_INPUT: &str = include_str!("../../../shaders/gemm_conv_input.wgsl");
+const GEMM_CONV_WEIGHT: &str = include_str!("../../../shaders/gemm_conv_weight.wgsl");
 const GATHER: &str = include_str!("../../../shaders/index.wgsl");
 const SCATTER_ADD: &str = include_str!("../../../shaders/scatter_add.wgsl");
 const IM2COL: &str = include_str!("../../../shaders/im2col.wgsl");
@@ -138,6 +143,55 @@ impl GpuType {
     ];
 }
 
+/// Where a GEMM kernel's operands come from (`shaders/gemm_*.wgsl`): one GEMM body serves the
+/// matmul and the three convolution products, which read their operands through the window
+/// arithmetic instead of a materialised column buffer (implicit GEMM).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Gemm {
+    /// Batched strided matmul.
+    Strided,
+    /// conv2d forward, one batch entry per sample; `bias` fuses a per-output-channel add.
+    ConvForward { bias: bool },
+    /// conv2d's input gradient, one batch entry per sample.
+    ConvInput,
+    /// conv2d's weight gradient, one batch entry per split of the samples.
+    ConvWeight,
+}
+
+impl Gemm {
+    fn key(self) -> &'static str {
+        match self {
+            Gemm::Strided => "matmul",
+            Gemm::ConvForward { bias: false } => "conv2d",
+            Gemm::ConvForward { bias: true } => "conv2d_bias",
+            Gemm::ConvInput => "conv2d_input_grad",
+            Gemm::ConvWeight => "conv2d_weight_grad",
+        }
+    }
+    fn source(self, t: GpuType, body: &str) -> String {
+        let (ops, bias) = match self {
+            Gemm::Strided => (GEMM_STRIDED, false),
+            Gemm::ConvForward { bias } => (GEMM_CONV_FORWARD, bias),
+            Gemm::ConvInput => (GEMM_CONV_INPUT, false),
+            Gemm::ConvWeight => (GEMM_CONV_WEIGHT, false),
+        };
+        let ops = ops.replace("{{EPILOGUE}}", if bias { "v + ld_bias(r)" } else { "v" });
+        let mut bindings = vec![("a", t, false), ("b", t, false), ("c", t, true)];
+        if bias {
+            bindings.push(("bias", t, false));
+        }
+        fill(&body.replace("{{OPERANDS}}", &ops), &bindings, &[])
+    }
+    /// Every operand kind (for the validation tests).
+    pub const ALL: [Gemm; 5] = [
+        Gemm::Strided,
+        Gemm::ConvForward { bias: false },
+        Gemm::ConvForward { bias: true },
+        Gemm::ConvInput,
+        Gemm::ConvWeight,
+    ];
+}
+
 /// One compiled kernel variant.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Kernel {
@@ -150,9 +204,12 @@ pub enum Kernel {
     /// One invocation per row, for short rows.
     ReduceSmall(ReduceOp, GpuType),
     Cumsum(GpuType),
-    Matmul(GpuType),
-    /// Register-blocked matmul without workgroup memory (CPU adapters).
-    MatmulDirect(GpuType),
+    /// Shared-memory tiled GEMM over the given operands.
+    Matmul(GpuType, Gemm),
+    /// Register-blocked GEMM without workgroup memory (CPU adapters).
+    MatmulDirect(GpuType, Gemm),
+    /// f32 matmul reading both operands as aligned `vec4` rows (CPU adapters).
+    MatmulVec4,
     Gather(GpuType),
     ScatterAdd(GpuType),
     Im2col(GpuType),
@@ -240,8 +297,9 @@ impl Kernel {
             Kernel::Reduce(op, t) => format!("reduce_{}_{}", op.name(), t.key()),
             Kernel::ReduceSmall(op, t) => format!("reduce_small_{}_{}", op.name(), t.key()),
             Kernel::Cumsum(t) => format!("cumsum_{}", t.key()),
-            Kernel::Matmul(t) => format!("matmul_{}_tile64", t.key()),
-            Kernel::MatmulDirect(t) => format!("matmul_{}_direct4x4", t.key()),
+            Kernel::Matmul(t, op) => format!("{}_{}_tile64", op.key(), t.key()),
+            Kernel::MatmulDirect(t, op) => format!("{}_{}_direct4x4", op.key(), t.key()),
+            Kernel::MatmulVec4 => "matmul_f32_vec4".into(),
             Kernel::Gather(t) => format!("gather_{}", t.key()),
             Kernel::ScatterAdd(t) => format!("scatter_add_{}", t.key()),
             Kernel::Im2col(t) => format!("im2col_{}", t.key()),
@@ -313,16 +371,9 @@ impl Kernel {
                 &[("src", t, false), ("dst", t, true)],
                 &[("C", t.compute())],
             ),
-            Kernel::Matmul(t) => fill(
-                MATMUL,
-                &[("a", t, false), ("b", t, false), ("c", t, true)],
-                &[],
-            ),
-            Kernel::MatmulDirect(t) => fill(
-                MATMUL_DIRECT,
-                &[("a", t, false), ("b", t, false), ("c", t, true)],
-                &[],
-            ),
+            Kernel::Matmul(t, op) => op.source(t, MATMUL),
+            Kernel::MatmulDirect(t, op) => op.source(t, MATMUL_DIRECT),
+            Kernel::MatmulVec4 => fill(MATMUL_VEC4, &[], &[]),
             Kernel::Gather(t) => fill(
                 GATHER,
                 &[("x", t, false), ("idx", I32, false), ("dst", t, true)],
@@ -415,17 +466,15 @@ impl Kernel {
             ReduceOp::ArgMax,
             ReduceOp::ArgMin,
         ];
-        let mut v = vec![Kernel::AdamF32];
+        let mut v = vec![Kernel::AdamF32, Kernel::MatmulVec4];
         for t in GpuType::ALL {
             let float = GpuType::FLOATS.contains(&t);
             if float {
                 v.extend(unary.iter().map(|&op| Kernel::Unary(op, t)));
-                v.extend([
-                    Kernel::Binary(B::Div, t),
-                    Kernel::Binary(B::Pow, t),
-                    Kernel::Matmul(t),
-                    Kernel::MatmulDirect(t),
-                ]);
+                v.extend([Kernel::Binary(B::Div, t), Kernel::Binary(B::Pow, t)]);
+                for op in Gemm::ALL {
+                    v.extend([Kernel::Matmul(t, op), Kernel::MatmulDirect(t, op)]);
+                }
             }
             if t != GpuType::U32 {
                 v.extend(arith.iter().map(|&op| Kernel::Binary(op, t)));

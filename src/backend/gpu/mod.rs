@@ -7,7 +7,7 @@ pub mod kernels;
 mod oneshot;
 
 pub use context::{context, init_gpu, GpuBuffer, GpuContext, GpuStats};
-use kernels::{GpuType, Kernel};
+use kernels::{Gemm, GpuType, Kernel};
 
 use crate::backend::cpu::CpuStorage;
 use crate::ops::{BinaryOp, ConvGeom, ReduceOp, UnaryOp};
@@ -104,8 +104,9 @@ fn launch(
     bufs: &[&wgpu::Buffer],
     g: [u32; 3],
 ) -> Result<()> {
-    let p = ctx.pipeline(&k.key(), || k.source());
-    ctx.dispatch(op, &p, meta, bufs, g)
+    let key = k.key();
+    let p = ctx.pipeline(&key, || k.source());
+    ctx.timed(&key, || ctx.dispatch(op, &p, meta, bufs, g))
 }
 
 /// Upload host data.
@@ -351,7 +352,9 @@ pub(crate) fn reduce_rows(
         )?;
         return reduce_rows(op, &part, rows, k);
     }
-    if n <= 64 {
+    // Short rows, and on CPU adapters (where barriers are costly and invocations run as SIMD
+    // lanes) any row count that fills the lanes: one invocation per row.
+    if n <= 64 || (ctx.is_cpu_adapter() && rows >= 16) {
         let k = Kernel::ReduceSmall(op, x.ty());
         launch(
             ctx,
@@ -415,6 +418,7 @@ pub(crate) fn matmul(
             u(m),
             u(n),
             u(k),
+            u(base),
             u(al.offset),
             u(al.strides[0]),
             u(al.strides[1]),
@@ -423,31 +427,206 @@ pub(crate) fn matmul(
             u(bl.strides[0]),
             u(bl.strides[1]),
             u(bl.strides[2]),
-            u(base),
         ];
-        // CPU adapters run the barrier-free kernel; real GPUs the shared-memory tiles.
-        let (k, groups) = if ctx.is_cpu_adapter() {
-            (
-                Kernel::MatmulDirect(a.ty()),
-                [u(n.div_ceil(32)), u(m.div_ceil(32)), u(chunk)],
-            )
+        // On CPU adapters, rows of A and B that are contiguous and 16-byte aligned are read as
+        // vec4 (a quarter of the gathers).
+        let aligned = al.strides[2] == 1
+            && bl.strides[2] == 1
+            && [k, n, al.offset, al.strides[1], al.strides[0]]
+                .iter()
+                .chain(&[bl.offset, bl.strides[1], bl.strides[0]])
+                .all(|v| v % 4 == 0);
+        let bufs = [a.raw(), b.raw(), out.raw()];
+        if ctx.is_cpu_adapter() && a.ty() == GpuType::F32 && aligned {
+            let g = [u(n.div_ceil(32)), u(m.div_ceil(32)), u(chunk)];
+            launch(ctx, "matmul", Kernel::MatmulVec4, &meta, &bufs, g)?;
         } else {
-            (
-                Kernel::Matmul(a.ty()),
-                [u(n.div_ceil(64)), u(m.div_ceil(64)), u(chunk)],
-            )
-        };
-        launch(
-            ctx,
-            "matmul",
-            k,
-            &meta,
-            &[a.raw(), b.raw(), out.raw()],
-            groups,
-        )?;
+            gemm(
+                ctx,
+                "matmul",
+                Gemm::Strided,
+                a.ty(),
+                [m, n, chunk],
+                &meta,
+                &bufs,
+            )?;
+        }
         base += chunk;
     }
     Ok(out)
+}
+
+/// Dispatch one GEMM kernel over `[M, N, batches]` outputs: the barrier-free register-blocked
+/// kernel on CPU adapters, the shared-memory tiles on real GPUs. `meta` starts with
+/// `[M, N, K, batch_base]`.
+fn gemm(
+    ctx: &GpuContext,
+    op: &'static str,
+    kind: Gemm,
+    t: GpuType,
+    [m, n, batches]: [usize; 3],
+    meta: &[u32],
+    bufs: &[&wgpu::Buffer],
+) -> Result<()> {
+    let (k, groups) = if ctx.is_cpu_adapter() {
+        (
+            Kernel::MatmulDirect(t, kind),
+            [u(n.div_ceil(32)), u(m.div_ceil(32)), u(batches)],
+        )
+    } else {
+        (
+            Kernel::Matmul(t, kind),
+            [u(n.div_ceil(64)), u(m.div_ceil(64)), u(batches)],
+        )
+    };
+    launch(ctx, op, k, meta, bufs, groups)
+}
+
+/// `[M, N, K, batch_base]` followed by the convolution geometry read by `shaders/gemm_conv_*.wgsl`.
+fn conv_meta(mnk: [usize; 3], base: usize, g: &ConvGeom, o: usize, nb: usize) -> Vec<u32> {
+    let mut v: Vec<u32> = mnk.iter().map(|&x| u(x)).collect();
+    v.push(u(base));
+    v.extend(
+        [
+            g.n, g.c, g.h, g.w, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.ho, g.wo, o, nb,
+        ]
+        .map(u),
+    );
+    v
+}
+
+/// Run `f(first, count)` over batch chunks that fit one dispatch's z dimension.
+fn batch_chunks(
+    ctx: &GpuContext,
+    total: usize,
+    mut f: impl FnMut(usize, usize) -> Result<()>,
+) -> Result<()> {
+    let maxd = ctx.limits.max_compute_workgroups_per_dimension as usize;
+    let mut base = 0;
+    while base < total {
+        let chunk = (total - base).min(maxd);
+        f(base, chunk)?;
+        base += chunk;
+    }
+    Ok(())
+}
+
+/// conv2d as an implicit GEMM per sample, with the bias added in the epilogue.
+pub(crate) fn conv2d(
+    x: &GpuStorage,
+    w: &GpuStorage,
+    bias: Option<&GpuStorage>,
+    g: &ConvGeom,
+    o: usize,
+) -> Result<GpuStorage> {
+    let ctx = x.ctx();
+    let l = g.ho * g.wo;
+    let out = output(ctx, "conv2d", g.n * o * l, x.dtype)?;
+    if g.n * o * l == 0 {
+        return Ok(out);
+    }
+    let k = g.c * g.kh * g.kw;
+    let mut bufs = vec![w.raw(), x.raw(), out.raw()];
+    bufs.extend(bias.map(|b| b.raw()));
+    let kind = Gemm::ConvForward {
+        bias: bias.is_some(),
+    };
+    batch_chunks(ctx, g.n, |base, chunk| {
+        gemm(
+            ctx,
+            "conv2d",
+            kind,
+            x.ty(),
+            [o, l, chunk],
+            &conv_meta([o, l, k], base, g, o, 1),
+            &bufs,
+        )
+    })?;
+    Ok(out)
+}
+
+/// conv2d's input gradient as an implicit GEMM per sample (no column buffer, no fold pass).
+pub(crate) fn conv2d_backward_input(
+    gy: &GpuStorage,
+    w: &GpuStorage,
+    g: &ConvGeom,
+    o: usize,
+) -> Result<GpuStorage> {
+    let ctx = gy.ctx();
+    let hw = g.h * g.w;
+    let n = g.n * g.c * hw;
+    if o == 0 || g.kh * g.kw == 0 {
+        return full(ctx, 0, n, 0.0, gy.dtype);
+    }
+    let out = output(ctx, "conv2d_backward", n, gy.dtype)?;
+    if n == 0 {
+        return Ok(out);
+    }
+    let k = o * g.kh * g.kw;
+    let bufs = [w.raw(), gy.raw(), out.raw()];
+    batch_chunks(ctx, g.n, |base, chunk| {
+        gemm(
+            ctx,
+            "conv2d_backward",
+            Gemm::ConvInput,
+            gy.ty(),
+            [g.c, hw, chunk],
+            &conv_meta([g.c, hw, k], base, g, o, 1),
+            &bufs,
+        )
+    })?;
+    Ok(out)
+}
+
+/// conv2d's weight gradient: an implicit GEMM per split of the batch (enough splits to fill the
+/// adapter), then one reduction over the splits.
+pub(crate) fn conv2d_backward_weight(
+    gy: &GpuStorage,
+    x: &GpuStorage,
+    g: &ConvGeom,
+    o: usize,
+) -> Result<GpuStorage> {
+    let ctx = gy.ctx();
+    let k = g.c * g.kh * g.kw;
+    let l = g.ho * g.wo;
+    if g.n * l == 0 || o * k == 0 {
+        return full(ctx, 0, o * k, 0.0, gy.dtype);
+    }
+    let tile = if ctx.is_cpu_adapter() { 32 } else { 64 };
+    let tiles = o.div_ceil(tile) * k.div_ceil(tile);
+    let want: usize = if ctx.is_cpu_adapter() { 16 } else { 256 };
+    let splits = want.div_ceil(tiles).clamp(1, g.n);
+    let nb = g.n.div_ceil(splits);
+    let splits = g.n.div_ceil(nb);
+    let dst = if splits == 1 {
+        "conv2d_backward"
+    } else {
+        "conv2d_backward (splits)"
+    };
+    let parts = output(ctx, dst, splits * o * k, gy.dtype)?;
+    let bufs = [gy.raw(), x.raw(), parts.raw()];
+    batch_chunks(ctx, splits, |base, chunk| {
+        gemm(
+            ctx,
+            "conv2d_backward",
+            Gemm::ConvWeight,
+            gy.ty(),
+            [o, k, chunk],
+            &conv_meta([o, k, nb * l], base, g, o, nb),
+            &bufs,
+        )
+    })?;
+    if splits == 1 {
+        return Ok(parts);
+    }
+    // Sum the splits: view [splits, O*K] as rows of the transposed layout and reduce each column.
+    let cols = Layout {
+        shape: vec![o * k, splits],
+        strides: vec![1, o * k],
+        offset: 0,
+    };
+    let t = cast(&parts, &cols, 0, gy.dtype)?;
+    reduce_rows(ReduceOp::Sum, &t, o * k, splits)
 }
 
 pub(crate) fn gather(

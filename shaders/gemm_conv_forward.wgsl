@@ -1,0 +1,60 @@
+// GEMM operands of conv2d as an implicit GEMM (no column buffer): for sample b,
+// Y[b] [O, Ho*Wo] = W [O, C*kh*kw] . cols(X[b]) [C*kh*kw, Ho*Wo], the columns read straight from
+// the input through the window arithmetic. a = weight, b = input, bias fused in the epilogue.
+// Positions as in gemm_strided.wgsl.
+// params from 4: [N, C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, Ho, Wo, O, nb]
+alias RowPos = u32;
+// k = (ci, ki, kj): the input plane's offset and the tap.
+struct KPos {
+    k: u32,
+    plane: u32,
+    ki: u32,
+    kj: u32,
+}
+// Output pixel: the sample's offset and the window's top-left corner (may be negative).
+struct ColPos {
+    base: u32,
+    h0: i32,
+    w0: i32,
+}
+fn row_pos(bi: u32, r: u32) -> RowPos {
+    return r * params[2];
+}
+fn col_pos(bi: u32, c: u32) -> ColPos {
+    let Wo = params[17];
+    return ColPos(bi * params[5] * params[6] * params[7], i32((c / Wo) * params[10]) - i32(params[12]), i32((c % Wo) * params[11]) - i32(params[13]));
+}
+fn k_pos(bi: u32, k: u32) -> KPos {
+    let kw = params[9];
+    let kk = params[8] * kw;
+    return KPos(k, (k / kk) * params[6] * params[7], (k % kk) / kw, k % kw);
+}
+fn k_next(p: KPos) -> KPos {
+    var q = p;
+    q.k = q.k + 1u;
+    q.kj = q.kj + 1u;
+    if (q.kj == params[9]) {
+        q.kj = 0u;
+        q.ki = q.ki + 1u;
+        if (q.ki == params[8]) {
+            q.ki = 0u;
+            q.plane = q.plane + params[6] * params[7];
+        }
+    }
+    return q;
+}
+fn load_a(r: RowPos, p: KPos) -> f32 {
+    return ld_a(r + p.k);
+}
+fn load_b(p: KPos, c: ColPos) -> f32 {
+    // Negative coordinates wrap to large u32 values, so one comparison per axis bounds them.
+    let h = u32(c.h0 + i32(p.ki * params[14]));
+    let w = u32(c.w0 + i32(p.kj * params[15]));
+    if (h >= params[6] || w >= params[7]) {
+        return 0.0;
+    }
+    return ld_b(c.base + p.plane + h * params[7] + w);
+}
+fn epilogue(r: u32, v: f32) -> f32 {
+    return {{EPILOGUE}};
+}

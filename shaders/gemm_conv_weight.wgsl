@@ -1,0 +1,65 @@
+// GEMM operands of conv2d's weight gradient as an implicit GEMM, split over the batch: split b
+// covers samples [b*nb, (b+1)*nb) and computes
+// dW_b [O, C*kh*kw] = dY [O, nb*Ho*Wo] . cols(X)^T [nb*Ho*Wo, C*kh*kw]; the splits are summed
+// afterwards. a = output gradient, b = input. Positions as in gemm_strided.wgsl.
+// params from 4: [N, C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, Ho, Wo, O, nb]
+alias RowPos = u32;
+// k = (n, oh, ow): the sample and the output pixel.
+struct KPos {
+    n: u32,
+    p: u32,
+    oh: u32,
+    ow: u32,
+}
+// Column = (ci, ki, kj): the input plane's offset and the tap's dilated offsets.
+struct ColPos {
+    plane: u32,
+    dh: u32,
+    dw: u32,
+}
+fn row_pos(bi: u32, r: u32) -> RowPos {
+    return r * params[16] * params[17];
+}
+fn col_pos(bi: u32, c: u32) -> ColPos {
+    let kw = params[9];
+    let kk = params[8] * kw;
+    return ColPos((c / kk) * params[6] * params[7], ((c % kk) / kw) * params[14], (c % kw) * params[15]);
+}
+fn k_pos(bi: u32, k: u32) -> KPos {
+    let Wo = params[17];
+    let L = params[16] * Wo;
+    let p = k % L;
+    return KPos(bi * params[19] + k / L, p, p / Wo, p % Wo);
+}
+fn k_next(q: KPos) -> KPos {
+    var r = q;
+    r.p = r.p + 1u;
+    r.ow = r.ow + 1u;
+    if (r.ow == params[17]) {
+        r.ow = 0u;
+        r.oh = r.oh + 1u;
+        if (r.oh == params[16]) {
+            r.oh = 0u;
+            r.p = 0u;
+            r.n = r.n + 1u;
+        }
+    }
+    return r;
+}
+fn load_a(r: RowPos, q: KPos) -> f32 {
+    if (q.n >= params[4]) {
+        return 0.0;
+    }
+    return ld_a(q.n * params[18] * params[16] * params[17] + r + q.p);
+}
+fn load_b(q: KPos, c: ColPos) -> f32 {
+    let h = u32(i32(q.oh * params[10] + c.dh) - i32(params[12]));
+    let w = u32(i32(q.ow * params[11] + c.dw) - i32(params[13]));
+    if (q.n >= params[4] || h >= params[6] || w >= params[7]) {
+        return 0.0;
+    }
+    return ld_b(q.n * params[5] * params[6] * params[7] + c.plane + h * params[7] + w);
+}
+fn epilogue(r: u32, v: f32) -> f32 {
+    return v;
+}

@@ -1,0 +1,29 @@
+// GEMM operands of a plain batched matmul: A[b] and B[b] with arbitrary strides (transposed and
+// broadcast operands need no copy). The GEMM bodies address operands through positions: a row
+// position, a column position (both fixed per invocation) and a k position (stepped with
+// k_next in the inner loop, so no division is done per step).
+// params from 4: [off_a, sab, sam, sak, off_b, sbb, sbk, sbn]
+alias RowPos = u32;
+alias ColPos = u32;
+alias KPos = u32;
+fn row_pos(bi: u32, r: u32) -> RowPos {
+    return params[4] + bi * params[5] + r * params[6];
+}
+fn col_pos(bi: u32, c: u32) -> ColPos {
+    return params[8] + bi * params[9] + c * params[11];
+}
+fn k_pos(bi: u32, k: u32) -> KPos {
+    return k;
+}
+fn k_next(k: KPos) -> KPos {
+    return k + 1u;
+}
+fn load_a(r: RowPos, k: KPos) -> f32 {
+    return ld_a(r + k * params[7]);
+}
+fn load_b(k: KPos, c: ColPos) -> f32 {
+    return ld_b(c + k * params[10]);
+}
+fn epilogue(r: u32, v: f32) -> f32 {
+    return v;
+}

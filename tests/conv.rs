@@ -1,0 +1,186 @@
+//! conv2d's primitive (per-sample GEMM on the CPU, implicit GEMM on the GPU) against the
+//! differentiable im2col formulation, finite differences in f64, and the GPU against the CPU:
+//! stride, padding, dilation, non-square kernels, 1×1 (the no-unfold path), a batch large enough
+//! to split the GPU's weight gradient, bias and no bias.
+
+mod common;
+
+use common::{assert_close, vals};
+use wgtorch::autograd::gradcheck;
+use wgtorch::nn::functional as F;
+use wgtorch::{DType, Device, Result, Tensor};
+
+/// (N, C, H, W, O, kh, kw, stride, padding, dilation, bias)
+type Geom = (
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    [usize; 2],
+    [usize; 2],
+    [usize; 2],
+    bool,
+);
+
+const GEOMS: &[Geom] = &[
+    (2, 3, 8, 8, 4, 3, 3, [1, 1], [1, 1], [1, 1], true),
+    (3, 2, 9, 7, 5, 3, 2, [2, 1], [0, 1], [1, 1], false),
+    (2, 4, 10, 10, 3, 3, 3, [1, 2], [2, 2], [2, 2], true),
+    (2, 6, 5, 4, 7, 1, 1, [1, 1], [0, 0], [1, 1], true),
+    (37, 3, 6, 6, 4, 3, 3, [1, 1], [1, 1], [1, 1], true),
+    (1, 1, 3, 3, 2, 3, 3, [2, 2], [1, 1], [1, 1], false),
+];
+
+/// Output, input grad, weight grad, bias grad of `sum(conv(x) * r)` for a fixed random `r`.
+fn run(
+    x: &Tensor,
+    w: &Tensor,
+    b: Option<&Tensor>,
+    r: &Tensor,
+    g: &Geom,
+    create_graph: bool,
+) -> Result<Vec<Tensor>> {
+    let leaf = |t: &Tensor| t.detach().requires_grad_(true);
+    let (x, w, b) = (leaf(x), leaf(w), b.map(leaf));
+    let y = F::conv2d(&x, &w, b.as_ref(), g.7, g.8, g.9, 1)?;
+    y.mul(r)?
+        .sum_all()?
+        .backward_with(None, create_graph, create_graph)?;
+    let mut out = vec![y.detach(), x.grad().unwrap(), w.grad().unwrap()];
+    out.extend(b.map(|b| b.grad().unwrap()));
+    Ok(out)
+}
+
+fn inputs(g: &Geom, dev: &Device, dtype: DType) -> Result<(Tensor, Tensor, Option<Tensor>)> {
+    let &(n, c, h, w, o, kh, kw, ..) = g;
+    let x = Tensor::randn([n, c, h, w], dev)?.to_dtype(dtype)?;
+    let wt = Tensor::randn([o, c, kh, kw], dev)?.to_dtype(dtype)?;
+    let b = if g.10 {
+        Some(Tensor::randn([o], dev)?.to_dtype(dtype)?)
+    } else {
+        None
+    };
+    Ok((x, wt, b))
+}
+
+#[test]
+fn primitive_matches_the_differentiable_formulation() -> Result<()> {
+    let _seed = common::seed_lock();
+    wgtorch::manual_seed(5);
+    for g in GEOMS {
+        let (x, w, b) = inputs(g, &Device::Cpu, DType::F64)?;
+        let y = F::conv2d(&x, &w, b.as_ref(), g.7, g.8, g.9, 1)?;
+        let r = Tensor::randn(y.shape(), &Device::Cpu)?.to_dtype(DType::F64)?;
+        // create_graph takes the composite (im2col + matmul) backward; plain backward the
+        // primitive pair.
+        let fast = run(&x, &w, b.as_ref(), &r, g, false)?;
+        let slow = run(&x, &w, b.as_ref(), &r, g, true)?;
+        for (i, (f, s)) in fast.iter().zip(&slow).enumerate() {
+            assert_eq!(f.shape(), s.shape());
+            assert_close(&format!("{g:?} #{i}"), &vals(f), &vals(s), 1e-10, 1e-10);
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn gradients_match_finite_differences() -> Result<()> {
+    let _seed = common::seed_lock();
+    wgtorch::manual_seed(6);
+    for g in GEOMS.iter().filter(|g| g.0 < 10) {
+        let (x, w, b) = inputs(g, &Device::Cpu, DType::F64)?;
+        let mut ins = vec![x, w];
+        ins.extend(b);
+        let geom = *g;
+        gradcheck(
+            move |v: &[Tensor]| F::conv2d(&v[0], &v[1], v.get(2), geom.7, geom.8, geom.9, 1),
+            &ins,
+            1e-6,
+            1e-5,
+            1e-4,
+        )?;
+    }
+    Ok(())
+}
+
+#[test]
+fn gpu_matches_cpu() -> Result<()> {
+    let Some(gpu) = common::gpu() else {
+        return Ok(());
+    };
+    let _seed = common::seed_lock();
+    wgtorch::manual_seed(7);
+    for g in GEOMS {
+        let (x, w, b) = inputs(g, &Device::Cpu, DType::F32)?;
+        let y = F::conv2d(&x, &w, b.as_ref(), g.7, g.8, g.9, 1)?;
+        let r = Tensor::randn(y.shape(), &Device::Cpu)?;
+        let cpu = run(&x, &w, b.as_ref(), &r, g, false)?;
+        let on = |t: &Tensor| t.to(&gpu);
+        let dev = run(
+            &on(&x)?,
+            &on(&w)?,
+            b.as_ref().map(on).transpose()?.as_ref(),
+            &on(&r)?,
+            g,
+            false,
+        )?;
+        for (i, (c, d)) in cpu.iter().zip(&dev).enumerate() {
+            assert_eq!(d.device(), gpu);
+            assert_close(&format!("{g:?} #{i}"), &vals(d), &vals(c), 1e-4, 1e-4);
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn half_precision_on_both_backends() -> Result<()> {
+    let _seed = common::seed_lock();
+    wgtorch::manual_seed(8);
+    let g = &GEOMS[0];
+    for dev in common::devices() {
+        for dt in [DType::F16, DType::BF16] {
+            let (x, w, b) = inputs(g, &Device::Cpu, DType::F32)?;
+            let want = F::conv2d(&x, &w, b.as_ref(), g.7, g.8, g.9, 1)?;
+            let h = |t: &Tensor| t.to_dtype(dt)?.to(&dev);
+            let got = F::conv2d(
+                &h(&x)?,
+                &h(&w)?,
+                b.as_ref().map(h).transpose()?.as_ref(),
+                g.7,
+                g.8,
+                g.9,
+                1,
+            )?;
+            assert_eq!(got.dtype(), dt);
+            assert_close(
+                &format!("{dev:?} {dt:?}"),
+                &vals(&got),
+                &vals(&want),
+                0.05,
+                0.1,
+            );
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn mismatched_dtypes_are_an_error() {
+    let x = Tensor::zeros([1, 2, 4, 4], &Device::Cpu).unwrap();
+    let w = Tensor::zeros([3, 2, 3, 3], &Device::Cpu)
+        .unwrap()
+        .to_dtype(DType::F64)
+        .unwrap();
+    let e = F::conv2d(&x, &w, None, [1, 1], [0, 0], [1, 1], 1).unwrap_err();
+    assert!(
+        e.to_string().contains("conv2d") && e.to_string().contains("float64"),
+        "{e}"
+    );
+    let b = Tensor::zeros([4], &Device::Cpu).unwrap();
+    let w = Tensor::zeros([3, 2, 3, 3], &Device::Cpu).unwrap();
+    let e = F::conv2d(&x, &w, Some(&b), [1, 1], [0, 0], [1, 1], 1).unwrap_err();
+    assert!(e.to_string().contains("bias"), "{e}");
+}
