@@ -30,7 +30,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
                 continue;
             }
             let v = ld_src(plane * H * W + u32(h) * W + u32(w));
-            if (at < 0 || v > best || (v != v && best == best)) {
+            if (at < 0 || v > best || (is_nan_f(v) && !is_nan_f(best))) {
                 best = v;
                 at = h * i32(W) + w;
             }

@@ -33,6 +33,19 @@ fn nan_f32() -> f32 {
     return bitcast<f32>(0x7fc00000u | (params[0] & 0u));
 }
 
+// NaN test on the bits: WGSL lets compilers assume floats are never NaN, so `x != x` may fold
+// to false (it does on llvmpipe).
+fn is_nan_f(x: f32) -> bool {
+    return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;
+}
+// max/min that propagate NaN, as PyTorch's do.
+fn max_nan(a: f32, b: f32) -> f32 {
+    return select(select(max(a, b), b, is_nan_f(b)), a, is_nan_f(a));
+}
+fn min_nan(a: f32, b: f32) -> f32 {
+    return select(select(min(a, b), b, is_nan_f(b)), a, is_nan_f(a));
+}
+
 // tanh that stays finite for large |x| on every driver.
 fn tanh_f(x: f32) -> f32 {
     let e = exp(-2.0 * abs(x));

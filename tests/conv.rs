@@ -184,3 +184,47 @@ fn mismatched_dtypes_are_an_error() {
     let e = F::conv2d(&x, &w, Some(&b), [1, 1], [0, 0], [1, 1], 1).unwrap_err();
     assert!(e.to_string().contains("bias"), "{e}");
 }
+
+#[test]
+fn max_pool_picks_the_first_maximum_and_propagates_nan() -> Result<()> {
+    let (inf, nan) = (f32::INFINITY, f32::NAN);
+    // 2x2 windows over one 2x8 plane: ties, NaN after a larger value, NaN first, only -inf.
+    #[rustfmt::skip]
+    let v = vec![
+        1.0, 3.0, 5.0, 9.0, nan, 1.0, -inf, -inf,
+        3.0, 2.0, nan, 1.0, 7.0, nan, -inf, -inf,
+    ];
+    for dev in common::devices() {
+        let x = Tensor::from_vec(v.clone(), [1, 1, 2, 8], &dev)?.requires_grad_(true);
+        let y = F::max_pool2d(&x, [2, 2], [2, 2], [0, 0])?;
+        let got = y.to_vec::<f32>()?;
+        assert_eq!(got[0], 3.0, "{dev:?}");
+        assert!(got[1].is_nan() && got[2].is_nan(), "{dev:?}: {got:?}");
+        assert_eq!(got[3], -inf, "{dev:?}");
+        y.backward_with(Some(&Tensor::ones([1, 1, 1, 4], &dev)?), false, false)?;
+        // The gradient lands on the first maximum of each window (row-major order).
+        let g = x.grad().unwrap().to_vec::<f32>()?;
+        let hit: Vec<usize> = (0..16).filter(|&i| g[i] != 0.0).collect();
+        assert_eq!(hit, vec![1, 4, 6, 10], "{dev:?}");
+    }
+    Ok(())
+}
+
+#[test]
+fn max_and_min_propagate_nan_on_every_device() -> Result<()> {
+    for dev in common::devices() {
+        let a = Tensor::from_vec(vec![1.0f32, f32::NAN, 3.0, -1.0], [4], &dev)?;
+        let b = Tensor::from_vec(vec![f32::NAN, 2.0, 1.0, 5.0], [4], &dev)?;
+        for t in [a.maximum(&b)?, a.minimum(&b)?] {
+            let v = t.to_vec::<f32>()?;
+            assert!(v[0].is_nan() && v[1].is_nan(), "{dev:?}: {v:?}");
+        }
+        assert_eq!(a.maximum(&b)?.to_vec::<f32>()?[2..], [3.0, 5.0]);
+        let m = a.reshape(&[2, 2])?;
+        for r in [m.amax(&[1], false)?, m.amin(&[1], false)?] {
+            let v = r.to_vec::<f32>()?;
+            assert!(v[0].is_nan() && !v[1].is_nan(), "{dev:?}: {v:?}");
+        }
+    }
+    Ok(())
+}

@@ -124,6 +124,30 @@ pub(crate) fn col2im(cols: &CpuStorage, g: &ConvGeom) -> CpuStorage {
     })
 }
 
+/// The taps `k` of output position `o` whose input `o*s + k*d - p` lies in `[0, size)`.
+fn tap_range(
+    o: usize,
+    s: usize,
+    d: usize,
+    p: usize,
+    k: usize,
+    size: usize,
+) -> std::ops::Range<usize> {
+    let start = o * s;
+    // k*d >= p - start, and start + k*d - p < size.
+    let lo = if start >= p {
+        0
+    } else {
+        (p - start).div_ceil(d)
+    };
+    let hi = if start >= size + p {
+        0
+    } else {
+        (size + p - start).div_ceil(d).min(k)
+    };
+    lo.min(hi)..hi
+}
+
 /// Max pooling of `[N*C, H, W]` planes: values and the flat index (h * W + w) of each window's
 /// first maximum (NaN wins, as in PyTorch).
 pub(crate) fn max_pool(x: &CpuStorage, g: &ConvGeom) -> (CpuStorage, CpuStorage) {
@@ -131,18 +155,18 @@ pub(crate) fn max_pool(x: &CpuStorage, g: &ConvGeom) -> (CpuStorage, CpuStorage)
     let mut idx = vec![0i32; n];
     let vals = with_cpu!(x, v, T => {
         let mut out = vec![T::default(); n];
+        let rows: Vec<_> = (0..g.ho).map(|oh| tap_range(oh, g.sh, g.dh, g.ph, g.kh, g.h)).collect();
+        let cols: Vec<_> = (0..g.wo).map(|ow| tap_range(ow, g.sw, g.dw, g.pw, g.kw, g.w)).collect();
         out.par_chunks_mut(g.ho * g.wo).zip(idx.par_chunks_mut(g.ho * g.wo)).enumerate().for_each(|(plane, (o, ix))| {
             let src = &v[plane * g.h * g.w..(plane + 1) * g.h * g.w];
-            let ConvGeom { h: hh, w: ww, kh, kw, sh, sw, ph, pw, dh, dw, wo, .. } = *g;
+            let ConvGeom { w: ww, sh, sw, ph, pw, dh, dw, wo, .. } = *g;
             // The window's taps in (ki, kj) order: flat input positions, padding skipped.
             let taps = |oh: usize, ow: usize| {
-                (0..kh).filter_map(move |ki| {
-                    let h = oh * sh + ki * dh;
-                    (h >= ph && h - ph < hh).then(|| (h - ph) * ww)
-                }).flat_map(move |row| (0..kw).filter_map(move |kj| {
-                    let w = ow * sw + kj * dw;
-                    (w >= pw && w - pw < ww).then(|| row + w - pw)
-                }))
+                let (ki, kj) = (rows[oh].clone(), cols[ow].clone());
+                ki.flat_map(move |ki| {
+                    let row = (oh * sh + ki * dh - ph) * ww + ow * sw - pw;
+                    kj.clone().map(move |kj| row + kj * dw)
+                })
             };
             for (p, (o, ix)) in o.iter_mut().zip(ix.iter_mut()).enumerate() {
                 let (oh, ow) = (p / wo, p % wo);

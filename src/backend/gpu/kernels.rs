@@ -249,11 +249,14 @@ fn reduce_parts(op: ReduceOp, t: GpuType) -> (&'static str, &'static str, &'stat
         "u32" => ("0u", "1u"),
         _ => ("-inf_f32()", "inf_f32()"),
     };
+    let float = t.compute() == "f32";
     const ARG_MAX: &str = "if (ib != NONE && (ia == NONE || b > a || (b == a && ib < ia))) { return Pair(b, ib); }\n    return Pair(a, ia);";
     const ARG_MIN: &str = "if (ib != NONE && (ia == NONE || b < a || (b == a && ib < ia))) { return Pair(b, ib); }\n    return Pair(a, ia);";
     match op {
         ReduceOp::Sum => (zero(t), "return Pair(a + b, 0u);", "p.v"),
         ReduceOp::Prod => (one(t), "return Pair(a * b, 0u);", "p.v"),
+        ReduceOp::Max if float => (lowest, "return Pair(max_nan(a, b), 0u);", "p.v"),
+        ReduceOp::Min if float => (highest, "return Pair(min_nan(a, b), 0u);", "p.v"),
         ReduceOp::Max => (lowest, "return Pair(max(a, b), 0u);", "p.v"),
         ReduceOp::Min => (highest, "return Pair(min(a, b), 0u);", "p.v"),
         ReduceOp::ArgMax => (lowest, ARG_MAX, "i32(p.i)"),
@@ -321,10 +324,16 @@ impl Kernel {
             ),
             Kernel::Binary(op, t) => {
                 let out = if op.is_comparison() { U32 } else { t };
+                // Float max/min propagate NaN (WGSL's builtins need not).
+                let expr = match (op, t.compute()) {
+                    (BinaryOp::Maximum, "f32") => "max_nan(a, b)",
+                    (BinaryOp::Minimum, "f32") => "min_nan(a, b)",
+                    _ => op.wgsl(),
+                };
                 fill(
                     BINARY,
                     &[("lhs", t, false), ("rhs", t, false), ("dst", out, true)],
-                    &[("C", t.compute()), ("EXPR", op.wgsl())],
+                    &[("C", t.compute()), ("EXPR", expr)],
                 )
             }
             Kernel::Where(t) => fill(
