@@ -4,6 +4,12 @@ use crate::autograd::record;
 use crate::shape::broadcast_shapes;
 use crate::{Error, Result, Tensor};
 
+/// A `[B, R, C]` view stored column-major in its last two dims (a transposed matrix).
+fn col_major(t: &Tensor) -> bool {
+    let (sh, st) = (t.shape(), t.stride());
+    sh[1] > 1 && sh[2] > 1 && st[1] == 1 && st[2] == sh[1]
+}
+
 impl Tensor {
     /// `[B, M, K] @ [B, K, N]` on the backend, with autograd (operands may be strided).
     fn bmm_raw(&self, other: &Tensor) -> Result<Tensor> {
@@ -17,13 +23,24 @@ impl Tensor {
             &[self, other],
             &[self, other],
             move |g| {
+                // Each gradient is computed in its operand's layout: for a transposed operand
+                // (a Linear weight's `w.t()`) the product is formed transposed, so the weight's
+                // own gradient comes out contiguous (no copy before the optimizer reads it).
                 let ga = if a.requires_grad() {
-                    Some(g.bmm_raw(&b.transpose(1, 2)?)?)
+                    Some(if col_major(&a) {
+                        b.bmm_raw(&g.transpose(1, 2)?)?.transpose(1, 2)?
+                    } else {
+                        g.bmm_raw(&b.transpose(1, 2)?)?
+                    })
                 } else {
                     None
                 };
                 let gb = if b.requires_grad() {
-                    Some(a.transpose(1, 2)?.bmm_raw(g)?)
+                    Some(if col_major(&b) {
+                        g.transpose(1, 2)?.bmm_raw(&a)?.transpose(1, 2)?
+                    } else {
+                        a.transpose(1, 2)?.bmm_raw(g)?
+                    })
                 } else {
                     None
                 };

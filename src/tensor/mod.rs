@@ -23,6 +23,16 @@ pub struct StorageCell {
     version: AtomicU64,
 }
 
+impl Drop for StorageCell {
+    /// Host buffers go back to the CPU pool for the next tensor of the same size.
+    fn drop(&mut self) {
+        if let Storage::Cpu(c) = self.data.get_mut() {
+            let s = std::mem::replace(c, crate::backend::cpu::CpuStorage::Bool(Vec::new()));
+            crate::backend::cpu::pool::recycle(s);
+        }
+    }
+}
+
 impl StorageCell {
     pub(crate) fn new(s: Storage) -> Arc<Self> {
         Arc::new(StorageCell {

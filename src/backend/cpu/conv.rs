@@ -5,7 +5,7 @@
 //! the end) and `dX[n] = fold(Wᵀ · dY[n])`.
 
 use super::matmul::{gemm, Gemm};
-use super::{with_cpu, CpuElem, CpuStorage};
+use super::{pool, with_cpu, CpuElem, CpuStorage};
 use crate::dtype::Elem;
 use crate::ops::ConvGeom;
 use rayon::prelude::*;
@@ -86,6 +86,41 @@ fn widen(
     }
 }
 
+/// Per-task column buffers of one size, taken from and returned to the host pool (a fresh
+/// multi-hundred-KiB buffer per task would fault its pages in every step).
+struct Scratch {
+    len: usize,
+}
+
+/// A buffer that goes back to the pool when the task's state drops.
+struct Cols<T: Gemm>(Vec<T>);
+
+impl<T: Gemm> Drop for Cols<T> {
+    fn drop(&mut self) {
+        pool::give_back(std::mem::take(&mut self.0));
+    }
+}
+impl<T: Gemm> std::ops::Deref for Cols<T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        &self.0
+    }
+}
+impl<T: Gemm> std::ops::DerefMut for Cols<T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        &mut self.0
+    }
+}
+
+impl Scratch {
+    fn new(len: usize) -> Scratch {
+        Scratch { len }
+    }
+    fn take<T: Gemm>(&self) -> Cols<T> {
+        Cols(pool::any(self.len))
+    }
+}
+
 /// True when the columns of a sample are the sample itself (1×1, stride 1, no padding).
 fn is_pointwise(g: &ConvGeom) -> bool {
     g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0
@@ -93,18 +128,18 @@ fn is_pointwise(g: &ConvGeom) -> bool {
 
 fn forward<T: Gemm>(x: &[T], w: &[T], bias: Option<&[T]>, g: &ConvGeom, o: usize) -> Vec<T> {
     let (k, l, chw) = (g.c * g.kh * g.kw, g.ho * g.wo, g.c * g.h * g.w);
-    let mut out = vec![T::default(); g.n * o * l];
+    let mut out = pool::any(g.n * o * l);
     if l == 0 || o == 0 {
         return out;
     }
-    out.par_chunks_mut(o * l)
-        .enumerate()
-        .for_each_init(Vec::new, |cols, (n, y)| {
+    let scratch = Scratch::new(if is_pointwise(g) { 0 } else { k * l });
+    out.par_chunks_mut(o * l).enumerate().for_each_init(
+        || scratch.take(),
+        |cols, (n, y)| {
             let xn = &x[n * chw..(n + 1) * chw];
             let cols: &[T] = if is_pointwise(g) {
                 xn
             } else {
-                cols.resize(k * l, T::default());
                 im2col(xn, g, cols);
                 cols
             };
@@ -115,29 +150,31 @@ fn forward<T: Gemm>(x: &[T], w: &[T], bias: Option<&[T]>, g: &ConvGeom, o: usize
             }
             let beta = if bias.is_some() { T::one() } else { T::zero() };
             gemm(o, k, l, w, [k, 1], cols, [l, 1], beta, y, l);
-        });
+        },
+    );
     out
 }
 
 fn backward_input<T: Gemm>(gy: &[T], w: &[T], g: &ConvGeom, o: usize) -> Vec<T> {
     let (k, l, chw) = (g.c * g.kh * g.kw, g.ho * g.wo, g.c * g.h * g.w);
-    let mut gx = vec![T::default(); g.n * chw];
+    let mut gx = pool::any(g.n * chw);
     if chw == 0 {
         return gx;
     }
-    gx.par_chunks_mut(chw)
-        .enumerate()
-        .for_each_init(Vec::new, |cols, (n, gxn)| {
+    let scratch = Scratch::new(if is_pointwise(g) { 0 } else { k * l });
+    gx.par_chunks_mut(chw).enumerate().for_each_init(
+        || scratch.take(),
+        |cols, (n, gxn)| {
             let gyn = &gy[n * o * l..(n + 1) * o * l];
             // Wᵀ [k, o] · dY[n] [o, l]
             if is_pointwise(g) {
                 gemm(k, o, l, w, [1, k], gyn, [l, 1], T::zero(), gxn, l);
             } else {
-                cols.resize(k * l, T::default());
                 gemm(k, o, l, w, [1, k], gyn, [l, 1], T::zero(), cols, l);
                 col2im(cols, g, gxn);
             }
-        });
+        },
+    );
     gx
 }
 
@@ -150,16 +187,16 @@ fn backward_weight<T: Gemm>(gy: &[T], x: &[T], g: &ConvGeom, o: usize) -> Vec<T>
     // Fixed groups of samples, one accumulator each, summed in order: the result does not depend
     // on how rayon schedules the groups (training runs are reproducible).
     const GROUP: usize = 4;
+    let scratch = Scratch::new(if is_pointwise(g) { 0 } else { k * l });
     let parts: Vec<Vec<T>> = (0..g.n.div_ceil(GROUP))
         .into_par_iter()
         .map(|gi| {
-            let (mut acc, mut cols) = (zero(), Vec::new());
+            let (mut acc, mut cols) = (zero(), scratch.take());
             for n in gi * GROUP..((gi + 1) * GROUP).min(g.n) {
                 let xn = &x[n * chw..(n + 1) * chw];
                 let c: &[T] = if is_pointwise(g) {
                     xn
                 } else {
-                    cols.resize(k * l, T::default());
                     im2col(xn, g, &mut cols);
                     &cols
                 };

@@ -1,6 +1,6 @@
 //! CPU elementwise kernels: strided inputs, contiguous outputs.
 
-use super::{for_offsets, par_fill, with_cpu, with_dtype, CpuElem, CpuStorage};
+use super::{for_offsets, par_fill, pool, with_cpu, with_dtype, CpuElem, CpuStorage};
 use crate::dtype::Elem;
 use crate::ops::{BinaryOp, UnaryOp};
 use crate::shape::Layout;
@@ -92,9 +92,9 @@ pub(crate) fn unary(op: UnaryOp, x: &CpuStorage, l: &Layout) -> CpuStorage {
 
 /// `f` over the elements of the view `l` of `v`, into a new contiguous vector.
 #[inline(always)]
-fn map<T: Elem, U: Elem>(v: &[T], l: &Layout, f: impl Fn(T) -> U + Sync + Send) -> Vec<U> {
+fn map<T: Elem, U: CpuElem>(v: &[T], l: &Layout, f: impl Fn(T) -> U + Sync + Send) -> Vec<U> {
     let n = l.numel();
-    let mut out = vec![U::default(); n];
+    let mut out = pool::any(n);
     if l.is_contiguous() {
         let src = &v[l.offset..l.offset + n];
         par_fill(&mut out, |start, chunk| {
@@ -119,7 +119,7 @@ pub(crate) fn contiguous(x: &CpuStorage, l: &Layout) -> CpuStorage {
 /// Convert to another dtype (strided in, contiguous out).
 pub(crate) fn cast(x: &CpuStorage, l: &Layout, to: DType) -> CpuStorage {
     with_cpu!(x, v, S => with_dtype!(to, D => {
-        let mut out = vec![D::default(); l.numel()];
+        let mut out = pool::any(l.numel());
         par_fill(&mut out, |start, chunk| {
             for_offsets(l, start, chunk.len(), |i, o| chunk[i] = convert::<S, D>(v[o]));
         });
@@ -154,7 +154,7 @@ pub(crate) fn binary(
 /// `f(a, b)` over two views of the output's shape, into a new contiguous vector. Contiguous
 /// operands and a broadcast scalar take direct loops.
 #[inline(always)]
-fn zip<T: Elem, U: Elem>(
+fn zip<T: Elem, U: CpuElem>(
     av: &[T],
     al: &Layout,
     bv: &[T],
@@ -162,7 +162,7 @@ fn zip<T: Elem, U: Elem>(
     f: impl Fn(T, T) -> U + Sync + Send,
 ) -> Vec<U> {
     let n = al.numel();
-    let mut out = vec![U::default(); n];
+    let mut out = pool::any(n);
     let scalar = |l: &Layout| l.strides.iter().all(|&s| s == 0);
     if al.is_contiguous() && bl.is_contiguous() {
         let (a, b) = (&av[al.offset..al.offset + n], &bv[bl.offset..bl.offset + n]);
@@ -207,7 +207,7 @@ pub(crate) fn where_cond(
     let cv = bool::slice(c).expect("where: bool condition");
     with_cpu!(a, av, T => {
         let bv = T::slice(b).expect("where: operands share a dtype");
-        let mut out = vec![T::default(); al.numel()];
+        let mut out = pool::any(al.numel());
         par_fill(&mut out, |start, chunk| {
             let len = chunk.len();
             let mut co = vec![0usize; len];

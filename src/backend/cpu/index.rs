@@ -1,6 +1,6 @@
 //! CPU indexing kernels: gather, scatter_add, and the im2col/col2im pair behind conv and pooling.
 
-use super::{for_offsets, par_fill, with_cpu, CpuElem, CpuStorage};
+use super::{for_offsets, par_fill, pool, with_cpu, CpuElem, CpuStorage};
 use crate::dtype::Elem;
 use crate::ops::ConvGeom;
 use crate::shape::{contiguous_strides, Layout};
@@ -70,7 +70,7 @@ pub(crate) fn im2col(x: &CpuStorage, g: &ConvGeom, pad: f64) -> CpuStorage {
     with_cpu!(x, v, T => {
         let padv = T::from_f64(pad);
         let (kk, l) = (g.kh * g.kw, g.ho * g.wo);
-        let mut out = vec![T::default(); g.n * g.c * kk * l];
+        let mut out = pool::any(g.n * g.c * kk * l);
         par_fill(&mut out, |start, chunk| {
             for (i, o) in chunk.iter_mut().enumerate() {
                 let e = start + i;
@@ -152,9 +152,9 @@ fn tap_range(
 /// first maximum (NaN wins, as in PyTorch).
 pub(crate) fn max_pool(x: &CpuStorage, g: &ConvGeom) -> (CpuStorage, CpuStorage) {
     let n = g.n * g.c * g.ho * g.wo;
-    let mut idx = vec![0i32; n];
+    let mut idx = pool::any(n);
     let vals = with_cpu!(x, v, T => {
-        let mut out = vec![T::default(); n];
+        let mut out = pool::any(n);
         let rows: Vec<_> = (0..g.ho).map(|oh| tap_range(oh, g.sh, g.dh, g.ph, g.kh, g.h)).collect();
         let cols: Vec<_> = (0..g.wo).map(|ow| tap_range(ow, g.sw, g.dw, g.pw, g.kw, g.w)).collect();
         out.par_chunks_mut(g.ho * g.wo).zip(idx.par_chunks_mut(g.ho * g.wo)).enumerate().for_each(|(plane, (o, ix))| {
@@ -204,17 +204,15 @@ pub(crate) fn max_pool(x: &CpuStorage, g: &ConvGeom) -> (CpuStorage, CpuStorage)
 pub(crate) fn max_pool_backward(grad: &CpuStorage, idx: &[i32], g: &ConvGeom) -> CpuStorage {
     let (plane_in, plane_out) = (g.h * g.w, g.ho * g.wo);
     with_cpu!(grad, v, T => {
-        let mut out = vec![T::default(); g.n * g.c * plane_in];
+        let mut out = pool::any(g.n * g.c * plane_in);
         out.par_chunks_mut(plane_in).enumerate().for_each(|(plane, o)| {
-            let mut acc = vec![0f64; plane_in];
-            for k in 0..plane_out {
-                let at = idx[plane * plane_out + k];
+            o.fill(T::default());
+            let (gs, is) = (&v[plane * plane_out..][..plane_out], &idx[plane * plane_out..][..plane_out]);
+            for (&gv, &at) in gs.iter().zip(is) {
                 if at >= 0 {
-                    acc[at as usize] += v[plane * plane_out + k].to_f64();
+                    let d = &mut o[at as usize];
+                    *d = T::from_acc(d.to_acc() + gv.to_acc());
                 }
-            }
-            for (d, a) in o.iter_mut().zip(acc) {
-                *d = T::from_f64(a);
             }
         });
         T::wrap(out)

@@ -3,7 +3,7 @@
 //! tasks that each run a GEMM never oversubscribe the cores). Chosen over `gemm` by measurement
 //! on the CI machine (`examples/bench.rs` prints both). Half types compute in f32 and round once.
 
-use super::{with_cpu, CpuElem, CpuStorage};
+use super::{pool, with_cpu, CpuElem, CpuStorage};
 use crate::dtype::Elem;
 use crate::shape::Layout;
 use rayon::prelude::*;
@@ -15,14 +15,14 @@ pub(crate) fn matmul(a: &CpuStorage, al: &Layout, b: &CpuStorage, bl: &Layout) -
     let n = bl.shape[2];
     match (a, b) {
         (CpuStorage::F32(av), CpuStorage::F32(bv)) => {
-            let mut out = vec![0f32; bs * m * n];
+            let mut out = pool::any(bs * m * n);
             run(av, al, bv, bl, &mut out, |a, sa, b, sb, c| {
                 gemm(m, al.shape[2], n, a, sa, b, sb, 0.0, c, n)
             });
             CpuStorage::F32(out)
         }
         (CpuStorage::F64(av), CpuStorage::F64(bv)) => {
-            let mut out = vec![0f64; bs * m * n];
+            let mut out = pool::any(bs * m * n);
             run(av, al, bv, bl, &mut out, |a, sa, b, sb, c| {
                 gemm(m, al.shape[2], n, a, sa, b, sb, 0.0, c, n)
             });
@@ -42,7 +42,9 @@ pub(crate) fn matmul(a: &CpuStorage, al: &Layout, b: &CpuStorage, bl: &Layout) -
 
 /// Float types with a packed GEMM kernel (`matrixmultiply`, single-threaded per call; this module
 /// splits large products over rayon so the library has one thread pool).
-pub(crate) trait Gemm: Elem + num_traits::Float + std::ops::AddAssign + Send + Sync {
+pub(crate) trait Gemm:
+    super::CpuElem + num_traits::Float + std::ops::AddAssign + Send + Sync
+{
     /// `C = A·B + beta·C` on raw strided operands.
     ///
     /// # Safety
@@ -137,9 +139,13 @@ pub(crate) fn gemm<T: Gemm>(
     );
     if k == 0 {
         for r in 0..m {
-            c[r * ldc..r * ldc + n]
-                .iter_mut()
-                .for_each(|v| *v = *v * beta);
+            // beta = 0 overwrites (C may hold anything, NaN included), as BLAS does.
+            let row = &mut c[r * ldc..r * ldc + n];
+            if beta == T::zero() {
+                row.fill(T::zero());
+            } else {
+                row.iter_mut().for_each(|v| *v = *v * beta);
+            }
         }
         return;
     }

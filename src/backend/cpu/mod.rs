@@ -4,6 +4,7 @@ mod conv;
 mod elementwise;
 mod index;
 mod matmul;
+pub mod pool;
 mod reduce;
 
 pub(crate) use conv::*;
@@ -103,6 +104,8 @@ pub trait CpuElem: Elem {
     fn slice(s: &CpuStorage) -> Option<&[Self]>;
     /// Borrow mutably if the variant matches.
     fn slice_mut(s: &mut CpuStorage) -> Option<&mut [Self]>;
+    /// Take the vector out if the variant matches.
+    fn into_vec(s: CpuStorage) -> Option<Vec<Self>>;
 }
 macro_rules! cpu_elem {
     ($t:ty, $var:ident) => {
@@ -117,6 +120,12 @@ macro_rules! cpu_elem {
                 }
             }
             fn slice_mut(s: &mut CpuStorage) -> Option<&mut [Self]> {
+                match s {
+                    CpuStorage::$var(v) => Some(v),
+                    _ => None,
+                }
+            }
+            fn into_vec(s: CpuStorage) -> Option<Vec<Self>> {
                 match s {
                     CpuStorage::$var(v) => Some(v),
                     _ => None,
@@ -147,7 +156,7 @@ impl CpuStorage {
     }
     /// A vector of `n` copies of `value`.
     pub fn full(dtype: DType, n: usize, value: f64) -> CpuStorage {
-        with_dtype!(dtype, T => T::wrap(vec![T::from_f64(value); n]))
+        with_dtype!(dtype, T => T::wrap(pool::filled(n, T::from_f64(value))))
     }
     /// Elements widened to f64 (test and conversion helper).
     pub fn to_f64_vec(&self) -> Vec<f64> {
@@ -239,12 +248,12 @@ pub(crate) fn par_fill<T: Send>(out: &mut [T], f: impl Fn(usize, &mut [T]) + Syn
 }
 
 /// Gather the elements of `layout` from `src` into a new contiguous vector.
-pub(crate) fn gather_strided<T: Elem>(src: &[T], layout: &Layout) -> Vec<T> {
+pub(crate) fn gather_strided<T: CpuElem>(src: &[T], layout: &Layout) -> Vec<T> {
     let n = layout.numel();
     if layout.is_contiguous() {
         return src[layout.offset..layout.offset + n].to_vec();
     }
-    let mut out = vec![T::default(); n];
+    let mut out = pool::any(n);
     par_fill(&mut out, |start, chunk| {
         for_offsets(layout, start, chunk.len(), |i, o| chunk[i] = src[o]);
     });
