@@ -1,9 +1,17 @@
-// GEMM operands of conv2d as an implicit GEMM (no column buffer): for sample b,
-// Y[b] [O, Ho*Wo] = W [O, C*kh*kw] . cols(X[b]) [C*kh*kw, Ho*Wo], the columns read straight from
-// the input through the window arithmetic. a = weight, b = input, bias fused in the epilogue.
-// Positions as in gemm_strided.wgsl.
+// GEMM operands of conv2d as an implicit GEMM (no column buffer), transposed so that the window
+// arithmetic is shared by the invocations of a row: for sample b,
+// Y[b]^T [Ho*Wo, O] = cols(X[b])^T [Ho*Wo, C*kh*kw] . W^T [C*kh*kw, O], with the columns read
+// straight from the input. a = input, b = weight; the result is stored as Y[b] [O, Ho*Wo] and
+// the bias is added in the epilogue. Positions as in gemm_strided.wgsl.
 // params from 4: [N, C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, Ho, Wo, O, nb]
-alias RowPos = u32;
+// Output pixel: the sample's input offset and the window's top-left corner (may be negative).
+struct RowPos {
+    base: u32,
+    h0: i32,
+    w0: i32,
+}
+// Output channel: the weight row's offset.
+alias ColPos = u32;
 // k = (ci, ki, kj): the input plane's offset and the tap.
 struct KPos {
     k: u32,
@@ -11,18 +19,12 @@ struct KPos {
     ki: u32,
     kj: u32,
 }
-// Output pixel: the sample's offset and the window's top-left corner (may be negative).
-struct ColPos {
-    base: u32,
-    h0: i32,
-    w0: i32,
-}
 fn row_pos(bi: u32, r: u32) -> RowPos {
-    return r * params[2];
+    let Wo = params[17];
+    return RowPos(bi * params[5] * params[6] * params[7], i32((r / Wo) * params[10]) - i32(params[12]), i32((r % Wo) * params[11]) - i32(params[13]));
 }
 fn col_pos(bi: u32, c: u32) -> ColPos {
-    let Wo = params[17];
-    return ColPos(bi * params[5] * params[6] * params[7], i32((c / Wo) * params[10]) - i32(params[12]), i32((c % Wo) * params[11]) - i32(params[13]));
+    return c * params[2];
 }
 fn k_pos(bi: u32, k: u32) -> KPos {
     let kw = params[9];
@@ -44,17 +46,20 @@ fn k_next(p: KPos) -> KPos {
     return q;
 }
 fn load_a(r: RowPos, p: KPos) -> f32 {
-    return ld_a(r + p.k);
-}
-fn load_b(p: KPos, c: ColPos) -> f32 {
     // Negative coordinates wrap to large u32 values, so one comparison per axis bounds them.
-    let h = u32(c.h0 + i32(p.ki * params[14]));
-    let w = u32(c.w0 + i32(p.kj * params[15]));
+    let h = u32(r.h0 + i32(p.ki * params[14]));
+    let w = u32(r.w0 + i32(p.kj * params[15]));
     if (h >= params[6] || w >= params[7]) {
         return 0.0;
     }
-    return ld_b(c.base + p.plane + h * params[7] + w);
+    return ld_a(r.base + p.plane + h * params[7] + w);
 }
-fn epilogue(r: u32, v: f32) -> f32 {
+fn load_b(p: KPos, c: ColPos) -> f32 {
+    return ld_b(c + p.k);
+}
+fn c_index(bi: u32, r: u32, c: u32) -> u32 {
+    return (bi * params[18] + c) * params[16] * params[17] + r;
+}
+fn epilogue(r: u32, c: u32, v: f32) -> f32 {
     return {{EPILOGUE}};
 }

@@ -1,29 +1,31 @@
-// GEMM operands of conv2d's input gradient as an implicit GEMM: for sample b,
-// dX[b] [C, H*W] = Wt [C, O*kh*kw] . windows(dY[b]) [O*kh*kw, H*W], where the element for input
+// GEMM operands of conv2d's input gradient as an implicit GEMM, transposed so that the window
+// arithmetic is shared by the invocations of a row: for sample b,
+// dX[b]^T [H*W, C] = windows(dY[b]) [H*W, O*kh*kw] . W' [O*kh*kw, C], where the element for input
 // pixel (h, w) and tap (o, ki, kj) is dY[b, o, oh, ow] with oh*sh = h + ph - ki*dh (zero where no
-// output reads that pixel through that tap). a = weight, b = output gradient.
-// Positions as in gemm_strided.wgsl.
+// output reads that pixel through that tap). a = output gradient, b = weight; stored as
+// dX[b] [C, H*W]. Positions as in gemm_strided.wgsl.
 // params from 4: [N, C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, Ho, Wo, O, nb]
-alias RowPos = u32;
-// k = (o, ki, kj): the weight offset without the channel, dY's plane offset, the tap.
-struct KPos {
-    a: u32,
-    plane: u32,
-    ki: u32,
-    kj: u32,
-}
 // Input pixel (padded coordinates) and the sample's dY offset.
-struct ColPos {
+struct RowPos {
     base: u32,
     h: i32,
     w: i32,
 }
+// Input channel: its offset in a weight row.
+alias ColPos = u32;
+// k = (o, ki, kj): the weight offset without the channel, dY's plane offset, the tap.
+struct KPos {
+    b: u32,
+    plane: u32,
+    ki: u32,
+    kj: u32,
+}
 fn row_pos(bi: u32, r: u32) -> RowPos {
-    return r * params[8] * params[9];
+    let W = params[7];
+    return RowPos(bi * params[18] * params[16] * params[17], i32(r / W + params[12]), i32(r % W + params[13]));
 }
 fn col_pos(bi: u32, c: u32) -> ColPos {
-    let W = params[7];
-    return ColPos(bi * params[18] * params[16] * params[17], i32(c / W + params[12]), i32(c % W + params[13]));
+    return c * params[8] * params[9];
 }
 fn k_pos(bi: u32, k: u32) -> KPos {
     let kw = params[9];
@@ -34,25 +36,22 @@ fn k_pos(bi: u32, k: u32) -> KPos {
 }
 fn k_next(p: KPos) -> KPos {
     var q = p;
-    q.a = q.a + 1u;
+    q.b = q.b + 1u;
     q.kj = q.kj + 1u;
     if (q.kj == params[9]) {
         q.kj = 0u;
         q.ki = q.ki + 1u;
         if (q.ki == params[8]) {
             q.ki = 0u;
-            q.a = q.a + (params[5] - 1u) * params[8] * params[9];
+            q.b = q.b + (params[5] - 1u) * params[8] * params[9];
             q.plane = q.plane + params[16] * params[17];
         }
     }
     return q;
 }
 fn load_a(r: RowPos, p: KPos) -> f32 {
-    return ld_a(r + p.a);
-}
-fn load_b(p: KPos, c: ColPos) -> f32 {
-    let hh = c.h - i32(p.ki * params[14]);
-    let ww = c.w - i32(p.kj * params[15]);
+    let hh = r.h - i32(p.ki * params[14]);
+    let ww = r.w - i32(p.kj * params[15]);
     if (hh < 0 || ww < 0) {
         return 0.0;
     }
@@ -75,8 +74,14 @@ fn load_b(p: KPos, c: ColPos) -> f32 {
     if (oh >= params[16] || ow >= params[17]) {
         return 0.0;
     }
-    return ld_b(c.base + p.plane + oh * params[17] + ow);
+    return ld_a(r.base + p.plane + oh * params[17] + ow);
 }
-fn epilogue(r: u32, v: f32) -> f32 {
+fn load_b(p: KPos, c: ColPos) -> f32 {
+    return ld_b(p.b + c);
+}
+fn c_index(bi: u32, r: u32, c: u32) -> u32 {
+    return (bi * params[5] + c) * params[6] * params[7] + r;
+}
+fn epilogue(r: u32, c: u32, v: f32) -> f32 {
     return v;
 }

@@ -1,9 +1,18 @@
-// GEMM operands of conv2d's weight gradient as an implicit GEMM, split over the batch: split b
-// covers samples [b*nb, (b+1)*nb) and computes
-// dW_b [O, C*kh*kw] = dY [O, nb*Ho*Wo] . cols(X)^T [nb*Ho*Wo, C*kh*kw]; the splits are summed
-// afterwards. a = output gradient, b = input. Positions as in gemm_strided.wgsl.
+// GEMM operands of conv2d's weight gradient as an implicit GEMM, transposed so that the window
+// arithmetic is shared by the invocations of a row, and split over the batch: split b covers
+// samples [b*nb, (b+1)*nb) and computes
+// dW_b^T [C*kh*kw, O] = cols(X) [C*kh*kw, nb*Ho*Wo] . dY^T [nb*Ho*Wo, O], stored as dW_b [O, C*kh*kw];
+// the splits are summed afterwards. a = input, b = output gradient. Positions as in
+// gemm_strided.wgsl.
 // params from 4: [N, C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, Ho, Wo, O, nb]
-alias RowPos = u32;
+// Row = (ci, ki, kj): the input plane's offset and the tap's dilated offsets.
+struct RowPos {
+    plane: u32,
+    dh: u32,
+    dw: u32,
+}
+// Output channel: its plane's offset in a dY sample.
+alias ColPos = u32;
 // k = (n, oh, ow): the sample and the output pixel.
 struct KPos {
     n: u32,
@@ -11,19 +20,13 @@ struct KPos {
     oh: u32,
     ow: u32,
 }
-// Column = (ci, ki, kj): the input plane's offset and the tap's dilated offsets.
-struct ColPos {
-    plane: u32,
-    dh: u32,
-    dw: u32,
-}
 fn row_pos(bi: u32, r: u32) -> RowPos {
-    return r * params[16] * params[17];
-}
-fn col_pos(bi: u32, c: u32) -> ColPos {
     let kw = params[9];
     let kk = params[8] * kw;
-    return ColPos((c / kk) * params[6] * params[7], ((c % kk) / kw) * params[14], (c % kw) * params[15]);
+    return RowPos((r / kk) * params[6] * params[7], ((r % kk) / kw) * params[14], (r % kw) * params[15]);
+}
+fn col_pos(bi: u32, c: u32) -> ColPos {
+    return c * params[16] * params[17];
 }
 fn k_pos(bi: u32, k: u32) -> KPos {
     let Wo = params[17];
@@ -47,19 +50,22 @@ fn k_next(q: KPos) -> KPos {
     return r;
 }
 fn load_a(r: RowPos, q: KPos) -> f32 {
-    if (q.n >= params[4]) {
-        return 0.0;
-    }
-    return ld_a(q.n * params[18] * params[16] * params[17] + r + q.p);
-}
-fn load_b(q: KPos, c: ColPos) -> f32 {
-    let h = u32(i32(q.oh * params[10] + c.dh) - i32(params[12]));
-    let w = u32(i32(q.ow * params[11] + c.dw) - i32(params[13]));
+    let h = u32(i32(q.oh * params[10] + r.dh) - i32(params[12]));
+    let w = u32(i32(q.ow * params[11] + r.dw) - i32(params[13]));
     if (q.n >= params[4] || h >= params[6] || w >= params[7]) {
         return 0.0;
     }
-    return ld_b(q.n * params[5] * params[6] * params[7] + c.plane + h * params[7] + w);
+    return ld_a(q.n * params[5] * params[6] * params[7] + r.plane + h * params[7] + w);
 }
-fn epilogue(r: u32, v: f32) -> f32 {
+fn load_b(q: KPos, c: ColPos) -> f32 {
+    if (q.n >= params[4]) {
+        return 0.0;
+    }
+    return ld_b(q.n * params[18] * params[16] * params[17] + c + q.p);
+}
+fn c_index(bi: u32, r: u32, c: u32) -> u32 {
+    return (bi * params[18] + c) * params[0] + r;
+}
+fn epilogue(r: u32, c: u32, v: f32) -> f32 {
     return v;
 }

@@ -1,7 +1,8 @@
 // GEMM operands of a plain batched matmul: A[b] and B[b] with arbitrary strides (transposed and
 // broadcast operands need no copy). The GEMM bodies address operands through positions: a row
 // position, a column position (both fixed per invocation) and a k position (stepped with
-// k_next in the inner loop, so no division is done per step).
+// k_next in the inner loop, so no division is done per step). Results go to c_index(b, r, c)
+// through epilogue(r, c, v).
 // params from 4: [off_a, sab, sam, sak, off_b, sbb, sbk, sbn]
 alias RowPos = u32;
 alias ColPos = u32;
@@ -24,6 +25,9 @@ fn load_a(r: RowPos, k: KPos) -> f32 {
 fn load_b(k: KPos, c: ColPos) -> f32 {
     return ld_b(c + k * params[10]);
 }
-fn epilogue(r: u32, v: f32) -> f32 {
+fn c_index(bi: u32, r: u32, c: u32) -> u32 {
+    return (bi * params[0] + r) * params[1] + c;
+}
+fn epilogue(r: u32, c: u32, v: f32) -> f32 {
     return v;
 }

@@ -1,7 +1,7 @@
 // Batched C[b] = A[b] @ B[b]: 64x64 output tiles per 256-invocation workgroup, 4x4 outputs per
 // invocation held in registers, K stepped 16 at a time through workgroup memory. The operands
 // come from load_a(b, row, k) / load_b(b, k, col) (a strided matmul or a convolution's implicit
-// GEMM, shaders/gemm_*.wgsl) and every output passes through epilogue(row, v).
+// GEMM, shaders/gemm_*.wgsl); results go to c_index(b, row, col) through epilogue(row, col, v).
 // params: [M, N, K, batch_base, operand parameters...]
 // bindings: 1 a, 2 b, 3 c (any float storage; accumulation in f32), then the operands' own
 {{DECLS}}
@@ -62,13 +62,12 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
         }
         workgroupBarrier();
     }
-    let cbase = bi * M * N;
     for (var i = 0u; i < 4u; i = i + 1u) {
         let r = row0 + lid.y * 4u + i;
         for (var j = 0u; j < 4u; j = j + 1u) {
             let cc = col0 + lid.x * 4u + j;
             if (r < M && cc < N) {
-                st_c(cbase + r * N + cc, epilogue(r, acc[i][j]));
+                st_c(c_index(bi, r, cc), epilogue(r, cc, acc[i][j]));
             }
         }
     }

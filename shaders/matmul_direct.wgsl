@@ -18,29 +18,36 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wi
     if (r0 >= M || c0 >= N) {
         return;
     }
-    // Rows and columns past the edge read row/column 0 and are never stored.
-    var ra: array<RowPos, 4>;
-    var cb: array<ColPos, 4>;
-    for (var i = 0u; i < 4u; i = i + 1u) {
-        ra[i] = row_pos(bi, select(0u, r0 + i, r0 + i < M));
-        cb[i] = col_pos(bi, select(0u, c0 + i, c0 + i < N));
-    }
-    var acc: array<vec4<f32>, 4>;
+    // Rows and columns past the edge read row/column 0 and are never stored. Written out by
+    // hand (no private arrays indexed in loops: a CPU adapter may keep those in memory).
+    let ra0 = row_pos(bi, r0);
+    let ra1 = row_pos(bi, select(0u, r0 + 1u, r0 + 1u < M));
+    let ra2 = row_pos(bi, select(0u, r0 + 2u, r0 + 2u < M));
+    let ra3 = row_pos(bi, select(0u, r0 + 3u, r0 + 3u < M));
+    let cb0 = col_pos(bi, c0);
+    let cb1 = col_pos(bi, select(0u, c0 + 1u, c0 + 1u < N));
+    let cb2 = col_pos(bi, select(0u, c0 + 2u, c0 + 2u < N));
+    let cb3 = col_pos(bi, select(0u, c0 + 3u, c0 + 3u < N));
+    var acc0 = vec4<f32>();
+    var acc1 = vec4<f32>();
+    var acc2 = vec4<f32>();
+    var acc3 = vec4<f32>();
     var kp = k_pos(bi, 0u);
     for (var k = 0u; k < K; k = k + 1u) {
-        let bv = vec4<f32>(load_b(kp, cb[0]), load_b(kp, cb[1]), load_b(kp, cb[2]), load_b(kp, cb[3]));
-        for (var i = 0u; i < 4u; i = i + 1u) {
-            acc[i] = acc[i] + load_a(ra[i], kp) * bv;
-        }
+        let bv = vec4<f32>(load_b(kp, cb0), load_b(kp, cb1), load_b(kp, cb2), load_b(kp, cb3));
+        acc0 = acc0 + load_a(ra0, kp) * bv;
+        acc1 = acc1 + load_a(ra1, kp) * bv;
+        acc2 = acc2 + load_a(ra2, kp) * bv;
+        acc3 = acc3 + load_a(ra3, kp) * bv;
         kp = k_next(kp);
     }
-    let cbase = bi * M * N;
+    let acc = array<vec4<f32>, 4>(acc0, acc1, acc2, acc3);
     for (var i = 0u; i < 4u; i = i + 1u) {
         let r = r0 + i;
         if (r < M) {
             for (var j = 0u; j < 4u; j = j + 1u) {
                 if (c0 + j < N) {
-                    st_c(cbase + r * N + c0 + j, epilogue(r, acc[i][j]));
+                    st_c(c_index(bi, r, c0 + j), epilogue(r, c0 + j, acc[i][j]));
                 }
             }
         }

@@ -18,7 +18,11 @@ fn recycled_buffers_are_reused_and_never_leak_their_contents() -> Result<()> {
     // Elementwise outputs, conv outputs and fills all write every element.
     drop(Tensor::full([n], f64::NAN, &Device::Cpu)?);
     let x = Tensor::ones([n], &Device::Cpu)?;
-    assert!(x.add_scalar(1.0)?.to_vec::<f32>()?.iter().all(|&v| v == 2.0));
+    assert!(x
+        .add_scalar(1.0)?
+        .to_vec::<f32>()?
+        .iter()
+        .all(|&v| v == 2.0));
     // (The other test in this binary only makes tensors below the pool's minimum size.)
     pool::empty_cache();
     assert_eq!(pool::cached_bytes(), 0);

@@ -219,7 +219,7 @@ impl UnaryOp {
             Cos => g.mul(&x.sin()?.neg()?),
             Tanh => g.mul(&y.square()?.neg()?.add_scalar(1.0)?),
             Sigmoid => g.mul(&y.mul(&y.neg()?.add_scalar(1.0)?)?),
-            Relu => g.mul(&x.step()?),
+            Relu => g.threshold_backward(x),
             Gelu => {
                 let cdf = x
                     .mul_scalar(FRAC_1_SQRT_2)?
@@ -314,6 +314,9 @@ pub enum BinaryOp {
     Ge,
     LogicalAnd,
     LogicalOr,
+    /// `a` where `b > 0`, else 0: relu's gradient `a` through input `b` in one pass
+    /// (torch.ops.aten.threshold_backward with threshold 0).
+    ThresholdBackward,
 }
 
 impl BinaryOp {
@@ -336,6 +339,7 @@ impl BinaryOp {
             Ge => "ge",
             LogicalAnd => "logical_and",
             LogicalOr => "logical_or",
+            ThresholdBackward => "threshold_backward",
         }
     }
     /// True for ops whose result is bool.
@@ -345,7 +349,10 @@ impl BinaryOp {
     }
     /// True for ops only defined on floating-point inputs (integer inputs are promoted).
     pub fn needs_float(&self) -> bool {
-        matches!(self, BinaryOp::Div | BinaryOp::Pow)
+        matches!(
+            self,
+            BinaryOp::Div | BinaryOp::Pow | BinaryOp::ThresholdBackward
+        )
     }
     /// WGSL expression of `a` and `b` (both of the kernel's element type).
     pub fn wgsl(&self) -> &'static str {
@@ -358,6 +365,7 @@ impl BinaryOp {
             Pow => "pow_f(a, b)",
             Maximum => "max(a, b)",
             Minimum => "min(a, b)",
+            ThresholdBackward => "select(0.0, a, b > 0.0)",
             Eq => "select(0u, 1u, a == b)",
             Ne => "select(0u, 1u, a != b)",
             Lt => "select(0u, 1u, a < b)",
@@ -390,6 +398,13 @@ impl BinaryOp {
                     a
                 } else {
                     b
+                }
+            }
+            ThresholdBackward => {
+                if b > R::zero() {
+                    a
+                } else {
+                    R::zero()
                 }
             }
             _ => R::of(self.cmp(a, b) as u8 as f64),
@@ -434,6 +449,8 @@ impl BinaryOp {
                 let gb = Tensor::where_cond(&zero_base, &gb.zeros_like()?, &gb)?;
                 (ga, gb)
             }
+            // Linear in the gradient; zero almost everywhere in the input.
+            ThresholdBackward => (g.threshold_backward(b)?, g.zeros_like()?),
             Maximum | Minimum => {
                 let win = if *self == Maximum { a.gt(b)? } else { a.lt(b)? };
                 let tie = a.eq(b)?.to_dtype(g.dtype())?.mul_scalar(0.5)?;

@@ -211,6 +211,10 @@ impl Tensor {
     pub fn maximum(&self, other: &Tensor) -> Result<Tensor> {
         self.binary(BinaryOp::Maximum, other)
     }
+    /// relu's gradient: `self` (the output gradient) where `input > 0`, else 0, in one pass.
+    pub fn threshold_backward(&self, input: &Tensor) -> Result<Tensor> {
+        self.binary(BinaryOp::ThresholdBackward, input)
+    }
     /// Elementwise minimum.
     pub fn minimum(&self, other: &Tensor) -> Result<Tensor> {
         self.binary(BinaryOp::Minimum, other)

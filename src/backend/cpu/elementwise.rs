@@ -77,6 +77,10 @@ macro_rules! mono_binary {
                 let $f = |a, b| Div.cpu(a, b);
                 $body
             }
+            ThresholdBackward => {
+                let $f = |a, b| ThresholdBackward.cpu(a, b);
+                $body
+            }
             op => {
                 let $f = move |a, b| op.cpu(a, b);
                 $body

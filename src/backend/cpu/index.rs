@@ -148,6 +148,36 @@ fn tap_range(
     lo.min(hi)..hi
 }
 
+/// One pooling window: its maximum and the flat index of the first maximum (-1 if `taps` is
+/// empty), NaN winning.
+#[inline(always)]
+fn window<T: Elem, I: Iterator<Item = usize>>(src: &[T], taps: impl Fn() -> I) -> (T, i32) {
+    use num_traits::Float;
+    // Fast pass: a plain `>` (compiled branch-free; a data-dependent branch on random data costs
+    // ~10x here). Strictly greater keeps the first maximum, as in PyTorch.
+    let mut best = <<T as Elem>::Acc as crate::dtype::Real>::of(f64::NEG_INFINITY);
+    let (mut at, mut nan) = (usize::MAX, false);
+    for q in taps() {
+        let val = src[q].to_acc();
+        let take = val > best;
+        best = if take { val } else { best };
+        at = if take { q } else { at };
+        nan |= val.is_nan();
+    }
+    if nan || at == usize::MAX {
+        // Exact pass for windows of NaN or -inf only: the first NaN wins, else the first element.
+        at = usize::MAX;
+        for q in taps() {
+            let val = src[q].to_acc();
+            if at == usize::MAX || val > best || (val.is_nan() && !best.is_nan()) {
+                (best, at) = (val, q);
+            }
+        }
+    }
+    let at = if at == usize::MAX { -1 } else { at as i32 };
+    (T::from_acc(best), at)
+}
+
 /// Max pooling of `[N*C, H, W]` planes: values and the flat index (h * W + w) of each window's
 /// first maximum (NaN wins, as in PyTorch).
 pub(crate) fn max_pool(x: &CpuStorage, g: &ConvGeom) -> (CpuStorage, CpuStorage) {
@@ -168,31 +198,16 @@ pub(crate) fn max_pool(x: &CpuStorage, g: &ConvGeom) -> (CpuStorage, CpuStorage)
                     kj.clone().map(move |kj| row + kj * dw)
                 })
             };
+            // 2x2 windows at stride 2 without padding (the common case) index directly.
+            let plain2 = g.kh == 2 && g.kw == 2 && sh == 2 && sw == 2 && ph == 0 && pw == 0;
             for (p, (o, ix)) in o.iter_mut().zip(ix.iter_mut()).enumerate() {
                 let (oh, ow) = (p / wo, p % wo);
-                // Fast pass: a plain `>` (compiled branch-free; a data-dependent branch on random
-                // data costs ~10x here). Strictly greater keeps the first maximum, as in PyTorch.
-                let (mut best, mut at, mut nan) = (<<T as Elem>::Acc as crate::dtype::Real>::of(f64::NEG_INFINITY), usize::MAX, false);
-                for q in taps(oh, ow) {
-                    let val = src[q].to_acc();
-                    let take = val > best;
-                    best = if take { val } else { best };
-                    at = if take { q } else { at };
-                    nan |= val.is_nan();
-                }
-                if nan || at == usize::MAX {
-                    // Exact pass for windows of NaN or -inf only: the first NaN wins, else the
-                    // first element.
-                    (best, at) = (best, usize::MAX);
-                    for q in taps(oh, ow) {
-                        let val = src[q].to_acc();
-                        if at == usize::MAX || val > best || (val.is_nan() && !best.is_nan()) {
-                            (best, at) = (val, q);
-                        }
-                    }
-                }
-                *o = T::from_acc(best);
-                *ix = if at == usize::MAX { -1 } else { at as i32 };
+                (*o, *ix) = if plain2 {
+                    let q = 2 * oh * ww + 2 * ow;
+                    window(src, || [q, q + 1, q + ww, q + ww + 1].into_iter())
+                } else {
+                    window(src, || taps(oh, ow))
+                };
             }
         });
         T::wrap(out)

@@ -175,7 +175,7 @@ impl Gemm {
             Gemm::ConvInput => (GEMM_CONV_INPUT, false),
             Gemm::ConvWeight => (GEMM_CONV_WEIGHT, false),
         };
-        let ops = ops.replace("{{EPILOGUE}}", if bias { "v + ld_bias(r)" } else { "v" });
+        let ops = ops.replace("{{EPILOGUE}}", if bias { "v + ld_bias(c)" } else { "v" });
         let mut bindings = vec![("a", t, false), ("b", t, false), ("c", t, true)];
         if bias {
             bindings.push(("bias", t, false));
@@ -480,7 +480,11 @@ impl Kernel {
             let float = GpuType::FLOATS.contains(&t);
             if float {
                 v.extend(unary.iter().map(|&op| Kernel::Unary(op, t)));
-                v.extend([Kernel::Binary(B::Div, t), Kernel::Binary(B::Pow, t)]);
+                v.extend([
+                    Kernel::Binary(B::Div, t),
+                    Kernel::Binary(B::Pow, t),
+                    Kernel::Binary(B::ThresholdBackward, t),
+                ]);
                 for op in Gemm::ALL {
                     v.extend([Kernel::Matmul(t, op), Kernel::MatmulDirect(t, op)]);
                 }

@@ -526,7 +526,7 @@ pub(crate) fn conv2d(
         return Ok(out);
     }
     let k = g.c * g.kh * g.kw;
-    let mut bufs = vec![w.raw(), x.raw(), out.raw()];
+    let mut bufs = vec![x.raw(), w.raw(), out.raw()];
     bufs.extend(bias.map(|b| b.raw()));
     let kind = Gemm::ConvForward {
         bias: bias.is_some(),
@@ -537,8 +537,8 @@ pub(crate) fn conv2d(
             "conv2d",
             kind,
             x.ty(),
-            [o, l, chunk],
-            &conv_meta([o, l, k], base, g, o, 1),
+            [l, o, chunk],
+            &conv_meta([l, o, k], base, g, o, 1),
             &bufs,
         )
     })?;
@@ -563,15 +563,15 @@ pub(crate) fn conv2d_backward_input(
         return Ok(out);
     }
     let k = o * g.kh * g.kw;
-    let bufs = [w.raw(), gy.raw(), out.raw()];
+    let bufs = [gy.raw(), w.raw(), out.raw()];
     batch_chunks(ctx, g.n, |base, chunk| {
         gemm(
             ctx,
             "conv2d_backward",
             Gemm::ConvInput,
             gy.ty(),
-            [g.c, hw, chunk],
-            &conv_meta([g.c, hw, k], base, g, o, 1),
+            [hw, g.c, chunk],
+            &conv_meta([hw, g.c, k], base, g, o, 1),
             &bufs,
         )
     })?;
@@ -604,15 +604,15 @@ pub(crate) fn conv2d_backward_weight(
         "conv2d_backward (splits)"
     };
     let parts = output(ctx, dst, splits * o * k, gy.dtype)?;
-    let bufs = [gy.raw(), x.raw(), parts.raw()];
+    let bufs = [x.raw(), gy.raw(), parts.raw()];
     batch_chunks(ctx, splits, |base, chunk| {
         gemm(
             ctx,
             "conv2d_backward",
             Gemm::ConvWeight,
             gy.ty(),
-            [o, k, chunk],
-            &conv_meta([o, k, nb * l], base, g, o, nb),
+            [k, o, chunk],
+            &conv_meta([k, o, nb * l], base, g, o, nb),
             &bufs,
         )
     })?;
