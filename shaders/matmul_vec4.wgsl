@@ -1,9 +1,10 @@
-// Batched f32 C[b] = A[b] @ B[b] for CPU adapters when A's rows and B's rows are contiguous and
-// 16-byte aligned and K is a multiple of 4: both operands are read as vec4 (four k of a row of A,
-// four columns of a row of B), 4x4 outputs per invocation in registers, K stepped by 4. Each
-// scalar load is a gather on a CPU adapter; this kernel does a quarter of them.
-// params: [M, N, K, batch_base, off_a, sab, sam, sak, off_b, sbb, sbk, sbn] (offsets and strides
-// in floats, all multiples of 4 except sak = sbn = 1)
+// Batched f32 C[b] = A[b] @ B[b] for CPU adapters when both operands can be read as aligned vec4:
+// A by rows (four k of a row) or, transposed, by columns (four rows of a column); B by rows (four
+// columns of a row) or, transposed, by columns (four k of a column). Each invocation owns a 4x4
+// block of C and steps K by 4, multiplying 4x4 blocks as mat4x4: a quarter of the loads of the
+// scalar kernel, where each load is a gather. {{A_LOAD}} / {{B_LOAD}} pick the layouts.
+// params: [M, N, K, batch_base, off_a, sab, sam, sak, off_b, sbb, sbk, sbn] (in floats)
+
 @group(0) @binding(1) var<storage, read> a: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> b: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read_write> c: array<f32>;
@@ -19,31 +20,31 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wi
     if (r0 >= M || c0 >= N) {
         return;
     }
-    // Rows past the edge read the last row and are never stored.
-    var ra: array<u32, 4>;
-    for (var i = 0u; i < 4u; i = i + 1u) {
-        ra[i] = (params[4] + bi * params[5] + min(r0 + i, M - 1u) * params[6]) >> 2u;
-    }
-    let sbk = params[10] >> 2u;
-    var cb = (params[8] + bi * params[9] + c0) >> 2u;
-    var acc: array<vec4<f32>, 4>;
+    let abase = params[4] + bi * params[5];
+    let bbase = params[8] + bi * params[9];
+    let sam = params[6];
+    let sak = params[7];
+    let sbk = params[10];
+    let sbn = params[11];
+    // Rows and columns past the edge read the last one and are never stored.
+    let ra = vec4<u32>(r0, min(r0 + 1u, M - 1u), min(r0 + 2u, M - 1u), min(r0 + 3u, M - 1u));
+    let cb = vec4<u32>(c0, min(c0 + 1u, N - 1u), min(c0 + 2u, N - 1u), min(c0 + 3u, N - 1u));
+    // acc[j] = column c0 + j of the block (rows r0..r0+3).
+    var acc = mat4x4<f32>();
     for (var k = 0u; k < K; k = k + 4u) {
-        let b0 = b[cb];
-        let b1 = b[cb + sbk];
-        let b2 = b[cb + 2u * sbk];
-        let b3 = b[cb + 3u * sbk];
-        cb = cb + 4u * sbk;
-        for (var i = 0u; i < 4u; i = i + 1u) {
-            let av = a[ra[i] + (k >> 2u)];
-            acc[i] = acc[i] + av.x * b0 + av.y * b1 + av.z * b2 + av.w * b3;
-        }
+        // am[t] = A[r0..r0+4, k+t]; bm[j] = B[k..k+4, c0+j].
+{{A_LOAD}}
+{{B_LOAD}}
+        acc = acc + am * bm;
     }
     let cbase = bi * M * N;
     for (var i = 0u; i < 4u; i = i + 1u) {
         let r = r0 + i;
         if (r < M) {
             for (var j = 0u; j < 4u; j = j + 1u) {
-                c[cbase + r * N + c0 + j] = acc[i][j];
+                if (c0 + j < N) {
+                    c[cbase + r * N + c0 + j] = acc[j][i];
+                }
             }
         }
     }

@@ -7,6 +7,8 @@ use crate::DType;
 const PRELUDE: &str = include_str!("../../../shaders/prelude.wgsl");
 const UNARY: &str = include_str!("../../../shaders/unary.wgsl");
 const BINARY: &str = include_str!("../../../shaders/binary.wgsl");
+const UNARY_VEC4: &str = include_str!("../../../shaders/unary_vec4.wgsl");
+const BINARY_VEC4: &str = include_str!("../../../shaders/binary_vec4.wgsl");
 const WHERE: &str = include_str!("../../../shaders/where.wgsl");
 const COPY: &str = include_str!("../../../shaders/copy.wgsl");
 const FILL: &str = include_str!("../../../shaders/fill.wgsl");
@@ -197,6 +199,10 @@ impl Gemm {
 pub enum Kernel {
     Unary(UnaryOp, GpuType),
     Binary(BinaryOp, GpuType),
+    /// Contiguous f32 unary op, four elements per invocation.
+    UnaryVec4(UnaryOp),
+    /// Contiguous f32 binary op, four elements per invocation.
+    BinaryVec4(BinaryOp),
     Where(GpuType),
     Copy(GpuType, GpuType),
     Fill(GpuType),
@@ -208,8 +214,12 @@ pub enum Kernel {
     Matmul(GpuType, Gemm),
     /// Register-blocked GEMM without workgroup memory (CPU adapters).
     MatmulDirect(GpuType, Gemm),
-    /// f32 matmul reading both operands as aligned `vec4` rows (CPU adapters).
-    MatmulVec4,
+    /// f32 matmul reading both operands as aligned `vec4` (CPU adapters); the flags say A / B
+    /// are stored transposed (column-major).
+    MatmulVec4 {
+        a_t: bool,
+        b_t: bool,
+    },
     Gather(GpuType),
     ScatterAdd(GpuType),
     Im2col(GpuType),
@@ -294,6 +304,8 @@ impl Kernel {
         match self {
             Kernel::Unary(op, t) => format!("unary_{}_{}", op.name(), t.key()),
             Kernel::Binary(op, t) => format!("binary_{}_{}", op.name(), t.key()),
+            Kernel::UnaryVec4(op) => format!("unary_{}_f32x4", op.name()),
+            Kernel::BinaryVec4(op) => format!("binary_{}_f32x4", op.name()),
             Kernel::Where(t) => format!("where_{}", t.key()),
             Kernel::Copy(a, b) => format!("copy_{}_{}", a.key(), b.key()),
             Kernel::Fill(t) => format!("fill_{}", t.key()),
@@ -302,7 +314,10 @@ impl Kernel {
             Kernel::Cumsum(t) => format!("cumsum_{}", t.key()),
             Kernel::Matmul(t, op) => format!("{}_{}_tile64", op.key(), t.key()),
             Kernel::MatmulDirect(t, op) => format!("{}_{}_direct4x4", op.key(), t.key()),
-            Kernel::MatmulVec4 => "matmul_f32_vec4".into(),
+            Kernel::MatmulVec4 { a_t, b_t } => {
+                let l = |t: bool| if t { "t" } else { "n" };
+                format!("matmul_{}{}_f32_vec4", l(*a_t), l(*b_t))
+            }
             Kernel::Gather(t) => format!("gather_{}", t.key()),
             Kernel::ScatterAdd(t) => format!("scatter_add_{}", t.key()),
             Kernel::Im2col(t) => format!("im2col_{}", t.key()),
@@ -322,6 +337,16 @@ impl Kernel {
                 &[("src", t, false), ("dst", t, true)],
                 &[("EXPR", op.wgsl())],
             ),
+            Kernel::UnaryVec4(op) => fill(UNARY_VEC4, &[], &[("EXPR", op.wgsl())]),
+            Kernel::BinaryVec4(op) => {
+                let (out, expr) = match op {
+                    BinaryOp::Maximum => ("f32", "max_nan(a, b)"),
+                    BinaryOp::Minimum => ("f32", "min_nan(a, b)"),
+                    _ if op.is_comparison() => ("u32", op.wgsl()),
+                    _ => ("f32", op.wgsl()),
+                };
+                fill(BINARY_VEC4, &[], &[("OUT", out), ("EXPR", expr)])
+            }
             Kernel::Binary(op, t) => {
                 let out = if op.is_comparison() { U32 } else { t };
                 // Float max/min propagate NaN (WGSL's builtins need not).
@@ -382,7 +407,20 @@ impl Kernel {
             ),
             Kernel::Matmul(t, op) => op.source(t, MATMUL),
             Kernel::MatmulDirect(t, op) => op.source(t, MATMUL_DIRECT),
-            Kernel::MatmulVec4 => fill(MATMUL_VEC4, &[], &[]),
+            Kernel::MatmulVec4 { a_t, b_t } => {
+                // Offsets and strides are in floats, all multiples of 4 where they index vec4s.
+                let a = if a_t {
+                    "        let am = mat4x4<f32>(a[(abase + k * sak + r0) >> 2u], a[(abase + (k + 1u) * sak + r0) >> 2u], a[(abase + (k + 2u) * sak + r0) >> 2u], a[(abase + (k + 3u) * sak + r0) >> 2u]);"
+                } else {
+                    "        let am = transpose(mat4x4<f32>(a[(abase + ra.x * sam + k) >> 2u], a[(abase + ra.y * sam + k) >> 2u], a[(abase + ra.z * sam + k) >> 2u], a[(abase + ra.w * sam + k) >> 2u]));"
+                };
+                let b = if b_t {
+                    "        let bm = mat4x4<f32>(b[(bbase + cb.x * sbn + k) >> 2u], b[(bbase + cb.y * sbn + k) >> 2u], b[(bbase + cb.z * sbn + k) >> 2u], b[(bbase + cb.w * sbn + k) >> 2u]);"
+                } else {
+                    "        let bm = transpose(mat4x4<f32>(b[(bbase + k * sbk + c0) >> 2u], b[(bbase + (k + 1u) * sbk + c0) >> 2u], b[(bbase + (k + 2u) * sbk + c0) >> 2u], b[(bbase + (k + 3u) * sbk + c0) >> 2u]));"
+                };
+                fill(MATMUL_VEC4, &[], &[("A_LOAD", a), ("B_LOAD", b)])
+            }
             Kernel::Gather(t) => fill(
                 GATHER,
                 &[("x", t, false), ("idx", I32, false), ("dst", t, true)],
@@ -475,9 +513,17 @@ impl Kernel {
             ReduceOp::ArgMax,
             ReduceOp::ArgMin,
         ];
-        let mut v = vec![Kernel::AdamF32, Kernel::MatmulVec4];
+        let mut v = vec![Kernel::AdamF32];
+        for (a_t, b_t) in [(false, false), (false, true), (true, false), (true, true)] {
+            v.push(Kernel::MatmulVec4 { a_t, b_t });
+        }
         for t in GpuType::ALL {
             let float = GpuType::FLOATS.contains(&t);
+            if t == GpuType::F32 {
+                v.extend(unary.iter().map(|&op| Kernel::UnaryVec4(op)));
+                v.extend(arith.iter().map(|&op| Kernel::BinaryVec4(op)));
+                v.extend([B::Div, B::Pow, B::ThresholdBackward].map(Kernel::BinaryVec4));
+            }
             if float {
                 v.extend(unary.iter().map(|&op| Kernel::Unary(op, t)));
                 v.extend([

@@ -177,12 +177,40 @@ pub(crate) fn full(
     Ok(out)
 }
 
+/// True when coalesced views are all one contiguous run starting at 16-byte-aligned offsets: the
+/// vec4 elementwise kernels apply (their output buffers are padded to 16 bytes by the pool).
+fn vec4_ready(shape: &[usize], strides: &[Vec<usize>], offsets: &[usize]) -> bool {
+    shape.len() == 1
+        && strides.iter().all(|s| s[0] == 1)
+        && offsets.iter().all(|o| o % 4 == 0)
+        && shape[0] >= 4
+}
+
 pub(crate) fn unary(op: UnaryOp, x: &GpuStorage, l: &Layout) -> Result<GpuStorage> {
     let ctx = x.ctx();
     let n = l.numel();
     let out = output(ctx, op.name(), n, x.dtype)?;
     let (sh, st) = coalesce(&l.shape, &[&l.strides]);
     let [p0, p1] = op.params();
+    if x.ty() == GpuType::F32 && vec4_ready(&sh, &st, &[l.offset]) {
+        let meta = [
+            u(n.div_ceil(4)),
+            u(n),
+            p0.to_bits(),
+            p1.to_bits(),
+            u(l.offset / 4),
+        ];
+        let g = groups(n.div_ceil(4));
+        launch(
+            ctx,
+            op.name(),
+            Kernel::UnaryVec4(op),
+            &meta,
+            &[x.raw(), out.raw()],
+            g,
+        )?;
+        return Ok(out);
+    }
     let mut meta = vec![u(n), u(sh.len()), p0.to_bits(), p1.to_bits(), u(l.offset)];
     meta.extend(sh.iter().map(|&v| u(v)));
     meta.extend(st[0].iter().map(|&v| u(v)));
@@ -213,6 +241,13 @@ pub(crate) fn binary(
     };
     let out = output(ctx, op.name(), n, out_dtype)?;
     let (sh, st) = coalesce(&al.shape, &[&al.strides, &bl.strides]);
+    if a.ty() == GpuType::F32 && vec4_ready(&sh, &st, &[al.offset, bl.offset]) {
+        let meta = [u(n.div_ceil(4)), u(n), u(al.offset / 4), u(bl.offset / 4)];
+        let g = groups(n.div_ceil(4));
+        let bufs = [a.raw(), b.raw(), out.raw()];
+        launch(ctx, op.name(), Kernel::BinaryVec4(op), &meta, &bufs, g)?;
+        return Ok(out);
+    }
     let mut meta = vec![u(n), u(sh.len()), u(al.offset), u(bl.offset)];
     meta.extend(sh.iter().map(|&v| u(v)));
     for s in &st {
@@ -428,20 +463,20 @@ pub(crate) fn matmul(
             u(bl.strides[1]),
             u(bl.strides[2]),
         ];
-        // On CPU adapters, rows of A and B that are contiguous and 16-byte aligned are read as
-        // vec4 (a quarter of the gathers).
-        let aligned = al.strides[2] == 1
-            && bl.strides[2] == 1
-            && [k, n, al.offset, al.strides[1], al.strides[0]]
-                .iter()
-                .chain(&[bl.offset, bl.strides[1], bl.strides[0]])
-                .all(|v| v % 4 == 0);
         let bufs = [a.raw(), b.raw(), out.raw()];
-        if ctx.is_cpu_adapter() && a.ty() == GpuType::F32 && aligned {
-            let g = [u(n.div_ceil(32)), u(m.div_ceil(32)), u(chunk)];
-            launch(ctx, "matmul", Kernel::MatmulVec4, &meta, &bufs, g)?;
-        } else {
-            gemm(
+        match vec4_layouts(al, bl).filter(|_| ctx.is_cpu_adapter() && a.ty() == GpuType::F32) {
+            Some((a_t, b_t)) => {
+                let g = [u(n.div_ceil(32)), u(m.div_ceil(32)), u(chunk)];
+                launch(
+                    ctx,
+                    "matmul",
+                    Kernel::MatmulVec4 { a_t, b_t },
+                    &meta,
+                    &bufs,
+                    g,
+                )?;
+            }
+            None => gemm(
                 ctx,
                 "matmul",
                 Gemm::Strided,
@@ -449,11 +484,40 @@ pub(crate) fn matmul(
                 [m, n, chunk],
                 &meta,
                 &bufs,
-            )?;
+            )?,
         }
         base += chunk;
     }
     Ok(out)
+}
+
+/// Whether `[B, M, K] @ [B, K, N]` can run on `matmul_vec4.wgsl`, and with which layouts: every
+/// vec4 read must be 16-byte aligned and inside the operand, and K a multiple of 4 (k steps by 4).
+/// A by rows needs unit k stride; transposed, unit row stride and M % 4 == 0. B by rows needs
+/// unit column stride and N % 4 == 0; transposed, unit k stride. Returns (A transposed, B
+/// transposed).
+fn vec4_layouts(al: &Layout, bl: &Layout) -> Option<(bool, bool)> {
+    let (m, k, n) = (al.shape[1], al.shape[2], bl.shape[2]);
+    let (sa, sb) = (&al.strides, &bl.strides);
+    let quad = |v: &[usize]| v.iter().all(|x| x % 4 == 0);
+    if k % 4 != 0 {
+        return None;
+    }
+    let a_t = if sa[2] == 1 && quad(&[k, sa[1], sa[0], al.offset]) {
+        false
+    } else if sa[1] == 1 && quad(&[m, sa[2], sa[0], al.offset]) {
+        true
+    } else {
+        return None;
+    };
+    let b_t = if sb[2] == 1 && quad(&[n, sb[1], sb[0], bl.offset]) {
+        false
+    } else if sb[1] == 1 && quad(&[k, sb[2], sb[0], bl.offset]) {
+        true
+    } else {
+        return None;
+    };
+    Some((a_t, b_t))
 }
 
 /// Dispatch one GEMM kernel over `[M, N, batches]` outputs: the barrier-free register-blocked

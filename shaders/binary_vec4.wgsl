@@ -1,0 +1,21 @@
+// out[i] = EXPR(a, b) for two contiguous f32 inputs, four elements per invocation as vec4 (no
+// index arithmetic). The output buffer is padded to 16 bytes by the pool, so the last vec4 may
+// run past n. params: [n4, n, offset_a / 4, offset_b / 4]
+@group(0) @binding(1) var<storage, read> lhs: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> rhs: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read_write> dst: array<vec4<{{OUT}}>>;
+
+fn f(a: f32, b: f32) -> {{OUT}} {
+    return {{EXPR}};
+}
+
+@compute @workgroup_size(256)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = linear_id(gid, nwg);
+    if (i >= params[0]) {
+        return;
+    }
+    let a = lhs[params[2] + i];
+    let b = rhs[params[3] + i];
+    dst[i] = vec4<{{OUT}}>(f(a.x, b.x), f(a.y, b.y), f(a.z, b.z), f(a.w, b.w));
+}

@@ -1,0 +1,21 @@
+// out[i] = EXPR(x) for a contiguous f32 input, four elements per invocation as vec4 (no index
+// arithmetic; one 16-byte load and store). The output buffer is padded to 16 bytes by the pool,
+// so the last vec4 may run past n. params: [n4, n, p0, p1, offset / 4]
+@group(0) @binding(1) var<storage, read> src: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read_write> dst: array<vec4<f32>>;
+
+fn f(x: f32, p0: f32, p1: f32) -> f32 {
+    return {{EXPR}};
+}
+
+@compute @workgroup_size(256)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = linear_id(gid, nwg);
+    if (i >= params[0]) {
+        return;
+    }
+    let p0 = fmeta(2u);
+    let p1 = fmeta(3u);
+    let v = src[params[4] + i];
+    dst[i] = vec4<f32>(f(v.x, p0, p1), f(v.y, p0, p1), f(v.z, p0, p1), f(v.w, p0, p1));
+}
