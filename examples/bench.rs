@@ -1,8 +1,10 @@
 //! The benchmark table: matmul GFLOP/s (f32, 256 to 2048), conv2d forward+backward, elementwise
 //! GB/s and the SimpleCNN training step (f32 and autocast) on the CPU and the GPU adapter found,
 //! with per-step GPU counters; then, when `python3 -c "import torch"` works, the same work in
-//! PyTorch (2 threads) and numpy from `bench/pytorch_bench.py`, as ratios. Writes
-//! `bench-results.json`. Medians of several runs; measure on an idle machine.
+//! PyTorch (2 threads) and numpy from `bench/pytorch_bench.py`, as ratios; and the GPU's cold
+//! start: a fresh process (this binary with `--cold-start`, Mesa's shader cache disabled) timing
+//! device creation and its first SimpleCNN training step. Writes `bench-results.json`. Medians of
+//! several runs; measure on an idle machine.
 //!
 //! `cargo run --release --example bench`
 
@@ -42,6 +44,8 @@ fn time(dev: &Device, reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<
 /// created after the first step, and the pool's peak bytes.
 struct Step {
     ms: f64,
+    /// Pool bytes held by live tensors after the first step and after the timed ones.
+    in_use: (u64, u64),
     dispatches: u64,
     submits: u64,
     new_pipelines: u64,
@@ -78,16 +82,20 @@ fn cnn_step(dev: &Device, half: Option<DType>, reps: usize) -> Result<Step> {
         c.reset_peak();
     }
     let before = ctx.as_ref().map(|c| c.stats()).unwrap_or_default();
-    let mut ts = Vec::new();
-    for _ in 0..reps {
-        let t0 = Instant::now();
-        step()?;
-        ts.push(t0.elapsed().as_secs_f64());
+    let ts = (0..reps)
+        .map(|_| {
+            let t0 = Instant::now();
+            step().map(|_| t0.elapsed().as_secs_f64())
+        })
+        .collect::<Result<Vec<f64>>>()?;
+    if let Some(c) = &ctx {
+        c.synchronize()?;
     }
     let after = ctx.as_ref().map(|c| c.stats()).unwrap_or_default();
     let r = reps as u64;
     Ok(Step {
         ms: median(ts) * 1e3,
+        in_use: (before.bytes_in_use, after.bytes_in_use),
         dispatches: (after.dispatches - before.dispatches) / r,
         submits: (after.submits - before.submits) / r,
         new_pipelines: after.pipelines_created - before.pipelines_created,
@@ -114,7 +122,48 @@ fn pytorch() -> Option<serde_json::Value> {
     serde_json::from_slice(&out.stdout).ok()
 }
 
+/// `--cold-start`: device creation and the first training step of this fresh process, as JSON.
+fn cold_start() -> Result<()> {
+    let t0 = Instant::now();
+    let dev = Device::gpu()?;
+    let ctx = wgtorch::backend::gpu::context(0)?;
+    let init = t0.elapsed().as_secs_f64();
+    wgtorch::manual_seed(0);
+    let model = SimpleCnn::new(&dev)?;
+    let mut opt = Adam::new(model.parameters(), 1e-3)?;
+    let x = Tensor::randn([64, 3, 32, 32], &dev)?;
+    let y = Tensor::from_vec((0..64).map(|i| i % 10).collect::<Vec<i32>>(), [64], &dev)?;
+    let loss = F::cross_entropy(&model.forward(&x)?, &y, F::Reduction::Mean, -100, 0.0)?;
+    opt.zero_grad();
+    loss.backward()?;
+    opt.step()?;
+    loss.item()?;
+    let total = t0.elapsed().as_secs_f64();
+    println!(
+        "{}",
+        serde_json::json!({"init_s": init, "first_step_done_s": total, "pipelines": ctx.stats().pipelines_created})
+    );
+    Ok(())
+}
+
+/// Run `--cold-start` in a fresh process (no shader cache) and return its JSON line.
+fn measure_cold_start() -> Option<serde_json::Value> {
+    let t0 = Instant::now();
+    let out = std::process::Command::new(std::env::current_exe().ok()?)
+        .arg("--cold-start")
+        .env("MESA_SHADER_CACHE_DISABLE", "true")
+        .output()
+        .ok()?;
+    let wall = t0.elapsed().as_secs_f64();
+    let mut v: serde_json::Value = serde_json::from_slice(out.stdout.trim_ascii()).ok()?;
+    v["process_wall_s"] = wall.into();
+    Some(v)
+}
+
 fn main() -> Result<()> {
+    if std::env::args().any(|a| a == "--cold-start") {
+        return cold_start();
+    }
     let mut devs = vec![Device::Cpu];
     if let Ok(g) = Device::gpu() {
         devs.push(g);
@@ -208,8 +257,8 @@ fn main() -> Result<()> {
         );
     }
     println!();
-    println!("| device | SimpleCNN train step (batch 64, Adam) | ms/step | img/s | dispatches | submits | new pipelines | pool peak (MiB) |");
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("| device | SimpleCNN train step (batch 64, Adam) | ms/step | img/s | dispatches | submits | new pipelines | pool peak (MiB) | pool in use, step 1 -> last (MiB) |");
+    println!("|---|---|---|---|---|---|---|---|---|");
     let mut cpu_step = None;
     for dev in &devs {
         let reps = if dev.is_gpu() { 3 } else { 5 };
@@ -224,13 +273,17 @@ fn main() -> Result<()> {
             }
             let gpu = dev.is_gpu();
             let field = |v: u64| if gpu { v.to_string() } else { "-".into() };
-            let peak = if gpu {
-                format!("{:.1}", s.peak as f64 / (1 << 20) as f64)
+            let mib = |b: u64| format!("{:.1}", b as f64 / (1 << 20) as f64);
+            let (peak, in_use) = if gpu {
+                (
+                    mib(s.peak),
+                    format!("{} -> {}", mib(s.in_use.0), mib(s.in_use.1)),
+                )
             } else {
-                "-".into()
+                ("-".into(), "-".into())
             };
             println!(
-                "| {} | {label} | {:.1} | {:.0} | {} | {} | {} | {peak} |",
+                "| {} | {label} | {:.1} | {:.0} | {} | {} | {} | {peak} | {in_use} |",
                 dev.describe(),
                 s.ms,
                 64.0 / (s.ms / 1e3),
@@ -238,7 +291,19 @@ fn main() -> Result<()> {
                 field(s.submits),
                 field(s.new_pipelines)
             );
-            json.insert(format!("{} step {label}", dev.describe()), serde_json::json!({ "ms": s.ms, "dispatches": s.dispatches, "submits": s.submits, "new_pipelines": s.new_pipelines, "pool_peak_bytes": s.peak }));
+            json.insert(format!("{} step {label}", dev.describe()), serde_json::json!({ "ms": s.ms, "dispatches": s.dispatches, "submits": s.submits, "new_pipelines": s.new_pipelines, "pool_peak_bytes": s.peak, "pool_in_use_bytes": [s.in_use.0, s.in_use.1] }));
+        }
+    }
+    if devs.iter().any(|d| d.is_gpu()) {
+        if let Some(c) = measure_cold_start() {
+            println!(
+                "\nGPU cold start (fresh process, Mesa shader cache disabled): device {:.2} s, first SimpleCNN step done at {:.2} s ({} pipelines compiled), process wall {:.2} s",
+                c["init_s"].as_f64().unwrap_or(f64::NAN),
+                c["first_step_done_s"].as_f64().unwrap_or(f64::NAN),
+                c["pipelines"],
+                c["process_wall_s"].as_f64().unwrap_or(f64::NAN)
+            );
+            json.insert("gpu_cold_start".into(), c);
         }
     }
     if let Some(pt) = pytorch() {
