@@ -51,6 +51,45 @@ async fn adapters(instance: &wgpu::Instance) -> Vec<wgpu::Adapter> {
     list
 }
 
+/// The kernels' fixed needs: 256-invocation workgroups (elementwise, reductions, 16x16 GEMM tiles)
+/// and 8 KiB of workgroup memory (two 16x64 f32 GEMM tiles). WebGPU guarantees both; an adapter
+/// below them is refused by name rather than failing at its first dispatch.
+fn check_limits(name: &str, l: &wgpu::Limits) -> std::result::Result<(), String> {
+    let needs = [
+        (
+            "max_compute_invocations_per_workgroup",
+            l.max_compute_invocations_per_workgroup,
+            256,
+        ),
+        (
+            "max_compute_workgroup_size_x",
+            l.max_compute_workgroup_size_x,
+            256,
+        ),
+        (
+            "max_compute_workgroup_size_y",
+            l.max_compute_workgroup_size_y,
+            16,
+        ),
+        (
+            "max_compute_workgroup_storage_size",
+            l.max_compute_workgroup_storage_size,
+            8192,
+        ),
+        (
+            "max_storage_buffers_per_shader_stage",
+            l.max_storage_buffers_per_shader_stage,
+            5,
+        ),
+    ];
+    match needs.iter().find(|(_, have, need)| have < need) {
+        Some((limit, have, need)) => Err(format!(
+            "adapter \"{name}\" has {limit} = {have}, below the {need} wgtorch's kernels need; use the CPU device"
+        )),
+        None => Ok(()),
+    }
+}
+
 /// Open adapter `ordinal` with its real limits and SHADER_F16 when it has it.
 pub(crate) async fn create(ordinal: usize) -> std::result::Result<GpuContext, String> {
     let instance = instance();
@@ -74,6 +113,7 @@ pub(crate) async fn create(ordinal: usize) -> std::result::Result<GpuContext, St
         wgpu::Features::empty()
     };
     let limits = adapter.limits();
+    check_limits(&info.name, &limits)?;
     let (device, queue) = adapter
         .request_device(&wgpu::DeviceDescriptor {
             label: Some("wgtorch"),
@@ -84,4 +124,22 @@ pub(crate) async fn create(ordinal: usize) -> std::result::Result<GpuContext, St
         .await
         .map_err(|e| format!("adapter \"{}\" refused a device: {e}", info.name))?;
     Ok(GpuContext::new(device, queue, info, limits, has_f16))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn adapters_below_the_kernels_needs_are_refused_by_name() {
+        let ok = wgpu::Limits::default();
+        assert!(super::check_limits("x", &ok).is_ok());
+        let low = wgpu::Limits {
+            max_compute_workgroup_storage_size: 4096,
+            ..ok
+        };
+        let e = super::check_limits("tiny", &low).unwrap_err();
+        assert!(
+            e.contains("\"tiny\"") && e.contains("max_compute_workgroup_storage_size = 4096"),
+            "{e}"
+        );
+    }
 }
