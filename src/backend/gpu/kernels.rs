@@ -152,8 +152,9 @@ impl GpuType {
 pub enum Gemm {
     /// Batched strided matmul.
     Strided,
-    /// conv2d forward, one batch entry per sample; `bias` fuses a per-output-channel add.
-    ConvForward { bias: bool },
+    /// conv2d forward, one batch entry per sample, the per-channel bias added in the epilogue
+    /// (zeros when there is none: one pipeline, one shader compilation, either way).
+    ConvForward,
     /// conv2d's input gradient, one batch entry per sample.
     ConvInput,
     /// conv2d's weight gradient, one batch entry per split of the samples.
@@ -164,8 +165,7 @@ impl Gemm {
     fn key(self) -> &'static str {
         match self {
             Gemm::Strided => "matmul",
-            Gemm::ConvForward { bias: false } => "conv2d",
-            Gemm::ConvForward { bias: true } => "conv2d_bias",
+            Gemm::ConvForward => "conv2d",
             Gemm::ConvInput => "conv2d_input_grad",
             Gemm::ConvWeight => "conv2d_weight_grad",
         }
@@ -173,7 +173,7 @@ impl Gemm {
     fn source(self, t: GpuType, body: &str) -> String {
         let (ops, bias) = match self {
             Gemm::Strided => (GEMM_STRIDED, false),
-            Gemm::ConvForward { bias } => (GEMM_CONV_FORWARD, bias),
+            Gemm::ConvForward => (GEMM_CONV_FORWARD, true),
             Gemm::ConvInput => (GEMM_CONV_INPUT, false),
             Gemm::ConvWeight => (GEMM_CONV_WEIGHT, false),
         };
@@ -185,10 +185,9 @@ impl Gemm {
         fill(&body.replace("{{OPERANDS}}", &ops), &bindings, &[])
     }
     /// Every operand kind (for the validation tests).
-    pub const ALL: [Gemm; 5] = [
+    pub const ALL: [Gemm; 4] = [
         Gemm::Strided,
-        Gemm::ConvForward { bias: false },
-        Gemm::ConvForward { bias: true },
+        Gemm::ConvForward,
         Gemm::ConvInput,
         Gemm::ConvWeight,
     ];

@@ -590,11 +590,16 @@ pub(crate) fn conv2d(
         return Ok(out);
     }
     let k = g.c * g.kh * g.kw;
-    let mut bufs = vec![x.raw(), w.raw(), out.raw()];
-    bufs.extend(bias.map(|b| b.raw()));
-    let kind = Gemm::ConvForward {
-        bias: bias.is_some(),
+    let zeros;
+    let bias = match bias {
+        Some(b) => b,
+        None => {
+            zeros = full(ctx, 0, o, 0.0, x.dtype)?;
+            &zeros
+        }
     };
+    let bufs = [x.raw(), w.raw(), out.raw(), bias.raw()];
+    let kind = Gemm::ConvForward;
     batch_chunks(ctx, g.n, |base, chunk| {
         gemm(
             ctx,
