@@ -163,47 +163,12 @@ fn more_than_65535_workgroups_fold_into_2d() -> Result<()> {
 
 /// The vec4 matmul kernels of CPU adapters (matmul_vec4.wgsl): every layout pair, edge rows and
 /// columns, K that is and is not a multiple of 4 (the latter must fall back), offset views and a
-/// broadcast batch, against the CPU.
+/// broadcast batch, against the CPU. (tests/tiled_matmul.rs runs the same on the tiled kernels.)
 #[test]
 fn vec4_matmul_layouts_match_cpu() -> Result<()> {
     let Some(gpu) = common::gpu() else {
         return Ok(());
     };
     let _seed = common::seed_lock();
-    wgtorch::manual_seed(4);
-    let cpu = Device::Cpu;
-    for (b, m, k, n) in [
-        (2, 8, 12, 4),
-        (1, 5, 8, 7),
-        (3, 12, 6, 8),
-        (1, 4, 4, 1),
-        (2, 16, 20, 12),
-    ] {
-        for (ta, tb) in [(false, false), (false, true), (true, false), (true, true)] {
-            for off in [0, 4] {
-                let a = if ta {
-                    Tensor::randn([b, k + off, m], &gpu)?
-                        .narrow(1, off, k)?
-                        .transpose(1, 2)?
-                } else {
-                    Tensor::randn([b, m, k + off], &gpu)?.narrow(2, off, k)?
-                };
-                let w = if tb {
-                    Tensor::randn([n, k], &gpu)?.t()?
-                } else {
-                    Tensor::randn([b, k, n], &gpu)?
-                };
-                let want = a.to(&cpu)?.matmul(&w.to(&cpu)?)?;
-                let got = a.matmul(&w)?;
-                assert_close(
-                    &format!("{b}x{m}x{k}x{n} ta={ta} tb={tb} off={off}"),
-                    &vals(&got),
-                    &vals(&want),
-                    1e-4,
-                    1e-4,
-                );
-            }
-        }
-    }
-    Ok(())
+    common::check_matmul_layouts(&gpu)
 }

@@ -79,3 +79,15 @@ fn tiled_conv_matches_cpu() -> Result<()> {
     }
     Ok(())
 }
+
+/// The tiled vec4 matmul (matmul_tiled_vec4.wgsl) over every operand layout pair.
+#[test]
+fn tiled_vec4_matmul_layouts_match_cpu() -> Result<()> {
+    std::env::set_var("WGTORCH_GPU_KERNELS", "tiled");
+    let Some(gpu) = common::gpu() else {
+        return Ok(());
+    };
+    assert!(!wgtorch::backend::gpu::context(0)?.is_cpu_adapter());
+    let _seed = common::seed_lock();
+    common::check_matmul_layouts(&gpu)
+}

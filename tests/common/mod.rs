@@ -64,3 +64,45 @@ pub fn seed_lock() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
+
+/// Matmuls over every pair of operand layouts (rows / transposed), edge sizes, K that is and is
+/// not a multiple of 4, offset views and a broadcast batch: `gpu` against the CPU.
+pub fn check_matmul_layouts(gpu: &Device) -> wgtorch::Result<()> {
+    wgtorch::manual_seed(4);
+    let cpu = Device::Cpu;
+    for (b, m, k, n) in [
+        (2, 8, 12, 4),
+        (1, 5, 8, 7),
+        (3, 12, 6, 8),
+        (1, 4, 4, 1),
+        (2, 16, 20, 12),
+        (1, 70, 36, 68),
+    ] {
+        for (ta, tb) in [(false, false), (false, true), (true, false), (true, true)] {
+            for off in [0, 4] {
+                let a = if ta {
+                    Tensor::randn([b, k + off, m], gpu)?
+                        .narrow(1, off, k)?
+                        .transpose(1, 2)?
+                } else {
+                    Tensor::randn([b, m, k + off], gpu)?.narrow(2, off, k)?
+                };
+                let w = if tb {
+                    Tensor::randn([n, k], gpu)?.t()?
+                } else {
+                    Tensor::randn([b, k, n], gpu)?
+                };
+                let want = a.to(&cpu)?.matmul(&w.to(&cpu)?)?;
+                let got = a.matmul(&w)?;
+                assert_close(
+                    &format!("{b}x{m}x{k}x{n} ta={ta} tb={tb} off={off}"),
+                    &vals(&got),
+                    &vals(&want),
+                    1e-4,
+                    1e-4,
+                );
+            }
+        }
+    }
+    Ok(())
+}

@@ -18,6 +18,7 @@ const CUMSUM: &str = include_str!("../../../shaders/cumsum.wgsl");
 const MATMUL: &str = include_str!("../../../shaders/matmul.wgsl");
 const MATMUL_DIRECT: &str = include_str!("../../../shaders/matmul_direct.wgsl");
 const MATMUL_VEC4: &str = include_str!("../../../shaders/matmul_vec4.wgsl");
+const MATMUL_TILED_VEC4: &str = include_str!("../../../shaders/matmul_tiled_vec4.wgsl");
 const GEMM_STRIDED: &str = include_str!("../../../shaders/gemm_strided.wgsl");
 const GEMM_CONV_FORWARD: &str = include_str!("../../../shaders/gemm_conv_forward.wgsl");
 const GEMM_CONV_INPUT: &str = include_str!("../../../shaders/gemm_conv_input.wgsl");
@@ -219,6 +220,11 @@ pub enum Kernel {
         a_t: bool,
         b_t: bool,
     },
+    /// The same layouts on GPUs: 64x64 shared-memory tiles filled with vec4 loads.
+    MatmulTiledVec4 {
+        a_t: bool,
+        b_t: bool,
+    },
     Gather(GpuType),
     ScatterAdd(GpuType),
     Im2col(GpuType),
@@ -316,6 +322,10 @@ impl Kernel {
             Kernel::MatmulVec4 { a_t, b_t } => {
                 let l = |t: bool| if t { "t" } else { "n" };
                 format!("matmul_{}{}_f32_vec4", l(*a_t), l(*b_t))
+            }
+            Kernel::MatmulTiledVec4 { a_t, b_t } => {
+                let l = |t: bool| if t { "t" } else { "n" };
+                format!("matmul_{}{}_f32_tile64_vec4", l(*a_t), l(*b_t))
             }
             Kernel::Gather(t) => format!("gather_{}", t.key()),
             Kernel::ScatterAdd(t) => format!("scatter_add_{}", t.key()),
@@ -420,6 +430,24 @@ impl Kernel {
                 };
                 fill(MATMUL_VEC4, &[], &[("A_LOAD", a), ("B_LOAD", b)])
             }
+            Kernel::MatmulTiledVec4 { a_t, b_t } => {
+                // Invocation `tid` fetches one vec4 of each 64x16 (A) and 16x64 (B) tile.
+                let a = if a_t {
+                    // Four rows of one k: tile column kk = tid / 16, rows 4 * (tid % 16) + 0..3.
+                    "        { let kk = tid / 16u; let r = (tid % 16u) * 4u; var v = vec4<f32>(); if (k0 + kk < K && row0 + r < M) { v = a[(abase + (k0 + kk) * sak + row0 + r) >> 2u]; } ta[kk][r] = v.x; ta[kk][r + 1u] = v.y; ta[kk][r + 2u] = v.z; ta[kk][r + 3u] = v.w; }"
+                } else {
+                    // Four k of one row: row tid / 4, k 4 * (tid % 4) + 0..3.
+                    "        { let r = tid / 4u; let kk = (tid % 4u) * 4u; var v = vec4<f32>(); if (row0 + r < M && k0 + kk < K) { v = a[(abase + (row0 + r) * sam + k0 + kk) >> 2u]; } ta[kk][r] = v.x; ta[kk + 1u][r] = v.y; ta[kk + 2u][r] = v.z; ta[kk + 3u][r] = v.w; }"
+                };
+                let b = if b_t {
+                    // Four k of one column: column tid / 4, k 4 * (tid % 4) + 0..3.
+                    "        { let cc = tid / 4u; let kk = (tid % 4u) * 4u; var v = vec4<f32>(); if (col0 + cc < N && k0 + kk < K) { v = b[(bbase + (col0 + cc) * sbn + k0 + kk) >> 2u]; } tb[kk][cc] = v.x; tb[kk + 1u][cc] = v.y; tb[kk + 2u][cc] = v.z; tb[kk + 3u][cc] = v.w; }"
+                } else {
+                    // Four columns of one k: row kk = tid / 16, columns 4 * (tid % 16) + 0..3.
+                    "        { let kk = tid / 16u; let cc = (tid % 16u) * 4u; var v = vec4<f32>(); if (k0 + kk < K && col0 + cc < N) { v = b[(bbase + (k0 + kk) * sbk + col0 + cc) >> 2u]; } tb[kk][cc] = v.x; tb[kk][cc + 1u] = v.y; tb[kk][cc + 2u] = v.z; tb[kk][cc + 3u] = v.w; }"
+                };
+                fill(MATMUL_TILED_VEC4, &[], &[("A_LOAD", a), ("B_LOAD", b)])
+            }
             Kernel::Gather(t) => fill(
                 GATHER,
                 &[("x", t, false), ("idx", I32, false), ("dst", t, true)],
@@ -515,6 +543,7 @@ impl Kernel {
         let mut v = vec![Kernel::AdamF32];
         for (a_t, b_t) in [(false, false), (false, true), (true, false), (true, true)] {
             v.push(Kernel::MatmulVec4 { a_t, b_t });
+            v.push(Kernel::MatmulTiledVec4 { a_t, b_t });
         }
         for t in GpuType::ALL {
             let float = GpuType::FLOATS.contains(&t);

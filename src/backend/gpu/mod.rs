@@ -464,13 +464,24 @@ pub(crate) fn matmul(
             u(bl.strides[2]),
         ];
         let bufs = [a.raw(), b.raw(), out.raw()];
-        match vec4_layouts(al, bl).filter(|_| ctx.is_cpu_adapter() && a.ty() == GpuType::F32) {
-            Some((a_t, b_t)) => {
+        match vec4_layouts(al, bl).filter(|_| a.ty() == GpuType::F32) {
+            Some((a_t, b_t)) if ctx.is_cpu_adapter() => {
                 let g = [u(n.div_ceil(32)), u(m.div_ceil(32)), u(chunk)];
                 launch(
                     ctx,
                     "matmul",
                     Kernel::MatmulVec4 { a_t, b_t },
+                    &meta,
+                    &bufs,
+                    g,
+                )?;
+            }
+            Some((a_t, b_t)) => {
+                let g = [u(n.div_ceil(64)), u(m.div_ceil(64)), u(chunk)];
+                launch(
+                    ctx,
+                    "matmul",
+                    Kernel::MatmulTiledVec4 { a_t, b_t },
                     &meta,
                     &bufs,
                     g,
