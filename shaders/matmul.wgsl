@@ -1,7 +1,10 @@
 // Batched C[b] = A[b] @ B[b]: 64x64 output tiles per 256-invocation workgroup, 4x4 outputs per
-// invocation held in registers, K stepped 16 at a time through workgroup memory. The operands
-// come from load_a(b, row, k) / load_b(b, k, col) (a strided matmul or a convolution's implicit
-// GEMM, shaders/gemm_*.wgsl); results go to c_index(b, row, col) through epilogue(row, col, v).
+// invocation held in registers, K stepped 16 at a time through workgroup memory. The tile fill
+// (TILE_FILL) loads the 64x16 tile of A (ta[k][row]) and the 16x64 tile of B (tb[k][col]) for step k0, with
+// zeros outside the matrices: four scalar loads per invocation through the operand functions
+// (tile_fill.wgsl: a strided matmul or a convolution's implicit GEMM, shaders/gemm_*.wgsl), or one
+// vec4 of each operand for aligned f32 layouts. Results go to c_index(b, row, col) through
+// epilogue(row, col, v).
 // params: [M, N, K, batch_base, operand parameters...]
 // bindings: 1 a, 2 b, 3 c (any float storage; accumulation in f32), then the operands' own
 {{DECLS}}
@@ -28,24 +31,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
         }
     }
     for (var k0 = 0u; k0 < K; k0 = k0 + TK) {
-        // 256 invocations load a 64x16 tile of A and a 16x64 tile of B, 4 elements each.
-        for (var e = 0u; e < 4u; e = e + 1u) {
-            let idx = tid + e * 256u;
-            let r = idx / TK;
-            let kk = idx % TK;
-            var va = 0.0;
-            if (row0 + r < M && k0 + kk < K) {
-                va = load_a(row_pos(bi, row0 + r), k_pos(bi, k0 + kk));
-            }
-            ta[kk][r] = va;
-            let kb = idx / TS;
-            let cc = idx % TS;
-            var vb = 0.0;
-            if (k0 + kb < K && col0 + cc < N) {
-                vb = load_b(k_pos(bi, k0 + kb), col_pos(bi, col0 + cc));
-            }
-            tb[kb][cc] = vb;
-        }
+{{TILE_FILL}}
         workgroupBarrier();
         for (var kk = 0u; kk < TK; kk = kk + 1u) {
             var ar: array<f32, 4>;

@@ -18,7 +18,21 @@ const CUMSUM: &str = include_str!("../../../shaders/cumsum.wgsl");
 const MATMUL: &str = include_str!("../../../shaders/matmul.wgsl");
 const MATMUL_DIRECT: &str = include_str!("../../../shaders/matmul_direct.wgsl");
 const MATMUL_VEC4: &str = include_str!("../../../shaders/matmul_vec4.wgsl");
-const MATMUL_TILED_VEC4: &str = include_str!("../../../shaders/matmul_tiled_vec4.wgsl");
+const TILE_FILL: &str = include_str!("../../../shaders/tile_fill.wgsl");
+/// Operands of the tiled GEMM body for aligned f32 layouts read as vec4 (`MatmulTiledVec4`).
+const VEC4_OPERANDS: &str = "@group(0) @binding(1) var<storage, read> a: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> b: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read_write> c: array<f32>;
+fn st_c(i: u32, v: f32) {
+    c[i] = v;
+}
+fn c_index(bi: u32, r: u32, col: u32) -> u32 {
+    return (bi * params[0] + r) * params[1] + col;
+}
+fn epilogue(r: u32, col: u32, v: f32) -> f32 {
+    return v;
+}
+";
 const GEMM_STRIDED: &str = include_str!("../../../shaders/gemm_strided.wgsl");
 const GEMM_CONV_FORWARD: &str = include_str!("../../../shaders/gemm_conv_forward.wgsl");
 const GEMM_CONV_INPUT: &str = include_str!("../../../shaders/gemm_conv_input.wgsl");
@@ -183,7 +197,8 @@ impl Gemm {
         if bias {
             bindings.push(("bias", t, false));
         }
-        fill(&body.replace("{{OPERANDS}}", &ops), &bindings, &[])
+        let body = body.replace("{{OPERANDS}}", &ops);
+        fill(&body, &bindings, &[("TILE_FILL", TILE_FILL)])
     }
     /// Every operand kind (for the validation tests).
     pub const ALL: [Gemm; 4] = [
@@ -431,7 +446,8 @@ impl Kernel {
                 fill(MATMUL_VEC4, &[], &[("A_LOAD", a), ("B_LOAD", b)])
             }
             Kernel::MatmulTiledVec4 { a_t, b_t } => {
-                // Invocation `tid` fetches one vec4 of each 64x16 (A) and 16x64 (B) tile.
+                // The tiled GEMM body, each invocation filling its part of the 64x16 (A) and
+                // 16x64 (B) tiles with one vec4 of each operand (zeros outside the matrices).
                 let a = if a_t {
                     // Four rows of one k: tile column kk = tid / 16, rows 4 * (tid % 16) + 0..3.
                     "        { let kk = tid / 16u; let r = (tid % 16u) * 4u; var v = vec4<f32>(); if (k0 + kk < K && row0 + r < M) { v = a[(abase + (k0 + kk) * sak + row0 + r) >> 2u]; } ta[kk][r] = v.x; ta[kk][r + 1u] = v.y; ta[kk][r + 2u] = v.z; ta[kk][r + 3u] = v.w; }"
@@ -446,7 +462,16 @@ impl Kernel {
                     // Four columns of one k: row kk = tid / 16, columns 4 * (tid % 16) + 0..3.
                     "        { let kk = tid / 16u; let cc = (tid % 16u) * 4u; var v = vec4<f32>(); if (k0 + kk < K && col0 + cc < N) { v = b[(bbase + (k0 + kk) * sbk + col0 + cc) >> 2u]; } tb[kk][cc] = v.x; tb[kk][cc + 1u] = v.y; tb[kk][cc + 2u] = v.z; tb[kk][cc + 3u] = v.w; }"
                 };
-                fill(MATMUL_TILED_VEC4, &[], &[("A_LOAD", a), ("B_LOAD", b)])
+                let locals = "        let abase = params[4] + bi * params[5];
+        let bbase = params[8] + bi * params[9];
+        let sam = params[6];
+        let sak = params[7];
+        let sbk = params[10];
+        let sbn = params[11];
+";
+                let tile = format!("{locals}{a}\n{b}");
+                let body = MATMUL.replace("{{OPERANDS}}", VEC4_OPERANDS);
+                fill(&body, &[], &[("TILE_FILL", &tile)])
             }
             Kernel::Gather(t) => fill(
                 GATHER,
