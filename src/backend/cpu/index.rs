@@ -194,8 +194,9 @@ pub(crate) fn max_pool(x: &CpuStorage, g: &ConvGeom) -> (CpuStorage, CpuStorage)
             let taps = |oh: usize, ow: usize| {
                 let (ki, kj) = (rows[oh].clone(), cols[ow].clone());
                 ki.flat_map(move |ki| {
-                    let row = (oh * sh + ki * dh - ph) * ww + ow * sw - pw;
-                    kj.clone().map(move |kj| row + kj * dw)
+                    let row = (oh * sh + ki * dh - ph) * ww;
+                    // kj's range keeps ow * sw + kj * dw >= pw.
+                    kj.clone().map(move |kj| row + ow * sw + kj * dw - pw)
                 })
             };
             // 2x2 windows at stride 2 without padding (the common case) index directly.
