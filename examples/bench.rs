@@ -180,9 +180,14 @@ fn main() -> Result<()> {
             }
             let a = Tensor::randn([n, n], dev)?;
             let b = Tensor::randn([n, n], dev)?;
-            let t = time(dev, if n >= 1024 { 3 } else { 7 }, || {
-                a.matmul(&b).map(|_| ())
-            })?;
+            // Enough CPU repetitions for a stable median (single runs swing with thread wake-ups).
+            let reps = match (dev.is_gpu(), n) {
+                (true, n) if n >= 1024 => 3,
+                (true, _) => 7,
+                (false, n) if n >= 2048 => 5,
+                (false, _) => 15,
+            };
+            let t = time(dev, reps, || a.matmul(&b).map(|_| ()))?;
             let gf = 2.0 * (n * n * n) as f64 / t / 1e9;
             rec.insert(format!("matmul_gflops_{n}"), gf.into());
             println!(
