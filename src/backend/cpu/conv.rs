@@ -86,13 +86,8 @@ fn widen(
     }
 }
 
-/// Per-task column buffers of one size, taken from and returned to the host pool (a fresh
-/// multi-hundred-KiB buffer per task would fault its pages in every step).
-struct Scratch {
-    len: usize,
-}
-
-/// A buffer that goes back to the pool when the task's state drops.
+/// A task's column buffer, taken from the host pool and returned to it when the task's state drops
+/// (a fresh multi-hundred-KiB buffer per task would fault its pages in every step).
 struct Cols<T: Gemm>(Vec<T>);
 
 impl<T: Gemm> Drop for Cols<T> {
@@ -112,13 +107,10 @@ impl<T: Gemm> std::ops::DerefMut for Cols<T> {
     }
 }
 
-impl Scratch {
-    fn new(len: usize) -> Scratch {
-        Scratch { len }
-    }
-    fn take<T: Gemm>(&self) -> Cols<T> {
-        Cols(pool::any(self.len))
-    }
+/// The column buffer for one sample of `g` (`k` rows of `l`); empty for pointwise convolutions,
+/// whose columns are the sample itself.
+fn cols<T: Gemm>(g: &ConvGeom, k: usize, l: usize) -> Cols<T> {
+    Cols(pool::any(if is_pointwise(g) { 0 } else { k * l }))
 }
 
 /// True when the columns of a sample are the sample itself (1×1, stride 1, no padding).
@@ -132,9 +124,8 @@ fn forward<T: Gemm>(x: &[T], w: &[T], bias: Option<&[T]>, g: &ConvGeom, o: usize
     if l == 0 || o == 0 {
         return out;
     }
-    let scratch = Scratch::new(if is_pointwise(g) { 0 } else { k * l });
     out.par_chunks_mut(o * l).enumerate().for_each_init(
-        || scratch.take(),
+        || cols(g, k, l),
         |cols, (n, y)| {
             let xn = &x[n * chw..(n + 1) * chw];
             let cols: &[T] = if is_pointwise(g) {
@@ -161,9 +152,8 @@ fn backward_input<T: Gemm>(gy: &[T], w: &[T], g: &ConvGeom, o: usize) -> Vec<T> 
     if chw == 0 {
         return gx;
     }
-    let scratch = Scratch::new(if is_pointwise(g) { 0 } else { k * l });
     gx.par_chunks_mut(chw).enumerate().for_each_init(
-        || scratch.take(),
+        || cols(g, k, l),
         |cols, (n, gxn)| {
             let gyn = &gy[n * o * l..(n + 1) * o * l];
             // Wᵀ [k, o] · dY[n] [o, l]
@@ -187,11 +177,10 @@ fn backward_weight<T: Gemm>(gy: &[T], x: &[T], g: &ConvGeom, o: usize) -> Vec<T>
     // Fixed groups of samples, one accumulator each, summed in order: the result does not depend
     // on how rayon schedules the groups (training runs are reproducible).
     const GROUP: usize = 4;
-    let scratch = Scratch::new(if is_pointwise(g) { 0 } else { k * l });
     let parts: Vec<Vec<T>> = (0..g.n.div_ceil(GROUP))
         .into_par_iter()
         .map(|gi| {
-            let (mut acc, mut cols) = (zero(), scratch.take());
+            let (mut acc, mut cols) = (zero(), cols(g, k, l));
             for n in gi * GROUP..((gi + 1) * GROUP).min(g.n) {
                 let xn = &x[n * chw..(n + 1) * chw];
                 let c: &[T] = if is_pointwise(g) {

@@ -186,18 +186,18 @@ impl Gemm {
         }
     }
     fn source(self, t: GpuType, body: &str) -> String {
-        let (ops, bias) = match self {
-            Gemm::Strided => (GEMM_STRIDED, false),
-            Gemm::ConvForward => (GEMM_CONV_FORWARD, true),
-            Gemm::ConvInput => (GEMM_CONV_INPUT, false),
-            Gemm::ConvWeight => (GEMM_CONV_WEIGHT, false),
+        let ops = match self {
+            Gemm::Strided => GEMM_STRIDED,
+            Gemm::ConvForward => GEMM_CONV_FORWARD,
+            Gemm::ConvInput => GEMM_CONV_INPUT,
+            Gemm::ConvWeight => GEMM_CONV_WEIGHT,
         };
-        let ops = ops.replace("{{EPILOGUE}}", if bias { "v + ld_bias(c)" } else { "v" });
         let mut bindings = vec![("a", t, false), ("b", t, false), ("c", t, true)];
-        if bias {
+        // The forward convolution's epilogue reads the bias (zeros when the layer has none).
+        if self == Gemm::ConvForward {
             bindings.push(("bias", t, false));
         }
-        let body = body.replace("{{OPERANDS}}", &ops);
+        let body = body.replace("{{OPERANDS}}", ops);
         fill(&body, &bindings, &[("TILE_FILL", TILE_FILL)])
     }
     /// Every operand kind (for the validation tests).
@@ -334,13 +334,11 @@ impl Kernel {
             Kernel::Cumsum(t) => format!("cumsum_{}", t.key()),
             Kernel::Matmul(t, op) => format!("{}_{}_tile64", op.key(), t.key()),
             Kernel::MatmulDirect(t, op) => format!("{}_{}_direct4x4", op.key(), t.key()),
-            Kernel::MatmulVec4 { a_t, b_t } => {
+            Kernel::MatmulVec4 { a_t, b_t } | Kernel::MatmulTiledVec4 { a_t, b_t } => {
                 let l = |t: bool| if t { "t" } else { "n" };
-                format!("matmul_{}{}_f32_vec4", l(*a_t), l(*b_t))
-            }
-            Kernel::MatmulTiledVec4 { a_t, b_t } => {
-                let l = |t: bool| if t { "t" } else { "n" };
-                format!("matmul_{}{}_f32_tile64_vec4", l(*a_t), l(*b_t))
+                let tile = matches!(self, Kernel::MatmulTiledVec4 { .. });
+                let shape = if tile { "tile64_vec4" } else { "vec4" };
+                format!("matmul_{}{}_f32_{shape}", l(*a_t), l(*b_t))
             }
             Kernel::Gather(t) => format!("gather_{}", t.key()),
             Kernel::ScatterAdd(t) => format!("scatter_add_{}", t.key()),

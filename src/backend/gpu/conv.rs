@@ -1,0 +1,240 @@
+//! GPU convolution and pooling: conv2d and its two gradients as implicit GEMMs on the shared GEMM
+//! bodies, im2col/col2im (grouped convolutions, average pooling, the differentiable formulation),
+//! and the max-pool kernel pair.
+
+use super::kernels::{Gemm, GpuType, Kernel};
+use super::matmul::{batch_chunks, gemm};
+use super::{cast, full, groups, launch, output, reduce_rows, u, GpuStorage};
+use crate::ops::{ConvGeom, ReduceOp};
+use crate::shape::Layout;
+use crate::{DType, Result};
+
+/// `[M, N, K, batch_base]` followed by the convolution geometry read by `shaders/gemm_conv_*.wgsl`.
+fn conv_meta(mnk: [usize; 3], base: usize, g: &ConvGeom, o: usize, nb: usize) -> Vec<u32> {
+    let mut v: Vec<u32> = mnk.iter().map(|&x| u(x)).collect();
+    v.push(u(base));
+    v.extend(
+        [
+            g.n, g.c, g.h, g.w, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.ho, g.wo, o, nb,
+        ]
+        .map(u),
+    );
+    v
+}
+
+/// conv2d as an implicit GEMM per sample, with the bias added in the epilogue.
+pub(crate) fn conv2d(
+    x: &GpuStorage,
+    w: &GpuStorage,
+    bias: Option<&GpuStorage>,
+    g: &ConvGeom,
+    o: usize,
+) -> Result<GpuStorage> {
+    let ctx = x.ctx();
+    let l = g.ho * g.wo;
+    let out = output(ctx, "conv2d", g.n * o * l, x.dtype)?;
+    if g.n * o * l == 0 {
+        return Ok(out);
+    }
+    let k = g.c * g.kh * g.kw;
+    let zeros;
+    let bias = match bias {
+        Some(b) => b,
+        None => {
+            zeros = full(ctx, 0, o, 0.0, x.dtype)?;
+            &zeros
+        }
+    };
+    let bufs = [x.raw(), w.raw(), out.raw(), bias.raw()];
+    let kind = Gemm::ConvForward;
+    batch_chunks(ctx, g.n, |base, chunk| {
+        gemm(
+            ctx,
+            "conv2d",
+            kind,
+            x.ty(),
+            [l, o, chunk],
+            &conv_meta([l, o, k], base, g, o, 1),
+            &bufs,
+        )
+    })?;
+    Ok(out)
+}
+
+/// conv2d's input gradient as an implicit GEMM per sample (no column buffer, no fold pass).
+pub(crate) fn conv2d_backward_input(
+    gy: &GpuStorage,
+    w: &GpuStorage,
+    g: &ConvGeom,
+    o: usize,
+) -> Result<GpuStorage> {
+    let ctx = gy.ctx();
+    let hw = g.h * g.w;
+    let n = g.n * g.c * hw;
+    if o == 0 || g.kh * g.kw == 0 {
+        return full(ctx, 0, n, 0.0, gy.dtype);
+    }
+    let out = output(ctx, "conv2d_backward", n, gy.dtype)?;
+    if n == 0 {
+        return Ok(out);
+    }
+    let k = o * g.kh * g.kw;
+    let bufs = [gy.raw(), w.raw(), out.raw()];
+    batch_chunks(ctx, g.n, |base, chunk| {
+        gemm(
+            ctx,
+            "conv2d_backward",
+            Gemm::ConvInput,
+            gy.ty(),
+            [hw, g.c, chunk],
+            &conv_meta([hw, g.c, k], base, g, o, 1),
+            &bufs,
+        )
+    })?;
+    Ok(out)
+}
+
+/// conv2d's weight gradient: an implicit GEMM per split of the batch (enough splits to fill the
+/// adapter), then one reduction over the splits.
+pub(crate) fn conv2d_backward_weight(
+    gy: &GpuStorage,
+    x: &GpuStorage,
+    g: &ConvGeom,
+    o: usize,
+) -> Result<GpuStorage> {
+    let ctx = gy.ctx();
+    let k = g.c * g.kh * g.kw;
+    let l = g.ho * g.wo;
+    if g.n * l == 0 || o * k == 0 {
+        return full(ctx, 0, o * k, 0.0, gy.dtype);
+    }
+    let tile = if ctx.is_cpu_adapter() { 32 } else { 64 };
+    let tiles = o.div_ceil(tile) * k.div_ceil(tile);
+    let want: usize = if ctx.is_cpu_adapter() { 16 } else { 256 };
+    let splits = want.div_ceil(tiles).clamp(1, g.n);
+    let nb = g.n.div_ceil(splits);
+    let splits = g.n.div_ceil(nb);
+    let dst = if splits == 1 {
+        "conv2d_backward"
+    } else {
+        "conv2d_backward (splits)"
+    };
+    let parts = output(ctx, dst, splits * o * k, gy.dtype)?;
+    let bufs = [x.raw(), gy.raw(), parts.raw()];
+    batch_chunks(ctx, splits, |base, chunk| {
+        gemm(
+            ctx,
+            "conv2d_backward",
+            Gemm::ConvWeight,
+            gy.ty(),
+            [k, o, chunk],
+            &conv_meta([k, o, nb * l], base, g, o, nb),
+            &bufs,
+        )
+    })?;
+    if splits == 1 {
+        return Ok(parts);
+    }
+    // Sum the splits: view [splits, O*K] as rows of the transposed layout and reduce each column.
+    let cols = Layout {
+        shape: vec![o * k, splits],
+        strides: vec![1, o * k],
+        offset: 0,
+    };
+    let t = cast(&parts, &cols, 0, gy.dtype)?;
+    reduce_rows(ReduceOp::Sum, &t, o * k, splits)
+}
+
+fn geom_meta(n: usize, g: &ConvGeom, pad_bits: u32) -> Vec<u32> {
+    vec![
+        u(n),
+        u(g.n),
+        u(g.c),
+        u(g.h),
+        u(g.w),
+        u(g.kh),
+        u(g.kw),
+        u(g.sh),
+        u(g.sw),
+        u(g.ph),
+        u(g.pw),
+        u(g.dh),
+        u(g.dw),
+        u(g.ho),
+        u(g.wo),
+        pad_bits,
+    ]
+}
+
+pub(crate) fn im2col(x: &GpuStorage, g: &ConvGeom, pad: f64) -> Result<GpuStorage> {
+    let ctx = x.ctx();
+    let n = g.n * g.c * g.kh * g.kw * g.ho * g.wo;
+    let out = output(ctx, "im2col", n, x.dtype)?;
+    let bits = match x.ty() {
+        GpuType::I32 | GpuType::U32 => pad as i32 as u32,
+        _ => (pad as f32).to_bits(),
+    };
+    launch(
+        ctx,
+        "im2col",
+        Kernel::Im2col(x.ty()),
+        &geom_meta(n, g, bits),
+        &[x.raw(), out.raw()],
+        groups(n),
+    )?;
+    Ok(out)
+}
+
+pub(crate) fn col2im(cols: &GpuStorage, g: &ConvGeom) -> Result<GpuStorage> {
+    let ctx = cols.ctx();
+    let n = g.n * g.c * g.h * g.w;
+    let out = output(ctx, "col2im", n, cols.dtype)?;
+    launch(
+        ctx,
+        "col2im",
+        Kernel::Col2im(cols.ty()),
+        &geom_meta(n, g, 0),
+        &[cols.raw(), out.raw()],
+        groups(n),
+    )?;
+    Ok(out)
+}
+
+/// Max pooling over `[N*C, H, W]` planes: values and argmax flat indices (i32).
+pub(crate) fn max_pool(x: &GpuStorage, g: &ConvGeom) -> Result<(GpuStorage, GpuStorage)> {
+    let ctx = x.ctx();
+    let n = g.n * g.c * g.ho * g.wo;
+    let out = output(ctx, "max_pool2d", n, x.dtype)?;
+    let idx = output(ctx, "max_pool2d", n, DType::I32)?;
+    let meta = geom_meta(n, g, 0);
+    launch(
+        ctx,
+        "max_pool2d",
+        Kernel::MaxPool(x.ty()),
+        &meta[..15],
+        &[x.raw(), out.raw(), idx.raw()],
+        groups(n),
+    )?;
+    Ok((out, idx))
+}
+
+/// The input gradient of max pooling from the output gradient and the argmax indices.
+pub(crate) fn max_pool_backward(
+    grad: &GpuStorage,
+    idx: &GpuStorage,
+    g: &ConvGeom,
+) -> Result<GpuStorage> {
+    let ctx = grad.ctx();
+    let n = g.n * g.c * g.h * g.w;
+    let out = output(ctx, "max_pool2d_backward", n, grad.dtype)?;
+    let meta = geom_meta(n, g, 0);
+    launch(
+        ctx,
+        "max_pool2d_backward",
+        Kernel::MaxPoolBackward(grad.ty()),
+        &meta[..15],
+        &[grad.raw(), idx.raw(), out.raw()],
+        groups(n),
+    )?;
+    Ok(out)
+}

@@ -1,0 +1,139 @@
+//! GPU matrix products: the batched strided matmul (vec4 kernels for aligned f32 layouts, the
+//! strided GEMM otherwise), and the dispatch helpers the convolution GEMMs share.
+
+use super::kernels::{Gemm, GpuType, Kernel};
+use super::{full, launch, output, u, GpuContext, GpuStorage};
+use crate::shape::Layout;
+use crate::Result;
+
+/// Batched `a @ b` with `a` as `[B, M, K]` and `b` as `[B, K, N]` (any strides, batch stride 0
+/// for broadcast) into a contiguous `[B, M, N]`.
+pub(crate) fn matmul(
+    a: &GpuStorage,
+    al: &Layout,
+    b: &GpuStorage,
+    bl: &Layout,
+) -> Result<GpuStorage> {
+    let ctx = a.ctx();
+    let (bs, m, k) = (al.shape[0], al.shape[1], al.shape[2]);
+    let n = bl.shape[2];
+    let out = output(ctx, "matmul", bs * m * n, a.dtype)?;
+    if bs * m * n == 0 {
+        return Ok(out);
+    }
+    if k == 0 {
+        return full(ctx, 0, bs * m * n, 0.0, a.dtype);
+    }
+    let bufs = [a.raw(), b.raw(), out.raw()];
+    // Aligned f32 layouts read both operands as vec4; everything else takes the strided GEMM.
+    let vec4 = vec4_layouts(al, bl).filter(|_| a.ty() == GpuType::F32);
+    batch_chunks(ctx, bs, |base, chunk| {
+        let meta = [
+            u(m),
+            u(n),
+            u(k),
+            u(base),
+            u(al.offset),
+            u(al.strides[0]),
+            u(al.strides[1]),
+            u(al.strides[2]),
+            u(bl.offset),
+            u(bl.strides[0]),
+            u(bl.strides[1]),
+            u(bl.strides[2]),
+        ];
+        match vec4 {
+            Some((a_t, b_t)) if ctx.is_cpu_adapter() => {
+                let g = [u(n.div_ceil(32)), u(m.div_ceil(32)), u(chunk)];
+                let kernel = Kernel::MatmulVec4 { a_t, b_t };
+                launch(ctx, "matmul", kernel, &meta, &bufs, g)
+            }
+            Some((a_t, b_t)) => {
+                let g = [u(n.div_ceil(64)), u(m.div_ceil(64)), u(chunk)];
+                let kernel = Kernel::MatmulTiledVec4 { a_t, b_t };
+                launch(ctx, "matmul", kernel, &meta, &bufs, g)
+            }
+            None => gemm(
+                ctx,
+                "matmul",
+                Gemm::Strided,
+                a.ty(),
+                [m, n, chunk],
+                &meta,
+                &bufs,
+            ),
+        }
+    })?;
+    Ok(out)
+}
+
+/// Whether `[B, M, K] @ [B, K, N]` can run on `matmul_vec4.wgsl`, and with which layouts: every
+/// vec4 read must be 16-byte aligned and inside the operand, and K a multiple of 4 (k steps by 4).
+/// A by rows needs unit k stride; transposed, unit row stride and M % 4 == 0. B by rows needs
+/// unit column stride and N % 4 == 0; transposed, unit k stride. Returns (A transposed, B
+/// transposed).
+fn vec4_layouts(al: &Layout, bl: &Layout) -> Option<(bool, bool)> {
+    let (m, k, n) = (al.shape[1], al.shape[2], bl.shape[2]);
+    let (sa, sb) = (&al.strides, &bl.strides);
+    let quad = |v: &[usize]| v.iter().all(|x| x % 4 == 0);
+    if k % 4 != 0 {
+        return None;
+    }
+    let a_t = if sa[2] == 1 && quad(&[k, sa[1], sa[0], al.offset]) {
+        false
+    } else if sa[1] == 1 && quad(&[m, sa[2], sa[0], al.offset]) {
+        true
+    } else {
+        return None;
+    };
+    let b_t = if sb[2] == 1 && quad(&[n, sb[1], sb[0], bl.offset]) {
+        false
+    } else if sb[1] == 1 && quad(&[k, sb[2], sb[0], bl.offset]) {
+        true
+    } else {
+        return None;
+    };
+    Some((a_t, b_t))
+}
+
+/// Dispatch one GEMM kernel over `[M, N, batches]` outputs: the barrier-free register-blocked
+/// kernel on CPU adapters, the shared-memory tiles on real GPUs. `meta` starts with
+/// `[M, N, K, batch_base]`.
+pub(super) fn gemm(
+    ctx: &GpuContext,
+    op: &'static str,
+    kind: Gemm,
+    t: GpuType,
+    [m, n, batches]: [usize; 3],
+    meta: &[u32],
+    bufs: &[&wgpu::Buffer],
+) -> Result<()> {
+    let (k, groups) = if ctx.is_cpu_adapter() {
+        (
+            Kernel::MatmulDirect(t, kind),
+            [u(n.div_ceil(32)), u(m.div_ceil(32)), u(batches)],
+        )
+    } else {
+        (
+            Kernel::Matmul(t, kind),
+            [u(n.div_ceil(64)), u(m.div_ceil(64)), u(batches)],
+        )
+    };
+    launch(ctx, op, k, meta, bufs, groups)
+}
+
+/// Run `f(first, count)` over batch chunks that fit one dispatch's z dimension.
+pub(super) fn batch_chunks(
+    ctx: &GpuContext,
+    total: usize,
+    mut f: impl FnMut(usize, usize) -> Result<()>,
+) -> Result<()> {
+    let maxd = ctx.limits.max_compute_workgroups_per_dimension as usize;
+    let mut base = 0;
+    while base < total {
+        let chunk = (total - base).min(maxd);
+        f(base, chunk)?;
+        base += chunk;
+    }
+    Ok(())
+}
