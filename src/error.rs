@@ -108,6 +108,16 @@ pub enum Error {
         adapter: String,
         msg: String,
     },
+    /// An allocation failed or could never succeed (too many bytes for the host or the adapter).
+    /// Worded like PyTorch's "not enough memory: you tried to allocate N bytes".
+    #[error("{op}: out of memory on {device}: tried to allocate {bytes} bytes ({}){detail}", human_bytes(*bytes))]
+    OutOfMemory {
+        op: &'static str,
+        device: Device,
+        bytes: u64,
+        /// Extra context (the adapter and its limit, the pool's state), starting with "; " when set.
+        detail: String,
+    },
     /// A blocking call where blocking is impossible (the browser).
     #[error("{0}")]
     WouldBlock(String),
@@ -130,10 +140,35 @@ impl Error {
             msg: msg.into(),
         }
     }
+    #[allow(dead_code)] // until the allocation paths use it
+    pub(crate) fn oom(op: &'static str, device: Device, bytes: u64) -> Self {
+        Error::OutOfMemory {
+            op,
+            device,
+            bytes,
+            detail: String::new(),
+        }
+    }
     pub(crate) fn arg(op: &'static str, msg: impl Into<String>) -> Self {
         Error::InvalidArgument {
             op,
             msg: msg.into(),
         }
+    }
+}
+
+/// `1536` -> "1.50 KiB": byte counts as a person reads them.
+pub(crate) fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut v = bytes as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{v:.2} {}", UNITS[u])
     }
 }
