@@ -133,12 +133,48 @@ pub enum Error {
 /// `Result` with [`Error`].
 pub type Result<T> = std::result::Result<T, Error>;
 
+/// [`Error::in_op`] on a `Result`.
+pub(crate) trait InOp<T> {
+    /// Report an error as coming from `op`.
+    fn in_op(self, op: &'static str) -> Result<T>;
+}
+
+impl<T> InOp<T> for Result<T> {
+    fn in_op(self, op: &'static str) -> Result<T> {
+        self.map_err(|e| e.in_op(op))
+    }
+}
+
 impl Error {
     pub(crate) fn shape(op: &'static str, msg: impl Into<String>) -> Self {
         Error::Shape {
             op,
             msg: msg.into(),
         }
+    }
+    /// The same error, reported by `op`: a composite op names itself rather than the primitive
+    /// it called (`linear`'s shape error says "linear", not "matmul").
+    pub(crate) fn in_op(mut self, op: &'static str) -> Self {
+        match &mut self {
+            Error::Broadcast { op: o, .. }
+            | Error::Shape { op: o, .. }
+            | Error::DeviceMismatch { op: o, .. }
+            | Error::DTypeMismatch { op: o, .. }
+            | Error::UnsupportedDType { op: o, .. }
+            | Error::DimOutOfRange { op: o, .. }
+            | Error::IndexOutOfRange { op: o, .. }
+            | Error::InvalidArgument { op: o, .. }
+            | Error::GpuLimit { op: o, .. }
+            | Error::Gpu { op: o, .. }
+            | Error::OutOfMemory { op: o, .. } => *o = op,
+            Error::DTypeNotOnDevice { .. }
+            | Error::ViewNonContiguous { .. }
+            | Error::Autograd(_)
+            | Error::NoGpu(_)
+            | Error::WouldBlock(_)
+            | Error::Io { .. } => {}
+        }
+        self
     }
     #[allow(dead_code)] // until the allocation paths use it
     pub(crate) fn oom(op: &'static str, device: Device, bytes: u64) -> Self {
