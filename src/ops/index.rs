@@ -136,7 +136,7 @@ impl Tensor {
         shape[d] = index.numel();
         let mut ishape = vec![1isize; self.ndim()];
         ishape[d] = index.numel() as isize;
-        // A broadcast view: the kernels check each index once.
+        // A broadcast view of the index (the CPU check reads each stored index once).
         let idx = index.reshape(&ishape)?.expand(&shape)?;
         self.gather_as(op, dim, &idx)
     }
