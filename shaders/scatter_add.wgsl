@@ -1,8 +1,12 @@
 // torch.scatter_add along `dim`, deterministic and without float atomics: one invocation per
-// element of the (contiguous) base sums the sources whose index points at it.
-// meta: [n, ndim, dim, off_idx, off_src, bshape[nd], ishape[nd], istrides[nd], sstrides[nd]]
-// bindings: 1 base, 2 idx (i32), 3 src, 4 dst
+// element of the (contiguous) base sums the sources whose index points at it. The invocations at
+// position 0 along `dim` check the indices they read (an out-of-range one is recorded in the
+// index-check flag and reported at the next readback; its source is dropped).
+// meta: [n, ndim, dim, off_idx, off_src, op id, slot, token, bshape[nd], ishape[nd], istrides[nd],
+//        sstrides[nd]]
+// bindings: 1 base, 2 idx (i32), 3 src, 4 dst, 5 the index-check flag
 {{DECLS}}
+{{INDEX_CHECK}}
 
 @compute @workgroup_size(256)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
@@ -12,10 +16,10 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     }
     let nd = params[1];
     let dim = params[2];
-    let bs = 5u;
-    let is = 5u + nd;
-    let ist = 5u + 2u * nd;
-    let sst = 5u + 3u * nd;
+    let bs = 8u;
+    let is = 8u + nd;
+    let ist = 8u + 2u * nd;
+    let sst = 8u + 3u * nd;
     // Coordinates of i in the base, and whether the index tensor covers them off `dim`.
     var rem = i;
     var ioff = params[3];
@@ -40,8 +44,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     if (covered) {
         let kn = params[is + dim];
         for (var k = 0u; k < kn; k = k + 1u) {
-            if (ld_idx(ioff + k * params[ist + dim]) == i32(dst_pos)) {
+            let j = ld_idx(ioff + k * params[ist + dim]);
+            if (j == i32(dst_pos)) {
                 acc = acc + ld_src(soff + k * params[sst + dim]);
+            } else if (dst_pos == 0u) {
+                _ = index_ok(j, params[bs + dim], dim, 5u);
             }
         }
     }

@@ -121,8 +121,11 @@ impl Storage {
             }
         }
     }
+    /// `self.gather(dim, idx)`; an out-of-range index is an error named after `op` (on a GPU,
+    /// reported at the next readback).
     pub(crate) fn gather(
         &self,
+        op: &'static str,
         xshape: &[usize],
         dim: usize,
         idx: &Storage,
@@ -130,17 +133,19 @@ impl Storage {
     ) -> Result<Storage> {
         match (self, idx) {
             (Storage::Cpu(x), Storage::Cpu(CpuStorage::I32(i))) => {
-                Ok(Storage::Cpu(cpu::gather(x, xshape, dim, i, il)))
+                Ok(Storage::Cpu(cpu::gather(op, x, xshape, dim, i, il)?))
             }
             (Storage::Gpu(x), Storage::Gpu(i)) => {
-                Ok(Storage::Gpu(gpu::gather(x, xshape, dim, i, il)?))
+                Ok(Storage::Gpu(gpu::gather(op, x, xshape, dim, i, il)?))
             }
             _ => unreachable!("devices and index dtype checked by the op layer"),
         }
     }
+    /// `self.scatter_add(dim, idx, src)`; index errors as in `gather`.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn scatter_add(
         &self,
+        op: &'static str,
         bshape: &[usize],
         dim: usize,
         idx: &Storage,
@@ -151,11 +156,11 @@ impl Storage {
         match (self, idx, src) {
             (Storage::Cpu(b), Storage::Cpu(CpuStorage::I32(i)), Storage::Cpu(s)) => {
                 let mut out = b.clone();
-                cpu::scatter_add(&mut out, bshape, dim, i, il, s, sl);
+                cpu::scatter_add(op, &mut out, bshape, dim, i, il, s, sl)?;
                 Ok(Storage::Cpu(out))
             }
             (Storage::Gpu(b), Storage::Gpu(i), Storage::Gpu(s)) => Ok(Storage::Gpu(
-                gpu::scatter_add(b, bshape, dim, i, il, s, sl)?,
+                gpu::scatter_add(op, b, bshape, dim, i, il, s, sl)?,
             )),
             _ => unreachable!("devices and index dtype checked by the op layer"),
         }

@@ -1,11 +1,13 @@
 //! Indexing: gather, scatter_add, index_select, embedding, one_hot, masked_select.
 
 use crate::autograd::record;
-use crate::backend::Storage;
 use crate::shape::wrap_dim;
 use crate::{DType, Error, Result, Tensor};
 
 impl Tensor {
+    /// The index tensor of `op` is an I32 tensor on `self`'s device. Its values are checked by
+    /// the kernels that read them (on the host for the CPU, on the device for a GPU, reported
+    /// at the next readback: `backend/gpu/checks.rs`).
     fn check_index(&self, op: &'static str, index: &Tensor) -> Result<()> {
         self.same_device(op, index)?;
         if index.dtype() != DType::I32 {
@@ -18,63 +20,60 @@ impl Tensor {
         Ok(())
     }
 
-    /// Bounds-check index values when they live on the host (on a GPU an out-of-range index reads
-    /// zero rather than forcing a device round trip every call).
-    fn check_bounds(op: &'static str, index: &Tensor, dim: usize, size: usize) -> Result<()> {
-        if let Storage::Cpu(_) = &*index.storage() {
-            for v in index.to_f64_vec()? {
-                if v < 0.0 || v as usize >= size {
-                    return Err(Error::IndexOutOfRange {
-                        op,
-                        index: v as i64,
-                        dim,
-                        size,
-                    });
-                }
-            }
-        }
-        Ok(())
-    }
-
     /// `out[i][j] = self[i][index[i][j]]` along `dim` (torch.gather).
     pub fn gather(&self, dim: isize, index: &Tensor) -> Result<Tensor> {
-        self.check_index("gather", index)?;
-        let d = wrap_dim("gather", dim, self.ndim())?;
+        self.gather_as("gather", dim, index)
+    }
+
+    /// `gather` for `op`: shape, dtype and index errors name `op` (index_select, embedding and
+    /// the losses are gathers).
+    pub(crate) fn gather_as(&self, op: &'static str, dim: isize, index: &Tensor) -> Result<Tensor> {
+        self.check_index(op, index)?;
+        let d = wrap_dim(op, dim, self.ndim())?;
         if index.ndim() != self.ndim() {
-            return Err(Error::shape("gather", format!("Index tensor must have the same number of dimensions as input tensor ({:?} vs {:?})", index.shape(), self.shape())));
+            return Err(Error::shape(op, format!("Index tensor must have the same number of dimensions as input tensor ({:?} vs {:?})", index.shape(), self.shape())));
         }
         for i in 0..self.ndim() {
             if i != d && index.shape()[i] > self.shape()[i] {
-                return Err(Error::shape("gather", format!("Size does not match at dimension {i} expected index {:?} to be smaller than self {:?} apart from dimension {d}", index.shape(), self.shape())));
+                return Err(Error::shape(op, format!("Size does not match at dimension {i} expected index {:?} to be smaller than self {:?} apart from dimension {d}", index.shape(), self.shape())));
             }
         }
-        Tensor::check_bounds("gather", index, d, self.shape()[d])?;
         let x = self.dense()?;
         let s = x
             .storage()
-            .gather(x.shape(), d, &index.storage(), index.layout())?;
+            .gather(op, x.shape(), d, &index.storage(), index.layout())?;
         let out = Tensor::from_storage(s, index.shape(), self.device());
         let (shape, idx) = (self.shape().to_vec(), index.clone());
-        Ok(record(out, "gather", &[self], &[], move |g| {
+        Ok(record(out, op, &[self], &[], move |g| {
             let z = Tensor::full_dtype(&shape, 0.0, g.dtype(), &g.device())?;
-            Ok(vec![Some(z.scatter_add(d as isize, &idx, g)?)])
+            Ok(vec![Some(z.scatter_add_as(op, d as isize, &idx, g)?)])
         }))
     }
 
     /// `self` with `src` added at the positions `index` gives along `dim` (torch.scatter_add).
     pub fn scatter_add(&self, dim: isize, index: &Tensor, src: &Tensor) -> Result<Tensor> {
-        self.check_index("scatter_add", index)?;
-        self.same_device("scatter_add", src)?;
-        let d = wrap_dim("scatter_add", dim, self.ndim())?;
+        self.scatter_add_as("scatter_add", dim, index, src)
+    }
+
+    /// `scatter_add` for `op` (one_hot and gather's gradient are scatter_adds).
+    pub(crate) fn scatter_add_as(
+        &self,
+        op: &'static str,
+        dim: isize,
+        index: &Tensor,
+        src: &Tensor,
+    ) -> Result<Tensor> {
+        self.check_index(op, index)?;
+        self.same_device(op, src)?;
+        let d = wrap_dim(op, dim, self.ndim())?;
         if index.ndim() != self.ndim() || src.ndim() != self.ndim() {
-            return Err(Error::shape("scatter_add", format!("Index tensor must have the same number of dimensions as self tensor (self {:?}, index {:?}, src {:?})", self.shape(), index.shape(), src.shape())));
+            return Err(Error::shape(op, format!("Index tensor must have the same number of dimensions as self tensor (self {:?}, index {:?}, src {:?})", self.shape(), index.shape(), src.shape())));
         }
         for i in 0..self.ndim() {
             if index.shape()[i] > src.shape()[i] || (i != d && index.shape()[i] > self.shape()[i]) {
-                return Err(Error::shape("scatter_add", format!("Expected index {:?} to be smaller than self {:?} apart from dimension {d} and to be smaller size than src {:?}", index.shape(), self.shape(), src.shape())));
+                return Err(Error::shape(op, format!("Expected index {:?} to be smaller than self {:?} apart from dimension {d} and to be smaller size than src {:?}", index.shape(), self.shape(), src.shape())));
             }
         }
-        Tensor::check_bounds("scatter_add", index, d, self.shape()[d])?;
         let src = src.to_dtype(self.dtype())?;
         let base = self.dense()?;
         // The kernel reads src at the index's shape.
@@ -83,6 +82,7 @@ impl Tensor {
             ..src.layout().clone()
         };
         let s = base.storage().scatter_add(
+            op,
             base.shape(),
             d,
             &index.storage(),
@@ -92,8 +92,8 @@ impl Tensor {
         )?;
         let out = Tensor::from_storage(s, self.shape(), self.device());
         let (idx, src_shape) = (index.clone(), src.shape().to_vec());
-        Ok(record(out, "scatter_add", &[self, &src], &[], move |g| {
-            let gs = g.gather(d as isize, &idx)?;
+        Ok(record(out, op, &[self, &src], &[], move |g| {
+            let gs = g.gather_as(op, d as isize, &idx)?;
             let gs = if gs.shape() == src_shape.as_slice() {
                 gs
             } else {
@@ -110,11 +110,15 @@ impl Tensor {
 
     /// Rows (or slices) `index` of dimension `dim` (torch.index_select); `index` is 1-D.
     pub fn index_select(&self, dim: isize, index: &Tensor) -> Result<Tensor> {
-        self.check_index("index_select", index)?;
-        let d = wrap_dim("index_select", dim, self.ndim())?;
+        self.index_select_as("index_select", dim, index)
+    }
+
+    fn index_select_as(&self, op: &'static str, dim: isize, index: &Tensor) -> Result<Tensor> {
+        self.check_index(op, index)?;
+        let d = wrap_dim(op, dim, self.ndim())?;
         if index.ndim() > 1 {
             return Err(Error::shape(
-                "index_select",
+                op,
                 format!(
                     "index_select(): Index is supposed to be a vector (got shape {:?})",
                     index.shape()
@@ -123,14 +127,18 @@ impl Tensor {
         }
         let index = index.reshape(&[-1])?;
         if self.ndim() == 0 {
-            return self.reshape(&[1])?.index_select(0, &index)?.reshape(&[]);
+            return self
+                .reshape(&[1])?
+                .index_select_as(op, 0, &index)?
+                .reshape(&[]);
         }
         let mut shape = self.shape().to_vec();
         shape[d] = index.numel();
         let mut ishape = vec![1isize; self.ndim()];
         ishape[d] = index.numel() as isize;
+        // A broadcast view of the index (the CPU check reads each stored index once).
         let idx = index.reshape(&ishape)?.expand(&shape)?;
-        self.gather(dim, &idx)
+        self.gather_as(op, dim, &idx)
     }
 
     /// Look up rows of `weight` (torch.nn.functional.embedding): `self` holds indices.
@@ -147,23 +155,20 @@ impl Tensor {
         let mut shape: Vec<isize> = self.shape().iter().map(|&s| s as isize).collect();
         shape.push(weight.shape()[1] as isize);
         weight
-            .index_select(0, &self.reshape(&[-1])?)?
+            .index_select_as("embedding", 0, &self.reshape(&[-1])?)?
             .reshape(&shape)
     }
 
-    /// One-hot encoding of integer labels, as I32 with a trailing dimension of `num_classes`.
+    /// One-hot encoding of integer labels, as I32 with a trailing dimension of `num_classes`
+    /// (a scatter of ones, as in PyTorch: a label outside `[0, num_classes)` is an error).
     pub fn one_hot(&self, num_classes: usize) -> Result<Tensor> {
-        if self.dtype() != DType::I32 {
-            return Err(Error::DTypeMismatch {
-                op: "one_hot",
-                expected: DType::I32,
-                found: self.dtype(),
-            });
-        }
-        Tensor::check_bounds("one_hot", self, 0, num_classes)?;
-        let classes =
-            Tensor::arange_dtype(0.0, num_classes as f64, 1.0, DType::I32, &self.device())?;
-        self.unsqueeze(-1)?.eq(&classes)?.to_dtype(DType::I32)
+        let mut shape = self.shape().to_vec();
+        shape.push(num_classes);
+        let zeros = Tensor::full_dtype(&shape, 0.0, DType::I32, &self.device())?;
+        let idx = self.unsqueeze(-1)?;
+        let ones = Tensor::full_dtype([1], 1.0, DType::I32, &self.device())?;
+        let ones = ones.reshape(&vec![1; idx.ndim()])?.expand(idx.shape())?;
+        zeros.scatter_add_as("one_hot", -1, &idx, &ones)
     }
 
     /// The elements where `mask` is true, as a 1-D tensor (reads the mask back to size the result).

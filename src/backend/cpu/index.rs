@@ -4,17 +4,55 @@ use super::{for_offsets, par_fill, pool, with_cpu, CpuElem, CpuStorage};
 use crate::dtype::Elem;
 use crate::ops::ConvGeom;
 use crate::shape::{contiguous_strides, Layout};
+use crate::{Error, Result};
 use rayon::prelude::*;
 
+/// Every index the view `il` of `idx` holds must lie in `[0, size)`, else the error names `op`,
+/// the first bad index, `dim` and `size`, as PyTorch's does (the GPU kernels check on the device:
+/// `backend/gpu/checks.rs`). Broadcast (stride-0) dimensions repeat elements: each is read once.
+fn check_indices(
+    op: &'static str,
+    idx: &[i32],
+    il: &Layout,
+    dim: usize,
+    size: usize,
+) -> Result<()> {
+    let shape = il.shape.iter().zip(&il.strides);
+    let once = Layout {
+        shape: shape
+            .map(|(&n, &s)| if s == 0 { n.min(1) } else { n })
+            .collect(),
+        ..il.clone()
+    };
+    let mut bad = None;
+    for_offsets(&once, 0, once.numel(), |_, o| {
+        let j = idx[o];
+        if bad.is_none() && (j < 0 || j as usize >= size) {
+            bad = Some(j);
+        }
+    });
+    match bad {
+        Some(j) => Err(Error::IndexOutOfRange {
+            op,
+            index: j as i64,
+            dim,
+            size,
+        }),
+        None => Ok(()),
+    }
+}
+
 /// `out[..., j, ...] = x[..., idx[..., j, ...], ...]` along `dim` (torch.gather). `x` is contiguous
-/// of shape `xshape`; `idx` has the output's shape. Indices were validated by the caller.
+/// of shape `xshape`; `idx` has the output's shape. An out-of-range index is an error naming `op`.
 pub(crate) fn gather(
+    op: &'static str,
     x: &CpuStorage,
     xshape: &[usize],
     dim: usize,
     idx: &[i32],
     il: &Layout,
-) -> CpuStorage {
+) -> Result<CpuStorage> {
+    check_indices(op, idx, il, dim, xshape.get(dim).copied().unwrap_or(1))?;
     let xs = contiguous_strides(xshape);
     let ostr = contiguous_strides(&il.shape);
     with_cpu!(x, v, T => {
@@ -31,12 +69,15 @@ pub(crate) fn gather(
                 chunk[i] = v[src];
             });
         });
-        T::wrap(out)
+        Ok(T::wrap(out))
     })
 }
 
-/// `base[..., idx[..., j, ...], ...] += src[..., j, ...]` along `dim`; `base` is contiguous.
+/// `base[..., idx[..., j, ...], ...] += src[..., j, ...]` along `dim`; `base` is contiguous. An
+/// out-of-range index is an error naming `op`.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn scatter_add(
+    op: &'static str,
     base: &mut CpuStorage,
     bshape: &[usize],
     dim: usize,
@@ -44,7 +85,8 @@ pub(crate) fn scatter_add(
     il: &Layout,
     src: &CpuStorage,
     sl: &Layout,
-) {
+) -> Result<()> {
+    check_indices(op, idx, il, dim, bshape.get(dim).copied().unwrap_or(1))?;
     let bs = contiguous_strides(bshape);
     let ostr = contiguous_strides(&il.shape);
     with_cpu!(src, sv, T => {
@@ -62,7 +104,8 @@ pub(crate) fn scatter_add(
             }
             bv[dst] = T::from_f64(bv[dst].to_f64() + s[i].to_f64());
         }
-    })
+    });
+    Ok(())
 }
 
 /// Unfold `[N, C, H, W]` (contiguous) into columns `[N, C*kh*kw, Ho*Wo]`; padding reads `pad`.

@@ -51,8 +51,9 @@ async fn adapters(instance: &wgpu::Instance) -> Vec<wgpu::Adapter> {
     list
 }
 
-/// The kernels' fixed needs: 256-invocation workgroups (elementwise, reductions, 16x16 GEMM tiles)
-/// and 8 KiB of workgroup memory (two 16x64 f32 GEMM tiles). WebGPU guarantees both; an adapter
+/// The kernels' fixed needs: 256-invocation workgroups (elementwise, reductions, 16x16 GEMM tiles),
+/// 8 KiB of workgroup memory (two 16x64 f32 GEMM tiles) and 6 storage buffers (scatter_add's
+/// params, four tensors and the index-check flag). WebGPU guarantees both; an adapter
 /// below them is refused by name rather than failing at its first dispatch.
 fn check_limits(name: &str, l: &wgpu::Limits) -> std::result::Result<(), String> {
     let needs = [
@@ -79,7 +80,7 @@ fn check_limits(name: &str, l: &wgpu::Limits) -> std::result::Result<(), String>
         (
             "max_storage_buffers_per_shader_stage",
             l.max_storage_buffers_per_shader_stage,
-            5,
+            6,
         ),
     ];
     match needs.iter().find(|(_, have, need)| have < need) {

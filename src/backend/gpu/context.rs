@@ -53,6 +53,8 @@ pub struct GpuContext {
     pipelines_created: AtomicU64,
     /// Per-kernel wall time when profiling (`set_profiling`): key -> (dispatches, seconds).
     profile: Mutex<Option<HashMap<String, (u64, f64)>>>,
+    /// The index-check flags that gather/scatter_add kernels set (`checks.rs`).
+    pub(crate) checks: super::checks::IndexChecks,
 }
 
 /// A pooled storage buffer; returned to its context's pool when dropped.
@@ -144,6 +146,7 @@ impl GpuContext {
             }
         }));
         GpuContext {
+            checks: super::checks::IndexChecks::new(&device),
             device,
             queue,
             info,
@@ -472,19 +475,25 @@ impl GpuContext {
         }
     }
 
-    /// Copy `bytes` bytes of `buf` back to the host, waiting for the work before it.
+    /// Copy `bytes` bytes of `buf` back to the host, waiting for the work before it; the
+    /// index-check flag comes back with them and a failure it records is the error.
     pub(crate) async fn read_async(&self, buf: &wgpu::Buffer, bytes: u64) -> Result<Vec<u8>> {
-        if bytes == 0 {
+        if bytes == 0 && !self.checks.dirty() {
             return Ok(Vec::new());
         }
         let padded = bytes.next_multiple_of(4);
         let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("wgtorch-readback"),
-            size: padded,
+            size: padded + super::checks::SLOT_BYTES,
             usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
-        self.with_encoder(|enc| enc.copy_buffer_to_buffer(buf, 0, &staging, 0, padded));
+        let flagged = self.with_encoder(|enc| {
+            if padded > 0 {
+                enc.copy_buffer_to_buffer(buf, 0, &staging, 0, padded);
+            }
+            self.checks.copy_back(enc, &staging, padded)
+        });
         self.submit();
         let done = super::oneshot::OneShot::new();
         let tx = done.sender();
@@ -517,6 +526,9 @@ impl GpuContext {
             })?
             .to_vec();
         staging.unmap();
+        if flagged {
+            self.checks.report(&data[padded as usize..])?;
+        }
         Ok(data[..bytes as usize].to_vec())
     }
 
@@ -557,8 +569,12 @@ impl GpuContext {
         record()
     }
 
-    /// Wait until all submitted work is done.
+    /// Wait until all submitted work is done (reporting an index-check failure, if any).
     pub fn synchronize(&self) -> Result<()> {
+        #[cfg(not(target_arch = "wasm32"))]
+        if self.checks.dirty() {
+            return pollster::block_on(self.read_async(self.checks.buffer(), 0)).map(drop);
+        }
         self.submit();
         self.device
             .poll(wgpu::PollType::wait_indefinitely())

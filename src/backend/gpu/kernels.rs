@@ -39,6 +39,7 @@ const GEMM_CONV_INPUT: &str = include_str!("../../../shaders/gemm_conv_input.wgs
 const GEMM_CONV_WEIGHT: &str = include_str!("../../../shaders/gemm_conv_weight.wgsl");
 const GATHER: &str = include_str!("../../../shaders/index.wgsl");
 const SCATTER_ADD: &str = include_str!("../../../shaders/scatter_add.wgsl");
+const INDEX_CHECK: &str = include_str!("../../../shaders/index_check.wgsl");
 const IM2COL: &str = include_str!("../../../shaders/im2col.wgsl");
 const COL2IM: &str = include_str!("../../../shaders/col2im.wgsl");
 const ADAM: &str = include_str!("../../../shaders/adam.wgsl");
@@ -272,6 +273,12 @@ fn fill(template: &str, bindings: &[(&str, GpuType, bool)], subs: &[(&str, &str)
     s
 }
 
+/// The index-check flag and `index_ok` (`shaders/index_check.wgsl`), bound after `bindings`
+/// tensor bindings (`checks.rs`).
+fn index_check(bindings: u32) -> String {
+    INDEX_CHECK.replace("{{BINDING}}", &(bindings + 1).to_string())
+}
+
 /// (INIT, MERGE, STORE) of a reduction; the output type follows from the op (i32 for arg ops).
 fn reduce_parts(op: ReduceOp, t: GpuType) -> (&'static str, &'static str, &'static str) {
     let (lowest, highest) = match t.compute() {
@@ -474,7 +481,7 @@ impl Kernel {
             Kernel::Gather(t) => fill(
                 GATHER,
                 &[("x", t, false), ("idx", I32, false), ("dst", t, true)],
-                &[("C", t.compute())],
+                &[("C", t.compute()), ("INDEX_CHECK", &index_check(3))],
             ),
             Kernel::ScatterAdd(t) => fill(
                 SCATTER_ADD,
@@ -484,7 +491,7 @@ impl Kernel {
                     ("src", t, false),
                     ("dst", t, true),
                 ],
-                &[],
+                &[("INDEX_CHECK", &index_check(4))],
             ),
             Kernel::Im2col(t) => fill(
                 IM2COL,

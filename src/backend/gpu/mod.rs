@@ -2,6 +2,7 @@
 //! writes a fresh contiguous output, except `copy_into` and the in-place fill.
 
 mod adapter;
+mod checks;
 mod context;
 mod conv;
 pub mod kernels;
@@ -435,7 +436,9 @@ pub(crate) fn cumsum_rows(x: &GpuStorage, rows: usize, n: usize) -> Result<GpuSt
     Ok(out)
 }
 
+/// `out = x.gather(dim, idx)` for `op` (the name an out-of-range index is reported under).
 pub(crate) fn gather(
+    op: &'static str,
     x: &GpuStorage,
     xshape: &[usize],
     dim: usize,
@@ -444,7 +447,10 @@ pub(crate) fn gather(
 ) -> Result<GpuStorage> {
     let ctx = x.ctx();
     let n = il.numel();
-    let out = output(ctx, "gather", n, x.dtype)?;
+    let out = output(ctx, op, n, x.dtype)?;
+    if n == 0 {
+        return Ok(out);
+    }
     let nd = xshape.len().max(1);
     let pad = |v: &[usize]| {
         if v.is_empty() {
@@ -453,28 +459,27 @@ pub(crate) fn gather(
             v.iter().map(|&x| u(x)).collect()
         }
     };
-    let mut meta = vec![u(n), u(nd), u(dim), u(il.offset)];
-    meta.extend(pad(xshape));
-    meta.extend(pad(&contiguous_strides(xshape)));
-    meta.extend(pad(&il.shape));
-    meta.extend(if il.strides.is_empty() {
-        vec![0]
-    } else {
-        il.strides.iter().map(|&x| u(x)).collect()
-    });
-    launch(
-        ctx,
-        "gather",
-        Kernel::Gather(x.ty()),
-        &meta,
-        &[x.raw(), idx.raw(), out.raw()],
-        groups(n),
-    )?;
+    ctx.checks.checked(op, |flag, check| {
+        let mut meta = vec![u(n), u(nd), u(dim), u(il.offset)];
+        meta.extend(check);
+        meta.extend(pad(xshape));
+        meta.extend(pad(&contiguous_strides(xshape)));
+        meta.extend(pad(&il.shape));
+        meta.extend(if il.strides.is_empty() {
+            vec![0]
+        } else {
+            il.strides.iter().map(|&x| u(x)).collect()
+        });
+        let bufs = [x.raw(), idx.raw(), out.raw(), flag];
+        launch(ctx, op, Kernel::Gather(x.ty()), &meta, &bufs, groups(n))
+    })?;
     Ok(out)
 }
 
+/// `base.scatter_add(dim, idx, src)` for `op` (the name an out-of-range index is reported under).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn scatter_add(
+    op: &'static str,
     base: &GpuStorage,
     bshape: &[usize],
     dim: usize,
@@ -485,7 +490,15 @@ pub(crate) fn scatter_add(
 ) -> Result<GpuStorage> {
     let ctx = base.ctx();
     let n: usize = bshape.iter().product();
-    let out = output(ctx, "scatter_add", n, base.dtype)?;
+    let out = output(ctx, op, n, base.dtype)?;
+    if n == 0 {
+        // No base element to visit the indices from: dimension `dim` is empty (the others bound
+        // the index's), so every index is out of range. A gather with them records the first.
+        if il.numel() > 0 {
+            gather(op, base, bshape, dim, idx, il)?;
+        }
+        return Ok(out);
+    }
     let nd = bshape.len().max(1);
     let pad = |v: &[usize], d: usize| {
         if v.is_empty() {
@@ -494,19 +507,23 @@ pub(crate) fn scatter_add(
             v.iter().map(|&x| u(x)).collect()
         }
     };
-    let mut meta = vec![u(n), u(nd), u(dim), u(il.offset), u(sl.offset)];
-    meta.extend(pad(bshape, 1));
-    meta.extend(pad(&il.shape, 1));
-    meta.extend(pad(&il.strides, 0));
-    meta.extend(pad(&sl.strides, 0));
-    launch(
-        ctx,
-        "scatter_add",
-        Kernel::ScatterAdd(base.ty()),
-        &meta,
-        &[base.raw(), idx.raw(), src.raw(), out.raw()],
-        groups(n),
-    )?;
+    ctx.checks.checked(op, |flag, check| {
+        let mut meta = vec![u(n), u(nd), u(dim), u(il.offset), u(sl.offset)];
+        meta.extend(check);
+        meta.extend(pad(bshape, 1));
+        meta.extend(pad(&il.shape, 1));
+        meta.extend(pad(&il.strides, 0));
+        meta.extend(pad(&sl.strides, 0));
+        let bufs = [base.raw(), idx.raw(), src.raw(), out.raw(), flag];
+        launch(
+            ctx,
+            op,
+            Kernel::ScatterAdd(base.ty()),
+            &meta,
+            &bufs,
+            groups(n),
+        )
+    })?;
     Ok(out)
 }
 
