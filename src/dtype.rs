@@ -67,6 +67,16 @@ impl DType {
             },
         }
     }
+    /// Whether an op's result of type `from` may be written into a tensor of type `to` in place
+    /// (PyTorch's `can_cast`): never to a lower category (float -> int, int -> bool).
+    pub fn can_cast(from: DType, to: DType) -> bool {
+        let category = |d: DType| match d {
+            DType::Bool => 0,
+            DType::I32 => 1,
+            _ => 2,
+        };
+        category(from) <= category(to)
+    }
     /// The type of `tensor op scalar` for a tensor of this dtype (PyTorch's `result_type` with a
     /// Python number): a scalar of a higher category (bool < int < float) gives that category's
     /// default type (int32 here, as wgtorch has no int64; float32), otherwise the tensor's

@@ -301,8 +301,9 @@ impl Tensor {
     pub fn add(&self, other: &Tensor) -> Result<Tensor> {
         self.binary(BinaryOp::Add, other)
     }
-    /// `self + alpha * other` (torch.add with alpha).
-    pub fn add_alpha(&self, other: &Tensor, alpha: f64) -> Result<Tensor> {
+    /// `self + alpha * other` (torch.add with alpha; an integer `alpha` keeps integer tensors
+    /// integer).
+    pub fn add_alpha(&self, other: &Tensor, alpha: impl Into<Scalar>) -> Result<Tensor> {
         self.add(&other.mul_scalar(alpha)?)
     }
     /// `self - other`

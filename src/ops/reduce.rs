@@ -304,7 +304,9 @@ impl Tensor {
     /// Product over `dim`.
     pub fn prod_dim(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
         let d = wrap_dim("prod", dim, self.ndim())?;
+        // Half products accumulate in f32 (ReduceOp::out_dtype) and round once.
         let out = self.reduce_raw(ReduceOp::Prod, &[d], keepdim)?;
+        let out = out.to_dtype(self.dtype())?;
         let x = self.clone();
         Ok(record(out, "prod", &[self], &[self], move |g| {
             // d/dx_i prod = prod of the others, computed without dividing by x_i.

@@ -236,12 +236,11 @@ fn clamp_propagates_nan() {
             &all_nan,
         );
         // half precision too
-        let h = x.to_dtype(DType::F16).unwrap();
-        same(
-            &format!("{d} f16"),
-            &vals(&h.clamp(Some(0.0), Some(0.5)).unwrap()),
-            &want,
-        );
+        for dt in [DType::F16, DType::BF16] {
+            let h = x.to_dtype(dt).unwrap();
+            let y = h.clamp(Some(0.0), Some(0.5)).unwrap();
+            same(&format!("{d} {dt}"), &vals(&y), &want);
+        }
     }
 }
 
@@ -386,5 +385,23 @@ fn var_of_empty_is_nan() {
             &vals(&e2.var_dims(&[1], true, false).unwrap()),
             &[f64::NAN; 2],
         );
+    }
+}
+
+#[test]
+fn int_inplace_with_float_result_is_an_error() {
+    for d in devices() {
+        let x = i32s(&[7, 9], &d);
+        // x = torch.tensor([7, 9], dtype=torch.int32); x.div_(2) -> RuntimeError: result type
+        // Float can't be cast to the desired output type Int (x is unchanged)
+        let e = x.div_(&i32s(&[2, 2], &d)).unwrap_err().to_string();
+        assert!(e.contains("can't be cast"), "{d}: {e}");
+        let e = x.clamp_(Some(0.5), None).unwrap_err().to_string();
+        assert!(e.contains("can't be cast"), "{d}: {e}");
+        assert_eq!(ints(&x), [7, 9], "{d}");
+        // x.clamp_(0, 8) and x.add_(x, alpha=2) stay int32: [7, 8], then [21, 24]
+        x.clamp_(Some(0), Some(8)).unwrap();
+        assert_eq!(ints(&x), [7, 8], "{d}");
+        assert_eq!(ints(&x.add_alpha(&x, 2).unwrap()), [21, 24], "{d}");
     }
 }

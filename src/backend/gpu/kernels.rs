@@ -131,7 +131,7 @@ impl GpuType {
                     "pack2x16float(vec2<f32>(v, 0.0)) & 0xffffu".to_string()
                 } else {
                     // Round to nearest even; NaN stays NaN.
-                    "select((bitcast<u32>(v) + 0x7fffu + ((bitcast<u32>(v) >> 16u) & 1u)) >> 16u, 0x7fc0u, v != v)".to_string()
+                    "select((bitcast<u32>(v) + 0x7fffu + ((bitcast<u32>(v) >> 16u) & 1u)) >> 16u, 0x7fc0u, is_nan_f(v))".to_string()
                 };
                 head("array<atomic<u32>>") + &format!(
                     "fn st_{name}(i: u32, v: f32) {{\n    let h = {half};\n    let sh = (i & 1u) * 16u;\n    atomicAnd(&{name}[i >> 1u], ~(0xffffu << sh));\n    atomicOr(&{name}[i >> 1u], h << sh);\n}}\n"
