@@ -67,7 +67,83 @@ impl DType {
             },
         }
     }
+    /// Whether an op's result of type `from` may be written into a tensor of type `to` in place
+    /// (PyTorch's `can_cast`): never to a lower category (float -> int, int -> bool).
+    pub fn can_cast(from: DType, to: DType) -> bool {
+        let category = |d: DType| match d {
+            DType::Bool => 0,
+            DType::I32 => 1,
+            _ => 2,
+        };
+        category(from) <= category(to)
+    }
+    /// The type of `tensor op scalar` for a tensor of this dtype (PyTorch's `result_type` with a
+    /// Python number): a scalar of a higher category (bool < int < float) gives that category's
+    /// default type (int32 here, as wgtorch has no int64; float32), otherwise the tensor's
+    /// dtype wins, so `f16 * 2.0` stays f16 and `int32 * 2` stays int32, but `int32 * 1.0` is
+    /// f32.
+    pub fn promote_scalar(self, s: Scalar) -> DType {
+        match s {
+            Scalar::Float(_) if !self.is_float() => DType::F32,
+            Scalar::Int(_) if self == DType::Bool => DType::I32,
+            _ => self,
+        }
+    }
 }
+
+/// A scalar operand (`x * 2`, `x.clamp(0, 1)`), integral or floating like a Python number:
+/// PyTorch types `int32_tensor * 2` as int32 but `int32_tensor * 2.0` as float32, so the kind
+/// of the literal matters, not only its value. Rust's literals give the kind: `x.mul_scalar(2)`
+/// is [`Scalar::Int`], `x.mul_scalar(2.0)` is [`Scalar::Float`].
+///
+/// ```
+/// use wgtorch::{DType, Device, Tensor};
+/// let x = Tensor::from_vec(vec![1i32, 2], [2], &Device::Cpu)?;
+/// assert_eq!(x.mul_scalar(2)?.dtype(), DType::I32);
+/// assert_eq!(x.mul_scalar(2.0)?.dtype(), DType::F32);
+/// # Ok::<(), wgtorch::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Scalar {
+    /// An integer (Python `int`).
+    Int(i64),
+    /// A floating-point number (Python `float`).
+    Float(f64),
+}
+
+impl Scalar {
+    /// The value as f64 (integers past 2^53 round).
+    pub fn to_f64(self) -> f64 {
+        match self {
+            Scalar::Int(v) => v as f64,
+            Scalar::Float(v) => v,
+        }
+    }
+    /// The value as an int32 element, or PyTorch's overflow error naming `op`.
+    pub(crate) fn to_i32(self, op: &'static str) -> crate::Result<i32> {
+        match self {
+            Scalar::Int(v) => i32::try_from(v).map_err(|_| {
+                crate::Error::arg(
+                    op,
+                    format!("value cannot be converted to type int32 without overflow: {v}"),
+                )
+            }),
+            Scalar::Float(v) => Ok(i32::from_f64(v)),
+        }
+    }
+}
+
+macro_rules! scalar_from {
+    ($variant:ident, $as:ty: $($t:ty),*) => {
+        $(impl From<$t> for Scalar {
+            fn from(v: $t) -> Scalar {
+                Scalar::$variant(v as $as)
+            }
+        })*
+    };
+}
+scalar_from!(Int, i64: i32, i64, u32);
+scalar_from!(Float, f64: f32, f64);
 
 impl fmt::Display for DType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -108,7 +184,8 @@ pub trait Elem: Copy + Send + Sync + 'static + fmt::Debug + PartialOrd + Default
     type Acc: Real;
     /// Widen to the compute type.
     fn to_acc(self) -> Self::Acc;
-    /// Narrow from the compute type (rounding to nearest; saturating for integers).
+    /// Narrow from the compute type: floats round to nearest; integers wrap (two's complement,
+    /// as integer arithmetic does on every device), so an exact sum past `i32::MAX` wraps.
     fn from_acc(v: Self::Acc) -> Self;
     /// Widen to f64 (exact for every element type).
     fn to_f64(self) -> f64;
@@ -154,7 +231,8 @@ impl Elem for i32 {
     }
     #[inline(always)]
     fn from_acc(v: f64) -> Self {
-        v as i32
+        // f64 -> i64 is exact for every sum or difference of two i32s; the narrowing wraps.
+        v as i64 as i32
     }
     fn to_f64(self) -> f64 {
         self as f64

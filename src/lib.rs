@@ -33,7 +33,7 @@ mod tensor;
 
 pub use autograd::{enable_grad, is_grad_enabled, no_grad};
 pub use device::Device;
-pub use dtype::DType;
+pub use dtype::{DType, Scalar};
 pub use error::{Error, Result};
 pub use rng::{manual_seed, with_default_generator, Generator};
 pub use tensor::Tensor;

@@ -48,7 +48,7 @@ impl Module for BatchNorm2d {
         if training {
             let _g = crate::no_grad();
             self.num_batches_tracked
-                .copy_(&self.num_batches_tracked.add_scalar(1.0)?)?;
+                .copy_(&self.num_batches_tracked.add_scalar(1)?)?;
         }
         crate::ops::batch_norm(
             x,

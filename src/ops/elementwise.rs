@@ -39,6 +39,8 @@ pub enum UnaryOp {
     PowScalar(f32),
     AddScalar(f32),
     MulScalar(f32),
+    /// `x / c` (true division, not a multiplication by `1 / c`).
+    DivScalar(f32),
     /// 1 where x > 0, else 0 (relu's derivative).
     Step,
     Sign,
@@ -73,6 +75,7 @@ impl UnaryOp {
             PowScalar(_) => "pow_scalar",
             AddScalar(_) => "add_scalar",
             MulScalar(_) => "mul_scalar",
+            DivScalar(_) => "div_scalar",
             Step => "step",
             Sign => "sign",
         }
@@ -82,7 +85,9 @@ impl UnaryOp {
     pub fn params(&self) -> [f32; 2] {
         use UnaryOp::*;
         match *self {
-            Elu(a) | LeakyRelu(a) | PowScalar(a) | AddScalar(a) | MulScalar(a) => [a, 0.0],
+            Elu(a) | LeakyRelu(a) | PowScalar(a) | AddScalar(a) | MulScalar(a) | DivScalar(a) => {
+                [a, 0.0]
+            }
             Softplus(b, t) => [b, t],
             Clamp(lo, hi) => [lo, hi],
             _ => [0.0, 0.0],
@@ -115,11 +120,13 @@ impl UnaryOp {
             Softplus(..) => "select(log(1.0 + exp(p0 * x)) / p0, x, x * p0 > p1)",
             Square => "x * x",
             Reciprocal => "1.0 / x",
-            Clamp(..) => "min(max(x, p0), p1)",
+            // NaN in the input or either bound propagates (WGSL's min/max need not).
+            Clamp(..) => "min_nan(max_nan(x, p0), p1)",
             Erf => "erf_f(x)",
             PowScalar(_) => "pow_f(x, p0)",
             AddScalar(_) => "x + p0",
             MulScalar(_) => "x * p0",
+            DivScalar(_) => "x / p0",
             Step => "select(0.0, 1.0, x > 0.0)",
             Sign => "sign(x)",
         }
@@ -180,11 +187,20 @@ impl UnaryOp {
             }
             Square => x * x,
             Reciprocal => one / x,
-            Clamp(lo, hi) => x.max(R::of(lo as f64)).min(R::of(hi as f64)),
+            Clamp(lo, hi) => {
+                let (lo, hi) = (R::of(lo as f64), R::of(hi as f64));
+                // NaN in the input or either bound propagates (`max`/`min` would drop it).
+                if x.is_nan() || lo.is_nan() || hi.is_nan() {
+                    R::nan()
+                } else {
+                    x.max(lo).min(hi)
+                }
+            }
             Erf => x.erf(),
             PowScalar(e) => x.powf(R::of(e as f64)),
             AddScalar(c) => x + R::of(c as f64),
             MulScalar(c) => x * R::of(c as f64),
+            DivScalar(c) => x / R::of(c as f64),
             Step => {
                 if x > zero {
                     one
@@ -291,6 +307,7 @@ impl UnaryOp {
             }
             AddScalar(_) => Ok(g.clone()),
             MulScalar(c) => g.mul_scalar(c as f64),
+            DivScalar(c) => g.div_scalar(c as f64),
             Step | Sign => g.zeros_like(),
         }
     }
@@ -408,6 +425,21 @@ impl BinaryOp {
                 }
             }
             _ => R::of(self.cmp(a, b) as u8 as f64),
+        }
+    }
+    /// CPU scalar function for arithmetic ops on int32: two's complement, wrapping on overflow
+    /// as PyTorch's (and WGSL's) integer arithmetic does. Float-only ops are promoted before
+    /// they reach a kernel; they fall back to the float function here.
+    #[inline(always)]
+    pub fn cpu_int(&self, a: i32, b: i32) -> i32 {
+        use BinaryOp::*;
+        match self {
+            Add => a.wrapping_add(b),
+            Sub => a.wrapping_sub(b),
+            Mul => a.wrapping_mul(b),
+            Maximum => a.max(b),
+            Minimum => a.min(b),
+            _ => self.cpu(a as f64, b as f64) as i32,
         }
     }
     /// CPU comparison (and logical ops on 0/1 values).

@@ -1,7 +1,7 @@
 //! In-place ops. Each computes out of place, then writes into the tensor's own storage and bumps
 //! its version counter, so autograd can detect a saved tensor that changed.
 
-use crate::{Error, Result, Tensor};
+use crate::{DType, Error, Result, Tensor};
 
 impl Tensor {
     fn check_inplace(&self, op: &'static str) -> Result<()> {
@@ -43,6 +43,16 @@ impl Tensor {
             let _g = crate::no_grad();
             f(&self.detach())?
         };
+        if !DType::can_cast(v.dtype(), self.dtype()) {
+            return Err(Error::arg(
+                op,
+                format!(
+                    "result type {} can't be cast to the desired output type {}",
+                    v.dtype(),
+                    self.dtype()
+                ),
+            ));
+        }
         if v.shape() != self.shape() {
             return Err(Error::shape(
                 op,
@@ -76,7 +86,11 @@ impl Tensor {
         self.assign("relu_", |x| x.relu())
     }
     /// `clamp` in place.
-    pub fn clamp_(&self, min: Option<f64>, max: Option<f64>) -> Result<&Tensor> {
+    pub fn clamp_<S: Into<crate::Scalar>>(
+        &self,
+        min: Option<S>,
+        max: Option<S>,
+    ) -> Result<&Tensor> {
         self.assign("clamp_", |x| x.clamp(min, max))
     }
     /// `masked_fill` in place.

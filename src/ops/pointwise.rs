@@ -3,7 +3,7 @@
 use super::{BinaryOp, UnaryOp};
 use crate::autograd::{is_grad_enabled, record};
 use crate::shape::broadcast_shapes;
-use crate::{DType, Error, Result, Tensor};
+use crate::{DType, Error, Result, Scalar, Tensor};
 
 macro_rules! unary_methods {
     ($($(#[$doc:meta])* $name:ident => $op:expr;)*) => {
@@ -67,37 +67,138 @@ impl Tensor {
     pub fn softplus(&self, beta: f64, threshold: f64) -> Result<Tensor> {
         self.unary(UnaryOp::Softplus(beta as f32, threshold as f32))
     }
-    /// Clamp to `[min, max]`; either side may be absent.
-    pub fn clamp(&self, min: Option<f64>, max: Option<f64>) -> Result<Tensor> {
+    /// Clamp to `[min, max]` (`min(max(x, min), max)`, so `max` wins when `min > max`); either
+    /// side may be absent. NaN in the input or a bound gives NaN. The result type follows
+    /// [`DType::promote_scalar`]: an int32 tensor clamped with integer bounds stays int32, with
+    /// float bounds it becomes f32.
+    pub fn clamp<S: Into<Scalar>>(&self, min: Option<S>, max: Option<S>) -> Result<Tensor> {
+        let (min, max) = (min.map(Into::into), max.map(Into::into));
+        let dt = [min, max]
+            .iter()
+            .flatten()
+            .fold(self.dtype(), |dt, &s| dt.promote_scalar(s));
         if min.is_none() && max.is_none() {
             return Err(Error::arg(
                 "clamp",
                 "At least one of 'min' or 'max' must not be None",
             ));
         }
-        let lo = min.map(|v| v as f32).unwrap_or(f32::NEG_INFINITY);
-        let hi = max.map(|v| v as f32).unwrap_or(f32::INFINITY);
-        self.unary(UnaryOp::Clamp(lo, hi))
+        let x = self.to_dtype(dt)?;
+        if !dt.is_float() {
+            let dev = x.device();
+            let bound = |s: Scalar| Tensor::full_dtype([], s.to_i32("clamp")? as f64, dt, &dev);
+            let x = match min {
+                Some(lo) => x.maximum(&bound(lo)?)?,
+                None => x,
+            };
+            return match max {
+                Some(hi) => x.minimum(&bound(hi)?),
+                None => Ok(x),
+            };
+        }
+        let lo = min.map_or(f32::NEG_INFINITY, |v| v.to_f64() as f32);
+        let hi = max.map_or(f32::INFINITY, |v| v.to_f64() as f32);
+        x.unary(UnaryOp::Clamp(lo, hi))
     }
-    /// `x ** exponent` for a scalar exponent.
-    pub fn pow_scalar(&self, exponent: f64) -> Result<Tensor> {
-        self.unary(UnaryOp::PowScalar(exponent as f32))
+    /// `x ** exponent`. An integer tensor with an integer exponent stays integer (exact,
+    /// wrapping on overflow; a negative exponent is an error, as in PyTorch); otherwise the
+    /// result is floating point.
+    pub fn pow_scalar(&self, exponent: impl Into<Scalar>) -> Result<Tensor> {
+        self.scalar_op(BinaryOp::Pow, exponent.into())
     }
-    /// `x + c`
-    pub fn add_scalar(&self, c: f64) -> Result<Tensor> {
-        self.unary(UnaryOp::AddScalar(c as f32))
+    /// `x + c`; `c`'s kind sets the result type ([`DType::promote_scalar`]): `int32 + 1` is
+    /// int32, `int32 + 1.0` is f32, integer results wrap on overflow.
+    pub fn add_scalar(&self, c: impl Into<Scalar>) -> Result<Tensor> {
+        self.scalar_op(BinaryOp::Add, c.into())
     }
-    /// `x * c`
-    pub fn mul_scalar(&self, c: f64) -> Result<Tensor> {
-        self.unary(UnaryOp::MulScalar(c as f32))
+    /// `x * c` (result type as [`Tensor::add_scalar`]).
+    pub fn mul_scalar(&self, c: impl Into<Scalar>) -> Result<Tensor> {
+        self.scalar_op(BinaryOp::Mul, c.into())
     }
-    /// `x - c`
-    pub fn sub_scalar(&self, c: f64) -> Result<Tensor> {
-        self.add_scalar(-c)
+    /// `x - c` (result type as [`Tensor::add_scalar`]).
+    pub fn sub_scalar(&self, c: impl Into<Scalar>) -> Result<Tensor> {
+        self.scalar_op(BinaryOp::Sub, c.into())
     }
-    /// `x / c`
-    pub fn div_scalar(&self, c: f64) -> Result<Tensor> {
-        self.mul_scalar(1.0 / c)
+    /// `x / c`, true division: integer tensors give f32 (`x / 0` is inf or NaN).
+    pub fn div_scalar(&self, c: impl Into<Scalar>) -> Result<Tensor> {
+        self.scalar_op(BinaryOp::Div, c.into())
+    }
+
+    /// `self op c` with PyTorch's tensor-scalar type promotion. Floating results take the
+    /// fused scalar kernels (computed in f32, differentiable); integer results are computed in
+    /// int32 against a 0-d tensor, so they are exact and wrap like any integer op.
+    fn scalar_op(&self, op: BinaryOp, c: Scalar) -> Result<Tensor> {
+        let mut dt = self.dtype().promote_scalar(c);
+        if op == BinaryOp::Div {
+            dt = DType::promote(dt, DType::F32);
+        }
+        if op == BinaryOp::Pow && !dt.is_float() {
+            return self.to_dtype(dt)?.pow_int(c);
+        }
+        let x = self.to_dtype(dt)?;
+        if !dt.is_float() {
+            return x.binary(op, &x.scalar_like(c.to_i32(op.name())? as f64)?);
+        }
+        let v = c.to_f64() as f32;
+        x.unary(match op {
+            BinaryOp::Add => UnaryOp::AddScalar(v),
+            BinaryOp::Sub => UnaryOp::AddScalar(-v),
+            BinaryOp::Mul => UnaryOp::MulScalar(v),
+            BinaryOp::Div => UnaryOp::DivScalar(v),
+            _ => UnaryOp::PowScalar(v),
+        })
+    }
+
+    /// Integer `x ** e` by repeated squaring with wrapping multiplications.
+    fn pow_int(&self, e: Scalar) -> Result<Tensor> {
+        let e = i64::from(e.to_i32("pow")?);
+        if e < 0 {
+            return Err(Error::arg(
+                "pow",
+                format!(
+                    "Integers to negative integer powers are not allowed (exponent {e}, dtype {})",
+                    self.dtype()
+                ),
+            ));
+        }
+        let (mut acc, mut base, mut e) = (self.ones_like()?, self.clone(), e);
+        while e > 0 {
+            if e & 1 == 1 {
+                acc = acc.mul(&base)?;
+            }
+            e >>= 1;
+            if e > 0 {
+                base = base.mul(&base)?;
+            }
+        }
+        Ok(acc)
+    }
+
+    /// An integer-typed unary op (`neg`, `abs`, `square`, `sign`) in integer arithmetic, as
+    /// PyTorch computes them: exact past 2^24 and wrapping (`-i32::MIN == i32::MIN`). Bool
+    /// `abs` and `sign` are the identity, `square` counts as int32 and negation is refused.
+    fn unary_int(&self, op: UnaryOp) -> Result<Tensor> {
+        if self.dtype() == DType::Bool {
+            return match op {
+                UnaryOp::Neg => Err(Error::arg(
+                    "neg",
+                    "Negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.",
+                )),
+                UnaryOp::Square => self.to_dtype(DType::I32),
+                _ => Ok(self.clone()),
+            };
+        }
+        let zero = self.scalar_like(0.0)?;
+        match op {
+            UnaryOp::Neg => zero.sub(self),
+            UnaryOp::Abs => self.maximum(&zero.sub(self)?),
+            UnaryOp::Square => self.mul(self),
+            _ => self
+                .gt(&zero)?
+                .to_dtype(DType::I32)?
+                .sub(&self.lt(&zero)?.to_dtype(DType::I32)?)?
+                .to_dtype(self.dtype()),
+        }
     }
 
     /// Apply a unary op, recording its backward rule.
@@ -111,17 +212,16 @@ impl Tensor {
             }
         }
         if !self.dtype().is_float() {
-            if matches!(
-                op,
-                UnaryOp::Neg
-                    | UnaryOp::Abs
-                    | UnaryOp::Square
-                    | UnaryOp::Sign
-                    | UnaryOp::AddScalar(_)
-                    | UnaryOp::MulScalar(_)
-            ) {
-                let _g = crate::no_grad();
-                return self.to_dtype(DType::F32)?.unary(op)?.to_dtype(self.dtype());
+            use UnaryOp::*;
+            match op {
+                Neg | Abs | Square | Sign => return self.unary_int(op),
+                // Float-valued functions and float scalars promote integers to f32, as
+                // PyTorch does (`torch.exp(int_tensor)` is float32).
+                Exp | Log | Sqrt | Rsqrt | Sin | Cos | Tanh | Sigmoid | Erf | Reciprocal
+                | Clamp(..) | PowScalar(_) | AddScalar(_) | MulScalar(_) | DivScalar(_) => {
+                    return self.to_dtype(DType::F32)?.unary(op)
+                }
+                _ => {}
             }
             return Err(Error::UnsupportedDType {
                 op: op.name(),
@@ -151,7 +251,7 @@ impl Tensor {
         match op {
             BinaryOp::LogicalAnd | BinaryOp::LogicalOr => dt = DType::Bool,
             _ if op.needs_float() && !dt.is_float() => dt = DType::F32,
-            _ if !op.is_comparison() && dt == DType::Bool => dt = DType::I32,
+            _ if dt == DType::Bool => return self.bool_binary(op, other),
             _ => {}
         }
         let shape = broadcast_shapes(op.name(), self.shape(), other.shape())?;
@@ -183,12 +283,27 @@ impl Tensor {
         }))
     }
 
+    /// Arithmetic on two bool tensors, as PyTorch defines it: `+` and `maximum` are a logical
+    /// or, `*` and `minimum` a logical and (bool results); `-` is refused.
+    fn bool_binary(&self, op: BinaryOp, other: &Tensor) -> Result<Tensor> {
+        match op {
+            BinaryOp::Add | BinaryOp::Maximum => self.logical_or(other),
+            BinaryOp::Mul | BinaryOp::Minimum => self.logical_and(other),
+            BinaryOp::Sub => Err(Error::arg(
+                "sub",
+                "Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or `logical_xor()` operator instead.",
+            )),
+            _ => self.to_dtype(DType::I32)?.binary(op, other),
+        }
+    }
+
     /// `self + other`
     pub fn add(&self, other: &Tensor) -> Result<Tensor> {
         self.binary(BinaryOp::Add, other)
     }
-    /// `self + alpha * other` (torch.add with alpha).
-    pub fn add_alpha(&self, other: &Tensor, alpha: f64) -> Result<Tensor> {
+    /// `self + alpha * other` (torch.add with alpha; an integer `alpha` keeps integer tensors
+    /// integer).
+    pub fn add_alpha(&self, other: &Tensor, alpha: impl Into<Scalar>) -> Result<Tensor> {
         self.add(&other.mul_scalar(alpha)?)
     }
     /// `self - other`
@@ -251,17 +366,30 @@ impl Tensor {
     pub fn logical_or(&self, other: &Tensor) -> Result<Tensor> {
         self.binary(BinaryOp::LogicalOr, other)
     }
-    /// Compare with a scalar.
-    pub fn gt_scalar(&self, v: f64) -> Result<Tensor> {
-        self.gt(&self.scalar_like(v)?)
+    /// Compare with a scalar, in the promoted type (`int_tensor > 1.5` compares in f32).
+    pub fn gt_scalar(&self, v: impl Into<Scalar>) -> Result<Tensor> {
+        self.cmp_scalar(BinaryOp::Gt, v.into())
     }
     /// Compare with a scalar.
-    pub fn lt_scalar(&self, v: f64) -> Result<Tensor> {
-        self.lt(&self.scalar_like(v)?)
+    pub fn lt_scalar(&self, v: impl Into<Scalar>) -> Result<Tensor> {
+        self.cmp_scalar(BinaryOp::Lt, v.into())
     }
-    /// Compare with a scalar.
-    pub fn eq_scalar(&self, v: f64) -> Result<Tensor> {
-        self.eq(&self.scalar_like(v)?)
+    /// Compare with a scalar (`torch.tensor([1]) == 1.5` is false).
+    pub fn eq_scalar(&self, v: impl Into<Scalar>) -> Result<Tensor> {
+        self.cmp_scalar(BinaryOp::Eq, v.into())
+    }
+    fn cmp_scalar(&self, op: BinaryOp, v: Scalar) -> Result<Tensor> {
+        let x = self.to_dtype(self.dtype().promote_scalar(v))?;
+        let c = match v {
+            // An integer out of int32's range still compares correctly, in f32.
+            Scalar::Int(i) if i32::try_from(i).is_err() => {
+                return self
+                    .to_dtype(DType::F32)?
+                    .cmp_scalar(op, Scalar::Float(i as f64))
+            }
+            _ => x.scalar_like(v.to_f64())?,
+        };
+        x.binary(op, &c)
     }
 
     /// `cond ? a : b` with broadcasting (torch.where).

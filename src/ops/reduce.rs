@@ -28,6 +28,16 @@ impl ReduceOp {
             ReduceOp::ArgMin => "argmin",
         }
     }
+    /// The dtype a kernel writes for input dtype `x`: indices for the arg ops; f32 for sums and
+    /// products of half types, which accumulate in f32 on every device (PyTorch's accumulate
+    /// type) and are rounded once by the caller, so partial sums past 65504 do not overflow.
+    pub fn out_dtype(self, x: DType) -> DType {
+        match self {
+            ReduceOp::ArgMax | ReduceOp::ArgMin => DType::I32,
+            ReduceOp::Sum | ReduceOp::Prod if matches!(x, DType::F16 | DType::BF16) => DType::F32,
+            _ => x,
+        }
+    }
 }
 
 /// Normalise a dim list (empty = all dims), sorted and deduplicated.
@@ -125,22 +135,44 @@ impl Tensor {
         Ok(Tensor::from_storage(s, &out_shape, self.device()))
     }
 
-    /// Sum over `dims` (empty: all), keeping them as size 1 if `keepdim`.
+    /// Sum over `dims` (empty: all), keeping them as size 1 if `keepdim`. Half types accumulate
+    /// in f32 and round once; int32 (and bool, counted as int32) sums wrap in int32 on every
+    /// device (PyTorch's default int sum is int64, which wgtorch lacks: this is
+    /// `torch.sum(x, dtype=torch.int32)`). The sum of no elements is 0.
     pub fn sum_dims(&self, dims: &[isize], keepdim: bool) -> Result<Tensor> {
-        let d = wrap_dims("sum", dims, self.ndim())?;
+        self.sum_scaled("sum", dims, keepdim, false)
+    }
+    /// Sum (or mean, when `mean`) over `dims`: reduced in the kernel's accumulation type
+    /// ([`ReduceOp::out_dtype`]), divided by the count there, then rounded to the input's dtype.
+    fn sum_scaled(
+        &self,
+        op: &'static str,
+        dims: &[isize],
+        keepdim: bool,
+        mean: bool,
+    ) -> Result<Tensor> {
+        let d = wrap_dims(op, dims, self.ndim())?;
         let x = if self.dtype() == DType::Bool {
             self.to_dtype(DType::I32)?
         } else {
             crate::amp::upper(self)?
         };
-        let out = x.reduce_raw(ReduceOp::Sum, &d, keepdim)?;
+        let n: usize = d.iter().map(|&i| x.shape()[i]).product();
+        let out = {
+            let _g = crate::no_grad();
+            let acc = x.reduce_raw(ReduceOp::Sum, &d, keepdim)?;
+            // True division: the mean of no elements is 0 / 0 = NaN, as PyTorch's.
+            let acc = if mean { acc.div_scalar(n as f64)? } else { acc };
+            acc.to_dtype(x.dtype())?
+        };
         let shape = x.shape().to_vec();
-        Ok(record(out, "sum", &[&x], &[], move |g| {
+        Ok(record(out, op, &[&x], &[], move |g| {
             let g = if keepdim {
                 g.clone()
             } else {
                 g.unsqueeze_dims(&d)?
             };
+            let g = if mean { g.div_scalar(n as f64)? } else { g };
             Ok(vec![Some(g.expand(&shape)?)])
         }))
     }
@@ -148,18 +180,17 @@ impl Tensor {
     pub fn sum_all(&self) -> Result<Tensor> {
         self.sum_dims(&[], false)
     }
-    /// Mean over `dims` (empty: all).
+    /// Mean over `dims` (empty: all); half types accumulate in f32 (the mean of 100,000 f16
+    /// ones is 1, not inf); the mean of no elements is NaN.
     pub fn mean_dims(&self, dims: &[isize], keepdim: bool) -> Result<Tensor> {
         if !self.dtype().is_float() {
             return Err(Error::UnsupportedDType {
                 op: "mean",
                 dtype: self.dtype(),
-                hint: "; mean needs a floating-point input: use .to_dtype(DType::F32)",
+                hint: "; mean(): could not infer output dtype. Input dtype must be either a floating point or complex dtype: use .to_dtype(DType::F32)",
             });
         }
-        let d = wrap_dims("mean", dims, self.ndim())?;
-        let n: usize = d.iter().map(|&i| self.shape()[i]).product();
-        self.sum_dims(dims, keepdim)?.mul_scalar(1.0 / n as f64)
+        self.sum_scaled("mean", dims, keepdim, true)
     }
     /// Mean of all elements.
     pub fn mean_all(&self) -> Result<Tensor> {
@@ -238,16 +269,25 @@ impl Tensor {
     }
     /// Variance over `dims` with Bessel's correction when `unbiased`.
     pub fn var_dims(&self, dims: &[isize], unbiased: bool, keepdim: bool) -> Result<Tensor> {
+        self.var_correction(dims, if unbiased { 1.0 } else { 0.0 }, keepdim)
+    }
+    /// Variance over `dims` divided by `max(0, n - correction)` (torch.var's `correction`):
+    /// with no degrees of freedom left it is `ss / 0`, NaN for no elements or one (PyTorch
+    /// warns and gives the same), inf when the squares do not sum to zero.
+    pub fn var_correction(&self, dims: &[isize], correction: f64, keepdim: bool) -> Result<Tensor> {
         let d = wrap_dims("var", dims, self.ndim())?;
         let n: usize = d.iter().map(|&i| self.shape()[i]).product();
         let mean = self.mean_dims(dims, true)?;
         let ss = self.sub(&mean)?.square()?.sum_dims(dims, keepdim)?;
-        let denom = if unbiased { n as f64 - 1.0 } else { n as f64 };
-        ss.mul_scalar(1.0 / denom)
+        ss.div_scalar((n as f64 - correction).max(0.0))
     }
     /// Standard deviation over `dims`.
     pub fn std_dims(&self, dims: &[isize], unbiased: bool, keepdim: bool) -> Result<Tensor> {
         self.var_dims(dims, unbiased, keepdim)?.sqrt()
+    }
+    /// Standard deviation with torch.std's `correction`.
+    pub fn std_correction(&self, dims: &[isize], correction: f64, keepdim: bool) -> Result<Tensor> {
+        self.var_correction(dims, correction, keepdim)?.sqrt()
     }
     /// `log(sum(exp(x)))` over `dims`, computed stably.
     pub fn logsumexp(&self, dims: &[isize], keepdim: bool) -> Result<Tensor> {
@@ -264,7 +304,9 @@ impl Tensor {
     /// Product over `dim`.
     pub fn prod_dim(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
         let d = wrap_dim("prod", dim, self.ndim())?;
+        // Half products accumulate in f32 (ReduceOp::out_dtype) and round once.
         let out = self.reduce_raw(ReduceOp::Prod, &[d], keepdim)?;
+        let out = out.to_dtype(self.dtype())?;
         let x = self.clone();
         Ok(record(out, "prod", &[self], &[self], move |g| {
             // d/dx_i prod = prod of the others, computed without dividing by x_i.

@@ -137,7 +137,7 @@ fn convert<S: Elem, D: Elem>(s: S) -> D {
 }
 
 /// `op(a, b)`: both layouts already broadcast to the output shape and of one dtype.
-/// Comparisons give bool.
+/// Comparisons give bool; int32 arithmetic wraps ([`BinaryOp::cpu_int`]).
 pub(crate) fn binary(
     op: BinaryOp,
     a: &CpuStorage,
@@ -145,6 +145,9 @@ pub(crate) fn binary(
     b: &CpuStorage,
     bl: &Layout,
 ) -> CpuStorage {
+    if let (CpuStorage::I32(av), CpuStorage::I32(bv), false) = (a, b, op.is_comparison()) {
+        return CpuStorage::I32(zip(av, al, bv, bl, |a, b| op.cpu_int(a, b)));
+    }
     with_cpu!(a, av, T => {
         let bv = T::slice(b).expect("binary: operands share a dtype");
         if op.is_comparison() {

@@ -1,12 +1,22 @@
 //! CPU reductions over the last axis of a contiguous `[rows, n]` tensor.
 
-use super::{with_cpu, CpuElem, CpuStorage};
+use super::{with_cpu, with_dtype, CpuElem, CpuStorage};
 use crate::dtype::Elem;
 use crate::ops::ReduceOp;
+use crate::DType;
 use rayon::prelude::*;
 
-/// Reduce each row of `[rows, n]`; values keep the dtype, arg ops give i32.
+/// Reduce each row of `[rows, n]` into [`ReduceOp::out_dtype`]: arg ops give i32, half sums
+/// and products stay in f32 (the caller rounds once), int32 sums and products wrap.
 pub(crate) fn reduce_rows(op: ReduceOp, x: &CpuStorage, rows: usize, n: usize) -> CpuStorage {
+    if let (CpuStorage::I32(v), ReduceOp::Sum | ReduceOp::Prod) = (x, op) {
+        return CpuStorage::I32(
+            (0..rows)
+                .into_par_iter()
+                .map(|r| int_row(op, &v[r * n..(r + 1) * n]))
+                .collect(),
+        );
+    }
     with_cpu!(x, v, T => {
         let row = |r: usize| &v[r * n..(r + 1) * n];
         match op {
@@ -14,16 +24,25 @@ pub(crate) fn reduce_rows(op: ReduceOp, x: &CpuStorage, rows: usize, n: usize) -
                 let out: Vec<i32> = (0..rows).into_par_iter().map(|r| arg_row(op, row(r)) as i32).collect();
                 CpuStorage::I32(out)
             }
-            _ => {
-                let out: Vec<T> = (0..rows)
+            _ => with_dtype!(op.out_dtype(T::DTYPE), D => {
+                let out: Vec<D> = (0..rows)
                     .into_par_iter()
                     .with_min_len((4096 / n.max(1)).max(1))
-                    .map(|r| T::from_f64(value_row(op, row(r))))
+                    .map(|r| D::from_f64(value_row(op, row(r))))
                     .collect();
-                T::wrap(out)
-            }
+                D::wrap(out)
+            }),
         }
     })
+}
+
+/// An int32 sum or product, wrapping as the GPU's does.
+fn int_row(op: ReduceOp, r: &[i32]) -> i32 {
+    if op == ReduceOp::Prod {
+        r.iter().fold(1, |a, &x| a.wrapping_mul(x))
+    } else {
+        r.iter().fold(0, |a, &x| a.wrapping_add(x))
+    }
 }
 
 /// Sum in f64 with eight independent accumulators (so the loop vectorises), combined in a fixed
@@ -99,8 +118,21 @@ fn arg_row<T: Elem>(op: ReduceOp, r: &[T]) -> usize {
     best
 }
 
-/// Inclusive prefix sum along each row.
+/// Inclusive prefix sum along each row (int32 wraps).
 pub(crate) fn cumsum_rows(x: &CpuStorage, rows: usize, n: usize) -> CpuStorage {
+    if let CpuStorage::I32(v) = x {
+        let mut out = vec![0i32; rows * n];
+        if n > 0 {
+            out.par_chunks_mut(n).enumerate().for_each(|(r, o)| {
+                let mut acc = 0i32;
+                for (o, &x) in o.iter_mut().zip(&v[r * n..]) {
+                    acc = acc.wrapping_add(x);
+                    *o = acc;
+                }
+            });
+        }
+        return CpuStorage::I32(out);
+    }
     with_cpu!(x, v, T => {
         let mut out = vec![T::default(); rows * n];
         if n > 0 {

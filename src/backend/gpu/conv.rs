@@ -142,7 +142,12 @@ pub(crate) fn conv2d_backward_weight(
         offset: 0,
     };
     let t = cast(&parts, &cols, 0, gy.dtype)?;
-    reduce_rows(ReduceOp::Sum, &t, o * k, splits)
+    let sum = reduce_rows(ReduceOp::Sum, &t, o * k, splits)?;
+    // Half sums come back in f32 (ReduceOp::out_dtype): round once to the gradient's dtype.
+    if sum.dtype == gy.dtype {
+        return Ok(sum);
+    }
+    cast(&sum, &Layout::contiguous(&[o * k]), 0, gy.dtype)
 }
 
 fn geom_meta(n: usize, g: &ConvGeom, pad_bits: u32) -> Vec<u32> {

@@ -132,7 +132,7 @@ impl GpuType {
                     "pack2x16float(vec2<f32>(v, 0.0)) & 0xffffu".to_string()
                 } else {
                     // Round to nearest even; NaN stays NaN.
-                    "select((bitcast<u32>(v) + 0x7fffu + ((bitcast<u32>(v) >> 16u) & 1u)) >> 16u, 0x7fc0u, v != v)".to_string()
+                    "select((bitcast<u32>(v) + 0x7fffu + ((bitcast<u32>(v) >> 16u) & 1u)) >> 16u, 0x7fc0u, is_nan_f(v))".to_string()
                 };
                 head("array<atomic<u32>>") + &format!(
                     "fn st_{name}(i: u32, v: f32) {{\n    let h = {half};\n    let sh = (i & 1u) * 16u;\n    atomicAnd(&{name}[i >> 1u], ~(0xffffu << sh));\n    atomicOr(&{name}[i >> 1u], h << sh);\n}}\n"
@@ -289,6 +289,10 @@ fn reduce_parts(op: ReduceOp, t: GpuType) -> (&'static str, &'static str, &'stat
     let float = t.compute() == "f32";
     const ARG_MAX: &str = "if (ib != NONE && (ia == NONE || b > a || (b == a && ib < ia))) { return Pair(b, ib); }\n    return Pair(a, ia);";
     const ARG_MIN: &str = "if (ib != NONE && (ia == NONE || b < a || (b == a && ib < ia))) { return Pair(b, ib); }\n    return Pair(a, ia);";
+    // Floats: NaN beats every number and the first NaN wins, as in PyTorch (tested on the bits,
+    // as compilers may fold `x != x`).
+    const ARG_MAX_F: &str = "let na = is_nan_f(a);\n    let nb = is_nan_f(b);\n    if (ib != NONE && (ia == NONE || (nb && (!na || ib < ia)) || (!na && !nb && (b > a || (b == a && ib < ia))))) { return Pair(b, ib); }\n    return Pair(a, ia);";
+    const ARG_MIN_F: &str = "let na = is_nan_f(a);\n    let nb = is_nan_f(b);\n    if (ib != NONE && (ia == NONE || (nb && (!na || ib < ia)) || (!na && !nb && (b < a || (b == a && ib < ia))))) { return Pair(b, ib); }\n    return Pair(a, ia);";
     match op {
         ReduceOp::Sum => (zero(t), "return Pair(a + b, 0u);", "p.v"),
         ReduceOp::Prod => (one(t), "return Pair(a * b, 0u);", "p.v"),
@@ -296,6 +300,8 @@ fn reduce_parts(op: ReduceOp, t: GpuType) -> (&'static str, &'static str, &'stat
         ReduceOp::Min if float => (highest, "return Pair(min_nan(a, b), 0u);", "p.v"),
         ReduceOp::Max => (lowest, "return Pair(max(a, b), 0u);", "p.v"),
         ReduceOp::Min => (highest, "return Pair(min(a, b), 0u);", "p.v"),
+        ReduceOp::ArgMax if float => (lowest, ARG_MAX_F, "i32(p.i)"),
+        ReduceOp::ArgMin if float => (highest, ARG_MIN_F, "i32(p.i)"),
         ReduceOp::ArgMax => (lowest, ARG_MAX, "i32(p.i)"),
         ReduceOp::ArgMin => (highest, ARG_MIN, "i32(p.i)"),
     }
@@ -413,10 +419,11 @@ impl Kernel {
                     REDUCE_SMALL
                 };
                 let (init, merge, store) = reduce_parts(op, t);
-                let out = if matches!(op, ReduceOp::ArgMax | ReduceOp::ArgMin) {
-                    I32
-                } else {
-                    t
+                // ReduceOp::out_dtype: indices for arg ops; f32 sums and products of halves.
+                let out = match op {
+                    ReduceOp::ArgMax | ReduceOp::ArgMin => I32,
+                    ReduceOp::Sum | ReduceOp::Prod if t.compute() == "f32" => GpuType::F32,
+                    _ => t,
                 };
                 fill(
                     template,
@@ -545,6 +552,7 @@ impl Kernel {
             PowScalar(2.0),
             AddScalar(1.0),
             MulScalar(1.0),
+            DivScalar(1.0),
             Step,
             Sign,
         ];

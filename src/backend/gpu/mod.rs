@@ -368,11 +368,7 @@ pub(crate) fn reduce_rows(
     n: usize,
 ) -> Result<GpuStorage> {
     let ctx = x.ctx();
-    let out_dtype = if matches!(op, ReduceOp::ArgMax | ReduceOp::ArgMin) {
-        DType::I32
-    } else {
-        x.dtype
-    };
+    let out_dtype = op.out_dtype(x.dtype);
     let out = output(ctx, op.name(), rows, out_dtype)?;
     if rows == 0 {
         return Ok(out);
@@ -382,7 +378,7 @@ pub(crate) fn reduce_rows(
     let arg = matches!(op, ReduceOp::ArgMax | ReduceOp::ArgMin);
     if !arg && n > 2 * CHUNK {
         let k = n.div_ceil(CHUNK);
-        let part = output(ctx, op.name(), rows * k, x.dtype)?;
+        let part = output(ctx, op.name(), rows * k, out_dtype)?;
         let (gx, g) = row_groups(ctx, rows * k);
         let meta = [u(rows * k), u(CHUNK), gx, u(k), u(n)];
         launch(
