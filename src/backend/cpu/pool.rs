@@ -137,10 +137,12 @@ pub fn cached_bytes() -> usize {
 
 /// The pool's counters and what it holds now.
 pub fn stats() -> PoolStats {
-    POOL.lock().as_ref().map_or_else(PoolStats::default, |p| PoolStats {
-        cached_bytes: p.bytes,
-        ..p.stats
-    })
+    POOL.lock()
+        .as_ref()
+        .map_or_else(PoolStats::default, |p| PoolStats {
+            cached_bytes: p.bytes,
+            ..p.stats
+        })
 }
 
 /// Release every cached host buffer to the allocator (buffers lent out still come back).
