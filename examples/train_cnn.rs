@@ -86,7 +86,7 @@ fn run(args: Args) -> Result<()> {
     let (train, test): (Arc<dyn Dataset>, Arc<dyn Dataset>) = match &args.data {
         None => {
             let all: Arc<dyn Dataset> = Arc::new(Digits::load()?);
-            let (tr, te) = random_split(all, 0.8, args.seed);
+            let (tr, te) = random_split(all, 0.8, args.seed)?;
             println!(
                 "data: embedded digits, {} train / {} test (held-out 20%)",
                 tr.len(),

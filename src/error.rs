@@ -118,6 +118,16 @@ pub enum Error {
         /// Extra context (the adapter and its limit, the pool's state), starting with "; " when set.
         detail: String,
     },
+    /// The DataLoader could not load a batch: the dataset's `get` for sample `index` returned an
+    /// error (`source`) or panicked (`msg` holds the panic's message). `index` is None when the
+    /// prefetch thread failed outside `get`.
+    #[error("DataLoader: {}{msg}", index.map(|i| format!("sample {i}: ")).unwrap_or_default())]
+    DataLoader {
+        index: Option<usize>,
+        msg: String,
+        #[source]
+        source: Option<Box<Error>>,
+    },
     /// A blocking call where blocking is impossible (the browser).
     #[error("{0}")]
     WouldBlock(String),

@@ -129,7 +129,7 @@ fn a_module_converted_to_half_runs_inference() -> Result<()> {
 
 fn run(dev: &Device, amp_dtype: Option<DType>) -> Result<f64> {
     let all: Arc<dyn Dataset> = Arc::new(Digits::load()?);
-    let (train, test) = random_split(all, 0.8, 0);
+    let (train, test) = random_split(all, 0.8, 0)?;
     wgtorch::manual_seed(0);
     let mut model = SimpleCnn::new(dev)?;
     let mut opt = Adam::new(model.parameters(), 2e-3)?;

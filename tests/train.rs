@@ -333,7 +333,7 @@ fn param_groups_clipping_and_accumulation() -> Result<()> {
 
 fn digits_split() -> (Arc<dyn Dataset>, Arc<dyn Dataset>) {
     let all: Arc<dyn Dataset> = Arc::new(Digits::load().unwrap());
-    let (a, b) = random_split(all, 0.8, 0);
+    let (a, b) = random_split(all, 0.8, 0).unwrap();
     (Arc::new(a), Arc::new(b))
 }
 

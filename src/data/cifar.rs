@@ -71,6 +71,7 @@ impl Dataset for Cifar10 {
         self.data.len() / RECORD
     }
     fn get(&self, i: usize) -> Result<Sample> {
+        super::check_index("Cifar10", i, self.len())?;
         let r = &self.data[i * RECORD..(i + 1) * RECORD];
         let v: Vec<f32> = r[1..].iter().map(|&b| b as f32 / 255.0).collect();
         Ok((Tensor::from_vec(v, [3, 32, 32], &Device::Cpu)?, r[0] as i32))

@@ -53,7 +53,8 @@ impl Digits {
         &self.labels
     }
     /// The 32×32 gray image of sample `i`, values in [0, 1].
-    pub fn image32(&self, i: usize) -> Vec<f32> {
+    pub fn image32(&self, i: usize) -> Result<Vec<f32>> {
+        super::check_index("Digits", i, self.len())?;
         let p = &self.pixels[i];
         let mut out = vec![0f32; 32 * 32];
         for y in 0..32 {
@@ -61,7 +62,7 @@ impl Digits {
                 out[y * 32 + x] = p[(y / 4) * 8 + x / 4] as f32 / 16.0;
             }
         }
-        out
+        Ok(out)
     }
 }
 
@@ -70,7 +71,7 @@ impl Dataset for Digits {
         self.labels.len()
     }
     fn get(&self, i: usize) -> Result<Sample> {
-        let g = self.image32(i);
+        let g = self.image32(i)?;
         let mut v = Vec::with_capacity(3 * 1024);
         for _ in 0..3 {
             v.extend_from_slice(&g);

@@ -63,6 +63,7 @@ impl Dataset for ImageFolder {
         self.items.len()
     }
     fn get(&self, i: usize) -> Result<Sample> {
+        super::check_index("ImageFolder", i, self.len())?;
         let (p, y) = &self.items[i];
         let img = image::open(p).map_err(|e| Error::Io {
             path: p.display().to_string(),

@@ -1,9 +1,13 @@
 //! DataLoader: batches, seeded shuffling, drop_last, background prefetch onto the target device.
+//! A sample that fails to load (its `get` returns an error or panics) ends the epoch with an
+//! [`Error::DataLoader`] naming it.
 
-use super::Dataset;
+use super::{Dataset, Sample};
 use crate::{Device, Error, Result, Tensor};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc::{sync_channel, Receiver};
 use std::sync::Arc;
+use std::thread::JoinHandle;
 
 /// A batch: inputs `[B, ...]` and labels `[B]` (I32), on the loader's device.
 pub type Batch = (Tensor, Tensor);
@@ -90,7 +94,8 @@ impl DataLoader {
         idx
     }
 
-    /// The batches of `epoch`.
+    /// The batches of `epoch`. The first batch that fails to load is yielded as an `Err`, and
+    /// the iteration ends there.
     pub fn epoch(&self, epoch: usize) -> BatchIter {
         let order = self.order(epoch);
         let mut chunks: Vec<Vec<usize>> =
@@ -101,21 +106,54 @@ impl DataLoader {
         super::transforms::set_epoch_salt(epoch);
         let (ds, dev) = (self.dataset.clone(), self.device);
         if self.prefetch == 0 {
-            return BatchIter::Inline {
+            return BatchIter(Source::Inline {
                 ds,
                 dev,
                 chunks: chunks.into_iter(),
-            };
+            });
         }
         let (tx, rx) = sync_channel(self.prefetch);
-        std::thread::spawn(move || {
+        let worker = std::thread::spawn(move || {
             for c in chunks {
-                if tx.send(collate(ds.as_ref(), &c, &dev)).is_err() {
+                let batch = collate(ds.as_ref(), &c, &dev);
+                let failed = batch.is_err();
+                if tx.send(batch).is_err() || failed {
                     break;
                 }
             }
         });
-        BatchIter::Background(rx)
+        BatchIter(Source::Background {
+            rx: Some(rx),
+            worker: Some(worker),
+        })
+    }
+}
+
+/// Sample `i` of `ds`, with a failure (an error or a panic in `get`) turned into an
+/// [`Error::DataLoader`] naming the sample.
+fn load(ds: &dyn Dataset, i: usize) -> Result<Sample> {
+    match catch_unwind(AssertUnwindSafe(|| ds.get(i))) {
+        Ok(Ok(s)) => Ok(s),
+        Ok(Err(e)) => Err(Error::DataLoader {
+            index: Some(i),
+            msg: e.to_string(),
+            source: Some(Box::new(e)),
+        }),
+        Err(payload) => Err(panicked(Some(i), "the dataset's get", payload)),
+    }
+}
+
+/// The error for a panic (`payload`) in `what`.
+fn panicked(index: Option<usize>, what: &str, payload: Box<dyn std::any::Any + Send>) -> Error {
+    let text = payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".into());
+    Error::DataLoader {
+        index,
+        msg: format!("{what} panicked: {text}"),
+        source: None,
     }
 }
 
@@ -125,7 +163,7 @@ pub fn collate(ds: &dyn Dataset, idx: &[usize], dev: &Device) -> Result<Batch> {
     let mut labels = Vec::with_capacity(idx.len());
     let mut shape: Option<Vec<usize>> = None;
     for &i in idx {
-        let (x, y) = ds.get(i)?;
+        let (x, y) = load(ds, i)?;
         match &shape {
             None => shape = Some(x.shape().to_vec()),
             Some(s) if s.as_slice() != x.shape() => {
@@ -144,26 +182,60 @@ pub fn collate(ds: &dyn Dataset, idx: &[usize], dev: &Device) -> Result<Batch> {
     ))
 }
 
-/// Iterator over an epoch's batches.
-pub enum BatchIter {
-    #[doc(hidden)]
+/// Iterator over an epoch's batches; it ends after the first `Err`. Dropping it stops the
+/// prefetch thread and joins it.
+pub struct BatchIter(Source);
+
+enum Source {
     Inline {
         ds: Arc<dyn Dataset>,
         dev: Device,
         chunks: std::vec::IntoIter<Vec<usize>>,
     },
-    #[doc(hidden)]
-    Background(Receiver<Result<Batch>>),
+    /// Batches from the prefetch thread; both None once the epoch is over.
+    Background {
+        rx: Option<Receiver<Result<Batch>>>,
+        worker: Option<JoinHandle<()>>,
+    },
+    Done,
+}
+
+impl BatchIter {
+    /// End the epoch: stop and join the prefetch thread; its panic, if it died of one.
+    fn finish(&mut self) -> Option<Error> {
+        let Source::Background { rx, worker } = std::mem::replace(&mut self.0, Source::Done) else {
+            return None;
+        };
+        drop(rx); // a thread blocked sending wakes up and stops
+        let payload = worker?.join().err()?;
+        Some(panicked(None, "the prefetch thread", payload))
+    }
 }
 
 impl Iterator for BatchIter {
     type Item = Result<Batch>;
     fn next(&mut self) -> Option<Result<Batch>> {
-        match self {
-            BatchIter::Inline { ds, dev, chunks } => {
+        let item = match &mut self.0 {
+            Source::Inline { ds, dev, chunks } => {
                 chunks.next().map(|c| collate(ds.as_ref(), &c, dev))
             }
-            BatchIter::Background(rx) => rx.recv().ok(),
+            Source::Background { rx, .. } => rx.as_ref().and_then(|rx| rx.recv().ok()),
+            Source::Done => return None,
+        };
+        match item {
+            Some(Ok(batch)) => Some(Ok(batch)),
+            // The thread ended: after the last batch, or by a panic outside `get`.
+            None => self.finish().map(Err),
+            Some(Err(e)) => {
+                self.finish();
+                Some(Err(e))
+            }
         }
+    }
+}
+
+impl Drop for BatchIter {
+    fn drop(&mut self) {
+        self.finish();
     }
 }

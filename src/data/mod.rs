@@ -15,7 +15,7 @@ pub use image_folder::ImageFolder;
 pub use loader::{Batch, DataLoader};
 pub use transforms::Transform;
 
-use crate::{Result, Tensor};
+use crate::{Error, Result, Tensor};
 use std::sync::Arc;
 
 /// A sample: a CPU tensor and its class label.
@@ -29,8 +29,23 @@ pub trait Dataset: Send + Sync {
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
-    /// Sample `i` (a CPU tensor, e.g. `[C, H, W]` f32, and its label).
+    /// Sample `i` (a CPU tensor, e.g. `[C, H, W]` f32, and its label); an
+    /// [`Error::IndexOutOfRange`] naming the dataset when `i >= len()`.
     fn get(&self, i: usize) -> Result<Sample>;
+}
+
+/// `Ok` when `i` indexes a dataset of `len` samples, else the error `Dataset::get` returns,
+/// naming the dataset (`name`): "Cifar10: index 10 is out of bounds for dimension 0 with size 10".
+pub(crate) fn check_index(name: &'static str, i: usize, len: usize) -> Result<()> {
+    if i < len {
+        return Ok(());
+    }
+    Err(Error::IndexOutOfRange {
+        op: name,
+        index: i64::try_from(i).unwrap_or(i64::MAX),
+        dim: 0,
+        size: len,
+    })
 }
 
 /// A view of some indices of another dataset (train/test splits).
@@ -47,12 +62,24 @@ impl Dataset for Subset {
         self.indices.len()
     }
     fn get(&self, i: usize) -> Result<Sample> {
+        check_index("Subset", i, self.indices.len())?;
         self.dataset.get(self.indices[i])
     }
 }
 
-/// Split `dataset` into a shuffled `(train, test)` pair, `train_fraction` of it in the first.
-pub fn random_split(dataset: Arc<dyn Dataset>, train_fraction: f64, seed: u64) -> (Subset, Subset) {
+/// Split `dataset` into a shuffled `(train, test)` pair, `train_fraction` (in [0, 1]) of it in the
+/// first.
+pub fn random_split(
+    dataset: Arc<dyn Dataset>,
+    train_fraction: f64,
+    seed: u64,
+) -> Result<(Subset, Subset)> {
+    if !(0.0..=1.0).contains(&train_fraction) {
+        return Err(Error::arg(
+            "random_split",
+            format!("train_fraction should be between 0 and 1, but got {train_fraction}"),
+        ));
+    }
     let mut idx: Vec<usize> = (0..dataset.len()).collect();
     let mut g = crate::Generator::new(seed);
     for i in (1..idx.len()).rev() {
@@ -61,7 +88,7 @@ pub fn random_split(dataset: Arc<dyn Dataset>, train_fraction: f64, seed: u64) -
     }
     let n = (dataset.len() as f64 * train_fraction).round() as usize;
     let test = idx.split_off(n);
-    (
+    Ok((
         Subset {
             dataset: dataset.clone(),
             indices: idx,
@@ -70,7 +97,7 @@ pub fn random_split(dataset: Arc<dyn Dataset>, train_fraction: f64, seed: u64) -
             dataset,
             indices: test,
         },
-    )
+    ))
 }
 
 /// A dataset with a transform applied to each sample (seeded per sample and epoch).

@@ -52,7 +52,7 @@ impl Trainer {
         wgtorch::manual_seed(seed as u64);
         let digits = Arc::new(Digits::load().map_err(js)?);
         let all: Arc<dyn Dataset> = digits.clone();
-        let (train, test) = random_split(all, 0.8, seed as u64);
+        let (train, test) = random_split(all, 0.8, seed as u64).map_err(js)?;
         let model = SimpleCnn::new(&device).map_err(js)?;
         let opt = Adam::new(model.parameters(), 2e-3).map_err(js)?;
         let order = (0..train.len()).collect();
@@ -188,10 +188,10 @@ impl Trainer {
 
     /// A held-out digit as a 32×32 on/off bitmap (the data set's 4×4-block counts spread back out)
     /// and its label: what the page draws when the test injects a digit.
-    pub fn test_digit(&self, k: u32) -> Vec<u8> {
+    pub fn test_digit(&self, k: u32) -> Result<Vec<u8>, JsValue> {
         let s = self.0.borrow();
         let i = s.test.indices[k as usize % s.test.len()];
-        let img = s.digits.image32(i);
+        let img = s.digits.image32(i).map_err(js)?;
         let mut out = vec![0u8; 1024];
         for by in 0..8 {
             for bx in 0..8 {
@@ -202,7 +202,7 @@ impl Trainer {
                 }
             }
         }
-        out
+        Ok(out)
     }
     /// The label of held-out digit `k`.
     pub fn test_label(&self, k: u32) -> u32 {

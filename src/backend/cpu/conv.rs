@@ -170,7 +170,7 @@ fn backward_input<T: Gemm>(gy: &[T], w: &[T], g: &ConvGeom, o: usize) -> Vec<T> 
 
 fn backward_weight<T: Gemm>(gy: &[T], x: &[T], g: &ConvGeom, o: usize) -> Vec<T> {
     let (k, l, chw) = (g.c * g.kh * g.kw, g.ho * g.wo, g.c * g.h * g.w);
-    let zero = || vec![T::default(); o * k];
+    let zero = || pool::filled(o * k, T::zero());
     if l == 0 {
         return zero();
     }
@@ -200,6 +200,7 @@ fn backward_weight<T: Gemm>(gy: &[T], x: &[T], g: &ConvGeom, o: usize) -> Vec<T>
     let mut total = parts.next().unwrap_or_else(zero);
     for p in parts {
         total.iter_mut().zip(&p).for_each(|(a, &b)| *a += b);
+        pool::give_back(p);
     }
     total
 }
