@@ -498,3 +498,18 @@ fn ordinary_training_is_unaffected() -> Result<()> {
     }
     Ok(())
 }
+
+#[test]
+fn saved_outputs_do_not_keep_their_node_alive() -> Result<()> {
+    // An op's rule that reads its own output saves it without the autograd link: no cycle
+    // node -> rule -> output -> node, so dropping the output frees the node (and the storage).
+    for dev in common::devices() {
+        let x = seq(&[3], true, &dev);
+        for y in [x.exp()?, x.div(&x.add_scalar(1.0)?)?, x.amax(&[0], true)?] {
+            let node = std::sync::Arc::downgrade(y.grad_fn().expect("a node"));
+            drop(y);
+            assert!(node.upgrade().is_none(), "the node outlived its output");
+        }
+    }
+    Ok(())
+}
