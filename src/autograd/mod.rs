@@ -2,27 +2,31 @@
 
 mod grad_mode;
 mod gradcheck;
+mod saved;
 pub use grad_mode::{
     enable_grad, is_anomaly_enabled, is_grad_enabled, no_grad, no_grad_scope, set_anomaly_enabled,
     GradModeGuard,
 };
 pub use gradcheck::gradcheck;
+pub(crate) use saved::{Saved, SavedState};
 
-use crate::tensor::StorageCell;
 use crate::{Error, Result, Tensor};
 use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 /// A backward rule: upstream gradient in, one optional gradient per input out.
-pub(crate) type BackwardFn = Arc<dyn Fn(&Tensor) -> Result<Vec<Option<Tensor>>> + Send + Sync>;
+type BackwardFn = Arc<dyn Fn(&Tensor) -> Result<Vec<Option<Tensor>>> + Send + Sync>;
+
+/// A backward rule as ops write it: a plain `fn` (it captures nothing) given the state the op
+/// saved and the upstream gradient.
+pub(crate) type Rule<S> = fn(&S, &Tensor) -> Result<Vec<Option<Tensor>>>;
 
 /// One recorded op in the graph: the inputs that need gradients and the rule that computes them.
 pub struct Node {
     pub(crate) name: &'static str,
     pub(crate) inputs: Vec<Option<Tensor>>,
     backward: Mutex<Option<BackwardFn>>,
-    saved: Vec<(Arc<StorageCell>, u64)>,
     created_at: Option<String>,
 }
 
@@ -39,14 +43,16 @@ impl std::fmt::Debug for Node {
     }
 }
 
-/// Attach a node to `out` if grad mode is on and any input requires grad. `saved` are the tensors
-/// the rule reads (their version is checked at backward time).
-pub(crate) fn record(
+/// Attach a node to `out` if grad mode is on and any input requires grad. `saved` is everything
+/// the rule keeps from the forward pass (tensors only as [`Saved`], checked for in-place changes
+/// when the rule reads them); `rule` gets it back with the upstream gradient. The state and the
+/// tensors in it are freed after the backward pass unless it retains the graph.
+pub(crate) fn record<S: SavedState>(
     out: Tensor,
     name: &'static str,
     inputs: &[&Tensor],
-    saved: &[&Tensor],
-    backward: impl Fn(&Tensor) -> Result<Vec<Option<Tensor>>> + Send + Sync + 'static,
+    saved: S,
+    rule: Rule<S>,
 ) -> Tensor {
     if !is_grad_enabled() || !inputs.iter().any(|t| t.requires_grad()) {
         return out;
@@ -63,11 +69,7 @@ pub(crate) fn record(
                 }
             })
             .collect(),
-        backward: Mutex::new(Some(Arc::new(backward))),
-        saved: saved
-            .iter()
-            .map(|t| (t.0.storage.clone(), t.version()))
-            .collect(),
+        backward: Mutex::new(Some(Arc::new(move |g: &Tensor| rule(&saved, g)))),
         created_at: if is_anomaly_enabled() {
             Some(std::backtrace::Backtrace::force_capture().to_string())
         } else {
@@ -139,15 +141,6 @@ pub(crate) fn backward(
         if t.retains_grad() {
             accumulate(&t, &g, create_graph)?;
         }
-        for (cell, version) in &node.saved {
-            let now = cell.version();
-            if now != *version {
-                return Err(Error::Autograd(format!(
-                    "one of the variables needed for gradient computation has been modified by an inplace operation: the input of {}Backward is at version {now}; expected version {version} instead. Hint: avoid the in-place op, or clone() the tensor before changing it.",
-                    node.name
-                )));
-            }
-        }
         let f = {
             let mut slot = node.backward.lock();
             let f = slot.clone();
@@ -161,7 +154,7 @@ pub(crate) fn backward(
                 "Trying to backward through the graph a second time (or directly access saved tensors after they have already been freed). Saved intermediate values of the graph are freed when you call .backward() or autograd.grad(). Specify retain_graph=True if you need to backward through the graph a second time or if you need to access saved tensors after calling backward.".into(),
             ));
         };
-        let input_grads = f(&g)?;
+        let input_grads = saved::running(node.name, || f(&g))?;
         for (inp, ig) in node.inputs.iter().zip(input_grads) {
             let (Some(inp), Some(ig)) = (inp, ig) else {
                 continue;

@@ -1,7 +1,7 @@
 //! conv2d and pooling, lowered to im2col + matmul / reductions (im2col's adjoint, col2im, is its
 //! backward).
 
-use crate::autograd::record;
+use crate::autograd::{record, Saved};
 use crate::{Error, Result, Tensor};
 
 /// Geometry of a 2-D sliding window over `[N, C, H, W]`.
@@ -76,9 +76,8 @@ impl Tensor {
         let x = self.dense()?;
         let s = x.storage().im2col(g, pad)?;
         let out = Tensor::from_storage(s, &[g.n, g.c * g.kh * g.kw, g.ho * g.wo], self.device());
-        let g = *g;
-        Ok(record(out, "im2col", &[self], &[], move |gr| {
-            Ok(vec![Some(gr.col2im(&g)?)])
+        Ok(record(out, "im2col", &[self], *g, |g, gr| {
+            Ok(vec![Some(gr.col2im(g)?)])
         }))
     }
     /// Fold columns back to `[N, C, H, W]`, summing overlaps (torch.nn.functional.fold).
@@ -86,9 +85,8 @@ impl Tensor {
         let x = self.dense()?;
         let s = x.storage().col2im(g)?;
         let out = Tensor::from_storage(s, &[g.n, g.c, g.h, g.w], self.device());
-        let g = *g;
-        Ok(record(out, "col2im", &[self], &[], move |gr| {
-            Ok(vec![Some(gr.im2col(&g, 0.0)?)])
+        Ok(record(out, "col2im", &[self], *g, |g, gr| {
+            Ok(vec![Some(gr.im2col(g, 0.0)?)])
         }))
     }
 }
@@ -196,19 +194,28 @@ fn conv2d_dense(
     let out = Tensor::from_storage(s, &[g.n, o, g.ho, g.wo], input.device());
     let mut inputs = vec![input, weight];
     inputs.extend(bias);
-    let has_bias = bias.is_some();
-    let need = [input.requires_grad(), weight.requires_grad()];
-    Ok(record(out, "conv2d", &inputs, &[], move |gy| {
+    let saved = (
+        Saved::new(input),
+        Saved::new(weight),
+        g,
+        o,
+        bias.is_some(),
+        [input.requires_grad(), weight.requires_grad()],
+    );
+    Ok(record(out, "conv2d", &inputs, saved, |saved, gy| {
+        let (x, w, g, o, has_bias, need) = saved;
+        // Both are read whatever needs a gradient, as PyTorch saves both.
+        let (x, w, o) = (x.get()?.dense()?, w.get()?.dense()?, *o);
         let gy = gy.dense()?;
         if crate::autograd::is_grad_enabled() {
-            let mut grads = conv2d_backward_graph(&x, &w, &gy, &g, o)?;
-            grads.truncate(2 + has_bias as usize);
+            let mut grads = conv2d_backward_graph(&x, &w, &gy, g, o)?;
+            grads.truncate(2 + *has_bias as usize);
             return Ok(grads);
         }
         let dev = gy.device();
         let gx = match need[0] {
             false => None,
-            true => match transposed_as_forward(&g, o) {
+            true => match transposed_as_forward(g, o) {
                 // On a GPU the stride-1 input gradient runs as the forward kernel on flipped
                 // weights (its gather needs no divisibility tests).
                 Some(gt) if dev.is_gpu() => {
@@ -216,17 +223,17 @@ fn conv2d_dense(
                     let gx = gy.storage().conv2d(&wt.storage(), None, &gt, g.c)?;
                     Some(gx)
                 }
-                _ => Some(gy.storage().conv2d_backward_input(&w.storage(), &g, o)?),
+                _ => Some(gy.storage().conv2d_backward_input(&w.storage(), g, o)?),
             },
         };
         let gw = need[1]
-            .then(|| gy.storage().conv2d_backward_weight(&x.storage(), &g, o))
+            .then(|| gy.storage().conv2d_backward_weight(&x.storage(), g, o))
             .transpose()?;
         let mut grads = vec![
             gx.map(|s| Tensor::from_storage(s, x.shape(), dev)),
             gw.map(|s| Tensor::from_storage(s, w.shape(), dev)),
         ];
-        if has_bias {
+        if *has_bias {
             grads.push(Some(gy.sum_dims(&[0, 2, 3], false)?));
         }
         Ok(grads)
@@ -344,9 +351,17 @@ pub fn max_pool2d(
     out_shape.extend([g.ho, g.wo]);
     let out = Tensor::from_storage(v, &out_shape, input.device());
     let idx = Tensor::from_storage(i, &out_shape, input.device());
-    let in_shape = input.shape().to_vec();
-    Ok(record(out, "max_pool2d", &[input], &[], move |gr| {
-        Ok(vec![Some(max_pool2d_backward(gr, &idx, &g, &in_shape)?)])
+    // The rule needs only the argmax, but the input is saved too (and checked), as PyTorch does.
+    let saved = (Saved::new(input), Saved::new(&idx), g);
+    Ok(record(out, "max_pool2d", &[input], saved, |s, gr| {
+        let (x, idx, g) = s;
+        let x = x.get()?;
+        Ok(vec![Some(max_pool2d_backward(
+            gr,
+            &idx.get()?,
+            g,
+            x.shape(),
+        )?)])
     }))
 }
 
@@ -361,18 +376,18 @@ fn max_pool2d_backward(
     let gr = grad.dense()?;
     let s = gr.storage().max_pool_backward(&idx.storage(), g)?;
     let out = Tensor::from_storage(s, in_shape, grad.device());
-    let (idx, planes) = (idx.clone(), g.n * g.c);
-    let out_shape = grad.shape().to_vec();
+    let saved = (Saved::new(idx), g.n * g.c, grad.shape().to_vec());
     Ok(record(
         out,
         "max_pool2d_backward",
         &[grad],
-        &[],
-        move |g2| {
+        saved,
+        |(idx, planes, out_shape), g2| {
+            let (idx, planes) = (idx.get()?, *planes);
             let flat = g2.reshape_to(&[planes, g2.numel() / planes.max(1)])?;
             let picked =
                 flat.gather(1, &idx.reshape_to(&[planes, idx.numel() / planes.max(1)])?)?;
-            Ok(vec![Some(picked.reshape_to(&out_shape)?)])
+            Ok(vec![Some(picked.reshape_to(out_shape)?)])
         },
     ))
 }

@@ -2,6 +2,7 @@
 //! its backward rule sit side by side in one `match` per aspect, so an op missing any of the four
 //! does not compile.
 
+use crate::autograd::Saved;
 use crate::dtype::Real;
 use crate::{Result, Tensor};
 
@@ -220,23 +221,29 @@ impl UnaryOp {
         }
     }
 
-    /// Gradient with respect to the input, given input `x`, output `y` and upstream `g`.
-    /// Written with tensor ops, so it runs on the tensors' device and is itself differentiable.
-    pub fn backward(&self, x: &Tensor, y: &Tensor, g: &Tensor) -> Result<Tensor> {
+    /// Gradient with respect to the input, given the saved input `x`, output `y` and upstream
+    /// `g`; only what the rule reads is checked for in-place changes. Written with tensor ops, so
+    /// it runs on the tensors' device and is itself differentiable.
+    pub(crate) fn backward(&self, x: &Saved, y: &Saved, g: &Tensor) -> Result<Tensor> {
         use UnaryOp::*;
+        let (x, y) = (|| x.get(), || y.get());
         match *self {
             Neg => g.neg(),
-            Abs => g.mul(&x.sign()?),
-            Exp => g.mul(y),
-            Log => g.div(x),
-            Sqrt => g.div(&y.mul_scalar(2.0)?),
-            Rsqrt => g.mul(&y.pow_scalar(3.0)?.mul_scalar(-0.5)?),
-            Sin => g.mul(&x.cos()?),
-            Cos => g.mul(&x.sin()?.neg()?),
-            Tanh => g.mul(&y.square()?.neg()?.add_scalar(1.0)?),
-            Sigmoid => g.mul(&y.mul(&y.neg()?.add_scalar(1.0)?)?),
-            Relu => g.threshold_backward(x),
+            Abs => g.mul(&x()?.sign()?),
+            Exp => g.mul(&y()?),
+            Log => g.div(&x()?),
+            Sqrt => g.div(&y()?.mul_scalar(2.0)?),
+            Rsqrt => g.mul(&y()?.pow_scalar(3.0)?.mul_scalar(-0.5)?),
+            Sin => g.mul(&x()?.cos()?),
+            Cos => g.mul(&x()?.sin()?.neg()?),
+            Tanh => g.mul(&y()?.square()?.neg()?.add_scalar(1.0)?),
+            Sigmoid => {
+                let y = y()?;
+                g.mul(&y.mul(&y.neg()?.add_scalar(1.0)?)?)
+            }
+            Relu => g.threshold_backward(&x()?),
             Gelu => {
+                let x = x()?;
                 let cdf = x
                     .mul_scalar(FRAC_1_SQRT_2)?
                     .erf()?
@@ -250,6 +257,7 @@ impl UnaryOp {
                 g.mul(&cdf.add(&x.mul(&pdf)?)?)
             }
             GeluTanh => {
+                let x = x()?;
                 let x2 = x.square()?;
                 let inner = x
                     .mul(&x2.mul_scalar(0.044715)?.add_scalar(1.0)?)?
@@ -267,33 +275,38 @@ impl UnaryOp {
                 g.mul(&left.add(&right)?)
             }
             Silu => {
+                let x = x()?;
                 let s = x.sigmoid()?;
                 let d = s.mul(&x.mul(&s.neg()?.add_scalar(1.0)?)?.add_scalar(1.0)?)?;
                 g.mul(&d)
             }
             Elu(a) => {
+                let x = x()?;
                 let pos = x.gt(&x.zeros_like()?)?;
-                Tensor::where_cond(&pos, g, &g.mul(&y.add_scalar(a as f64)?)?)
+                Tensor::where_cond(&pos, g, &g.mul(&y()?.add_scalar(a as f64)?)?)
             }
             LeakyRelu(s) => {
+                let x = x()?;
                 let pos = x.gt(&x.zeros_like()?)?;
                 Tensor::where_cond(&pos, g, &g.mul_scalar(s as f64)?)
             }
             Softplus(b, t) => {
-                let bx = x.mul_scalar(b as f64)?;
+                let bx = x()?.mul_scalar(b as f64)?;
                 let lin = bx.gt(&bx.full_like(t as f64)?)?;
                 Tensor::where_cond(&lin, g, &g.mul(&bx.sigmoid()?)?)
             }
-            Square => g.mul(&x.mul_scalar(2.0)?),
-            Reciprocal => g.mul(&y.square()?.neg()?),
+            Square => g.mul(&x()?.mul_scalar(2.0)?),
+            Reciprocal => g.mul(&y()?.square()?.neg()?),
             Clamp(lo, hi) => {
+                let x = x()?;
                 let inside = x
                     .ge(&x.full_like(lo as f64)?)?
                     .logical_and(&x.le(&x.full_like(hi as f64)?)?)?;
                 Tensor::where_cond(&inside, g, &g.zeros_like()?)
             }
             Erf => g.mul(
-                &x.square()?
+                &x()?
+                    .square()?
                     .neg()?
                     .exp()?
                     .mul_scalar(std::f64::consts::FRAC_2_SQRT_PI)?,
@@ -302,7 +315,7 @@ impl UnaryOp {
                 if e == 0.0 {
                     g.zeros_like()
                 } else {
-                    g.mul(&x.pow_scalar(e as f64 - 1.0)?.mul_scalar(e as f64)?)
+                    g.mul(&x()?.pow_scalar(e as f64 - 1.0)?.mul_scalar(e as f64)?)
                 }
             }
             AddScalar(_) => Ok(g.clone()),
@@ -458,23 +471,28 @@ impl BinaryOp {
             _ => false,
         }
     }
-    /// Gradients for `a` and `b` before they are summed back to the inputs' shapes.
-    pub fn backward(
+    /// Gradients for `a` and `b` before they are summed back to the inputs' shapes, given the
+    /// saved operands and output (only what the rule reads is checked for in-place changes).
+    pub(crate) fn backward(
         &self,
-        a: &Tensor,
-        b: &Tensor,
-        y: &Tensor,
+        a: &Saved,
+        b: &Saved,
+        y: &Saved,
         g: &Tensor,
     ) -> Result<(Tensor, Tensor)> {
         use BinaryOp::*;
         Ok(match self {
             Add => (g.clone(), g.clone()),
             Sub => (g.clone(), g.neg()?),
-            Mul => (g.mul(b)?, g.mul(a)?),
-            Div => (g.div(b)?, g.mul(y)?.div(b)?.neg()?),
+            Mul => (g.mul(&b.get()?)?, g.mul(&a.get()?)?),
+            Div => {
+                let b = b.get()?;
+                (g.div(&b)?, g.mul(&y.get()?)?.div(&b)?.neg()?)
+            }
             Pow => {
-                let ga = g.mul(b)?.mul(&a.pow(&b.add_scalar(-1.0)?)?)?;
-                let gb = g.mul(y)?.mul(&a.log()?)?;
+                let (a, b, y) = (a.get()?, b.get()?, y.get()?);
+                let ga = g.mul(&b)?.mul(&a.pow(&b.add_scalar(-1.0)?)?)?;
+                let gb = g.mul(&y)?.mul(&a.log()?)?;
                 let zero_base = a
                     .eq(&a.zeros_like()?)?
                     .logical_and(&b.ge(&b.zeros_like()?)?)?;
@@ -482,10 +500,15 @@ impl BinaryOp {
                 (ga, gb)
             }
             // Linear in the gradient; zero almost everywhere in the input.
-            ThresholdBackward => (g.threshold_backward(b)?, g.zeros_like()?),
+            ThresholdBackward => (g.threshold_backward(&b.get()?)?, g.zeros_like()?),
             Maximum | Minimum => {
-                let win = if *self == Maximum { a.gt(b)? } else { a.lt(b)? };
-                let tie = a.eq(b)?.to_dtype(g.dtype())?.mul_scalar(0.5)?;
+                let (a, b) = (a.get()?, b.get()?);
+                let win = if *self == Maximum {
+                    a.gt(&b)?
+                } else {
+                    a.lt(&b)?
+                };
+                let tie = a.eq(&b)?.to_dtype(g.dtype())?.mul_scalar(0.5)?;
                 let wa = win.to_dtype(g.dtype())?.add(&tie)?;
                 let wb = wa.neg()?.add_scalar(1.0)?;
                 (g.mul(&wa)?, g.mul(&wb)?)

@@ -1,6 +1,7 @@
 //! Indexing: gather, scatter_add, index_select, embedding, one_hot, masked_select.
 
-use crate::autograd::record;
+use crate::autograd::{record, Saved};
+use crate::backend::Storage;
 use crate::shape::wrap_dim;
 use crate::{DType, Error, Result, Tensor};
 
@@ -43,10 +44,11 @@ impl Tensor {
             .storage()
             .gather(op, x.shape(), d, &index.storage(), index.layout())?;
         let out = Tensor::from_storage(s, index.shape(), self.device());
-        let (shape, idx) = (self.shape().to_vec(), index.clone());
-        Ok(record(out, op, &[self], &[], move |g| {
-            let z = Tensor::full_dtype(&shape, 0.0, g.dtype(), &g.device())?;
-            Ok(vec![Some(z.scatter_add_as(op, d as isize, &idx, g)?)])
+        let saved = (self.shape().to_vec(), Saved::new(index), d, op);
+        Ok(record(out, op, &[self], saved, |s, g| {
+            let (shape, idx, d, op) = s;
+            let z = Tensor::full_dtype(shape, 0.0, g.dtype(), &g.device())?;
+            Ok(vec![Some(z.scatter_add_as(op, *d as isize, &idx.get()?, g)?)])
         }))
     }
 
@@ -91,18 +93,20 @@ impl Tensor {
             &sl,
         )?;
         let out = Tensor::from_storage(s, self.shape(), self.device());
-        let (idx, src_shape) = (index.clone(), src.shape().to_vec());
-        Ok(record(out, op, &[self, &src], &[], move |g| {
-            let gs = g.gather_as(op, d as isize, &idx)?;
+        let saved = (Saved::new(index), src.shape().to_vec(), d, op);
+        Ok(record(out, op, &[self, &src], saved, |s, g| {
+            let (idx, src_shape, d, op) = s;
+            let idx = idx.get()?;
+            let gs = g.gather_as(op, *d as isize, &idx)?;
             let gs = if gs.shape() == src_shape.as_slice() {
                 gs
             } else {
                 // src larger than index: the rest of src received no gradient.
                 let rel = crate::shape::Layout {
                     shape: idx.shape().to_vec(),
-                    ..crate::shape::Layout::contiguous(&src_shape)
+                    ..crate::shape::Layout::contiguous(src_shape)
                 };
-                gs.strided_scatter(&src_shape, &rel)?
+                gs.strided_scatter(src_shape, &rel)?
             };
             Ok(vec![Some(g.clone()), Some(gs)])
         }))

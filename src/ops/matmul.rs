@@ -1,6 +1,6 @@
 //! Matrix products: matmul (with batch broadcasting and the 1-D cases), bmm, linear.
 
-use crate::autograd::record;
+use crate::autograd::{record, Saved};
 use crate::shape::broadcast_shapes;
 use crate::{Error, Result, Tensor};
 
@@ -16,18 +16,25 @@ impl Tensor {
         let (al, bl) = (self.layout(), other.layout());
         let s = self.storage().matmul(al, &other.storage(), bl)?;
         let out = Tensor::from_storage(s, &[al.shape[0], al.shape[1], bl.shape[2]], self.device());
-        let (a, b) = (self.clone(), other.clone());
+        // Each operand is read only for the other's gradient (as PyTorch saves them).
+        let saved = (
+            Saved::new(self),
+            Saved::new(other),
+            [self.requires_grad(), other.requires_grad()],
+            [col_major(self), col_major(other)],
+        );
         Ok(record(
             out,
             "bmm",
             &[self, other],
-            &[self, other],
-            move |g| {
+            saved,
+            |(a, b, need, col_major), g| {
                 // Each gradient is computed in its operand's layout: for a transposed operand
                 // (a Linear weight's `w.t()`) the product is formed transposed, so the weight's
                 // own gradient comes out contiguous (no copy before the optimizer reads it).
-                let ga = if a.requires_grad() {
-                    Some(if col_major(&a) {
+                let ga = if need[0] {
+                    let b = b.get()?;
+                    Some(if col_major[0] {
                         b.bmm_raw(&g.transpose(1, 2)?)?.transpose(1, 2)?
                     } else {
                         g.bmm_raw(&b.transpose(1, 2)?)?
@@ -35,8 +42,9 @@ impl Tensor {
                 } else {
                     None
                 };
-                let gb = if b.requires_grad() {
-                    Some(if col_major(&b) {
+                let gb = if need[1] {
+                    let a = a.get()?;
+                    Some(if col_major[1] {
                         g.transpose(1, 2)?.bmm_raw(&a)?.transpose(1, 2)?
                     } else {
                         a.transpose(1, 2)?.bmm_raw(g)?

@@ -26,8 +26,8 @@ impl Tensor {
             offset: self.storage_offset(),
         });
         let in_shape: Vec<isize> = self.shape().iter().map(|&s| s as isize).collect();
-        Ok(record(out, "view", &[self], &[], move |g| {
-            Ok(vec![Some(g.reshape(&in_shape)?)])
+        Ok(record(out, "view", &[self], in_shape, |in_shape, g| {
+            Ok(vec![Some(g.reshape(in_shape)?)])
         }))
     }
     /// Another shape; a view when the strides allow it, else a copy.
@@ -70,8 +70,8 @@ impl Tensor {
         for (i, &p) in d.iter().enumerate() {
             inv[p] = i as isize;
         }
-        Ok(record(out, "permute", &[self], &[], move |g| {
-            Ok(vec![Some(g.permute(&inv)?)])
+        Ok(record(out, "permute", &[self], inv, |inv, g| {
+            Ok(vec![Some(g.permute(inv)?)])
         }))
     }
     /// Swap two dimensions.
@@ -170,8 +170,8 @@ impl Tensor {
         let l = self.layout().broadcast_to("expand", shape)?;
         let out = self.with_layout(l);
         let in_shape = self.shape().to_vec();
-        Ok(record(out, "expand", &[self], &[], move |g| {
-            Ok(vec![Some(g.sum_to(&in_shape)?)])
+        Ok(record(out, "expand", &[self], in_shape, |in_shape, g| {
+            Ok(vec![Some(g.sum_to(in_shape)?)])
         }))
     }
     /// Sum a broadcast gradient back to `shape`.
@@ -200,8 +200,8 @@ impl Tensor {
         let out = self.with_layout(f(self.layout()));
         let base = self.shape().to_vec();
         let rel = f(&Layout::contiguous(&base));
-        Ok(record(out, name, &[self], &[], move |g| {
-            Ok(vec![Some(g.strided_scatter(&base, &rel)?)])
+        Ok(record(out, name, &[self], (base, rel), |(base, rel), g| {
+            Ok(vec![Some(g.strided_scatter(base, rel)?)])
         }))
     }
     /// Zeros of `base` shape with `self` written at the positions `rel` (relative to a contiguous
@@ -214,7 +214,7 @@ impl Tensor {
             dst.copy_into(rel, &src.storage(), src.layout())?;
         }
         let rel = rel.clone();
-        Ok(record(z, "strided_scatter", &[self], &[], move |g| {
+        Ok(record(z, "strided_scatter", &[self], rel, |rel, g| {
             let rel = rel.clone();
             let g = g.contiguous()?;
             let v = g.view_op("as_strided", move |l| Layout {
@@ -332,10 +332,10 @@ impl Tensor {
             }
         }
         let inputs: Vec<&Tensor> = tensors.iter().collect();
-        Ok(record(out, "cat", &inputs, &[], move |g| {
+        Ok(record(out, "cat", &inputs, (sizes, d), |(sizes, d), g| {
             sizes
                 .iter()
-                .map(|&(s, n)| g.narrow(d as isize, s, n).map(Some))
+                .map(|&(s, n)| g.narrow(*d as isize, s, n).map(Some))
                 .collect()
         }))
     }

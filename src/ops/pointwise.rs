@@ -1,7 +1,7 @@
 //! Tensor methods for elementwise ops, where, masked_fill and dtype promotion.
 
 use super::{BinaryOp, UnaryOp};
-use crate::autograd::{is_grad_enabled, record};
+use crate::autograd::{is_grad_enabled, record, Saved};
 use crate::shape::broadcast_shapes;
 use crate::{DType, Error, Result, Scalar, Tensor};
 
@@ -231,16 +231,18 @@ impl Tensor {
         }
         let s = self.storage().unary(op, self.layout())?;
         let out = Tensor::from_storage(s, self.shape(), self.device());
-        let x = self.clone();
-        let y = out.detach();
-        Ok(record(out, op.name(), &[self], &[self], move |g| {
+        let saved = (op, Saved::new(self), Saved::output(&out, op.name()));
+        Ok(record(out, op.name(), &[self], saved, |(op, x, y), g| {
             // Under create_graph the output is recomputed from x so that it stays differentiable.
+            let recomputed;
             let y = if is_grad_enabled() {
-                x.unary(op)?
+                y.get()?;
+                recomputed = Saved::new(&x.get()?.unary(*op)?);
+                &recomputed
             } else {
-                y.clone()
+                y
             };
-            Ok(vec![Some(op.backward(&x, &y, g)?)])
+            Ok(vec![Some(op.backward(x, y, g)?)])
         }))
     }
 
@@ -268,19 +270,33 @@ impl Tensor {
         if op.is_comparison() {
             return Ok(out);
         }
-        let (ac, bc, y) = (a.clone(), b.clone(), out.detach());
-        Ok(record(out, op.name(), &[&a, &b], &[&a, &b], move |g| {
-            let y = if is_grad_enabled() && op == BinaryOp::Div {
-                ac.div(&bc)?
-            } else {
-                y.clone()
-            };
-            let (ga, gb) = op.backward(&ac, &bc, &y, g)?;
-            Ok(vec![
-                Some(ga.sum_to(ac.shape())?),
-                Some(gb.sum_to(bc.shape())?),
-            ])
-        }))
+        let (sa, sb, y) = (
+            Saved::new(&a),
+            Saved::new(&b),
+            Saved::output(&out, op.name()),
+        );
+        Ok(record(
+            out,
+            op.name(),
+            &[&a, &b],
+            (op, sa, sb, y),
+            |s, g| {
+                let (op, a, b, y) = s;
+                let recomputed;
+                let y = if is_grad_enabled() && *op == BinaryOp::Div {
+                    y.get()?;
+                    recomputed = Saved::new(&a.get()?.div(&b.get()?)?);
+                    &recomputed
+                } else {
+                    y
+                };
+                let (ga, gb) = op.backward(a, b, y, g)?;
+                Ok(vec![
+                    Some(ga.sum_to(a.shape())?),
+                    Some(gb.sum_to(b.shape())?),
+                ])
+            },
+        ))
     }
 
     /// Arithmetic on two bool tensors, as PyTorch defines it: `+` and `maximum` are a logical
@@ -417,11 +433,12 @@ impl Tensor {
             .storage()
             .where_cond(&cl, &a.storage(), &al, &b.storage(), &bl)?;
         let out = Tensor::from_storage(s, &shape, a.device());
-        let (c, ash, bsh) = (cond.clone(), a.shape().to_vec(), b.shape().to_vec());
-        Ok(record(out, "where", &[&a, &b], &[], move |g| {
-            let z = g.zeros_like()?;
-            let ga = Tensor::where_cond(&c, g, &z)?.sum_to(&ash)?;
-            let gb = Tensor::where_cond(&c, &z, g)?.sum_to(&bsh)?;
+        let saved = (Saved::new(cond), a.shape().to_vec(), b.shape().to_vec());
+        Ok(record(out, "where", &[&a, &b], saved, |s, g| {
+            let (c, ash, bsh) = s;
+            let (c, z) = (c.get()?, g.zeros_like()?);
+            let ga = Tensor::where_cond(&c, g, &z)?.sum_to(ash)?;
+            let gb = Tensor::where_cond(&c, &z, g)?.sum_to(bsh)?;
             Ok(vec![Some(ga), Some(gb)])
         }))
     }

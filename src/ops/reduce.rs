@@ -1,7 +1,7 @@
 //! Reductions: sum, mean, amax/amin, max/min with indices, argmax/argmin, var/std, logsumexp,
 //! prod, vector_norm, cumsum, softmax and log_softmax.
 
-use crate::autograd::record;
+use crate::autograd::{record, Saved};
 use crate::shape::wrap_dim;
 use crate::{DType, Error, Result, Tensor};
 
@@ -165,15 +165,19 @@ impl Tensor {
             let acc = if mean { acc.div_scalar(n as f64)? } else { acc };
             acc.to_dtype(x.dtype())?
         };
-        let shape = x.shape().to_vec();
-        Ok(record(out, op, &[&x], &[], move |g| {
-            let g = if keepdim {
+        let saved = (x.shape().to_vec(), d, keepdim, mean.then_some(n));
+        Ok(record(out, op, &[&x], saved, |s, g| {
+            let (shape, d, keepdim, mean_of) = s;
+            let g = if *keepdim {
                 g.clone()
             } else {
-                g.unsqueeze_dims(&d)?
+                g.unsqueeze_dims(d)?
             };
-            let g = if mean { g.div_scalar(n as f64)? } else { g };
-            Ok(vec![Some(g.expand(&shape)?)])
+            let g = match mean_of {
+                Some(n) => g.div_scalar(*n as f64)?,
+                None => g,
+            };
+            Ok(vec![Some(g.expand(shape)?)])
         }))
     }
     /// Sum of all elements (0-d).
@@ -207,12 +211,14 @@ impl Tensor {
     fn extreme(&self, op: ReduceOp, dims: &[isize], keepdim: bool) -> Result<Tensor> {
         let d = wrap_dims(op.name(), dims, self.ndim())?;
         let out = self.reduce_raw(op, &d, keepdim)?;
-        let (x, y) = (self.clone(), out.detach());
-        Ok(record(out, op.name(), &[self], &[self], move |g| {
-            let (g, y) = if keepdim {
-                (g.clone(), y.clone())
+        let saved = (Saved::new(self), Saved::output(&out, op.name()), d, keepdim);
+        Ok(record(out, op.name(), &[self], saved, |s, g| {
+            let (x, y, d, keepdim) = s;
+            let (x, y) = (x.get()?, y.get()?);
+            let (g, y) = if *keepdim {
+                (g.clone(), y)
             } else {
-                (g.unsqueeze_dims(&d)?, y.unsqueeze_dims(&d)?)
+                (g.unsqueeze_dims(d)?, y.unsqueeze_dims(d)?)
             };
             let mask = x.eq(&y)?.to_dtype(x.dtype())?;
             let count = mask.sum_dims(&d.iter().map(|&i| i as isize).collect::<Vec<_>>(), true)?;
@@ -238,11 +244,10 @@ impl Tensor {
         let d = wrap_dim(vop.name(), dim, self.ndim())?;
         let idx = self.reduce_raw(iop, &[d], true)?;
         let vals = self.detach().gather(d as isize, &idx)?;
-        let shape = self.shape().to_vec();
-        let idx_saved = idx.clone();
-        let vals = record(vals, vop.name(), &[self], &[], move |g| {
-            let z = Tensor::full_dtype(&shape, 0.0, g.dtype(), &g.device())?;
-            Ok(vec![Some(z.scatter_add(d as isize, &idx_saved, g)?)])
+        let saved = (self.shape().to_vec(), Saved::new(&idx), d);
+        let vals = record(vals, vop.name(), &[self], saved, |(shape, idx, d), g| {
+            let z = Tensor::full_dtype(shape, 0.0, g.dtype(), &g.device())?;
+            Ok(vec![Some(z.scatter_add(*d as isize, &idx.get()?, g)?)])
         });
         if keepdim || self.ndim() == 0 {
             Ok((vals, idx))
@@ -307,11 +312,12 @@ impl Tensor {
         // Half products accumulate in f32 (ReduceOp::out_dtype) and round once.
         let out = self.reduce_raw(ReduceOp::Prod, &[d], keepdim)?;
         let out = out.to_dtype(self.dtype())?;
-        let x = self.clone();
-        Ok(record(out, "prod", &[self], &[self], move |g| {
+        let saved = (Saved::new(self), d, keepdim);
+        Ok(record(out, "prod", &[self], saved, |(x, d, keepdim), g| {
             // d/dx_i prod = prod of the others, computed without dividing by x_i.
+            let (x, d) = (x.get()?, *d);
             let n = x.shape()[d];
-            let g = if keepdim {
+            let g = if *keepdim {
                 g.clone()
             } else {
                 g.unsqueeze(d as isize)?
@@ -369,7 +375,7 @@ impl Tensor {
             inv[p] = i;
         }
         let out = y.permute_raw(&inv);
-        Ok(record(out, "cumsum", &[self], &[], move |g| {
+        Ok(record(out, "cumsum", &[self], d, |&d, g| {
             Ok(vec![Some(
                 g.flip(&[d as isize])?
                     .cumsum(d as isize)?

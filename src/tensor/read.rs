@@ -91,9 +91,9 @@ impl Tensor {
         };
         let s = self.storage().cast(self.layout(), dtype, ordinal)?;
         let out = Tensor::from_storage(s, self.shape(), self.device());
-        let src_dtype = self.dtype();
-        Ok(crate::autograd::record(out, name, &[self], &[], move |g| {
-            Ok(vec![Some(g.to_dtype(src_dtype)?)])
+        let dt = self.dtype();
+        Ok(crate::autograd::record(out, name, &[self], dt, |dt, g| {
+            Ok(vec![Some(g.to_dtype(*dt)?)])
         }))
     }
 
@@ -119,9 +119,13 @@ impl Tensor {
         let s = super::create::place(host, device)?;
         let out = Tensor::from_storage(s, self.shape(), *device);
         let back = self.device();
-        Ok(crate::autograd::record(out, "to", &[self], &[], move |g| {
-            Ok(vec![Some(g.to(&back)?)])
-        }))
+        Ok(crate::autograd::record(
+            out,
+            "to",
+            &[self],
+            back,
+            |back, g| Ok(vec![Some(g.to(back)?)]),
+        ))
     }
 
     /// True if any element is NaN or infinite (one device-side reduction, one scalar read).
