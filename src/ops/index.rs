@@ -40,6 +40,11 @@ impl Tensor {
     pub fn gather(&self, dim: isize, index: &Tensor) -> Result<Tensor> {
         self.check_index("gather", index)?;
         let d = wrap_dim("gather", dim, self.ndim())?;
+        if self.ndim() == 0 && index.ndim() <= 1 {
+            // PyTorch treats a 0-d input (and index) as one element along dim 0.
+            let out = self.reshape(&[1])?.gather(0, &index.reshape(&[-1])?)?;
+            return out.reshape_to(index.shape());
+        }
         if index.ndim() != self.ndim() {
             return Err(Error::shape("gather", format!("Index tensor must have the same number of dimensions as input tensor ({:?} vs {:?})", index.shape(), self.shape())));
         }
@@ -66,6 +71,11 @@ impl Tensor {
         self.check_index("scatter_add", index)?;
         self.same_device("scatter_add", src)?;
         let d = wrap_dim("scatter_add", dim, self.ndim())?;
+        if self.ndim() == 0 && index.ndim() <= 1 && src.ndim() <= 1 {
+            // As gather: a 0-d tensor is one element along dim 0.
+            let (i, s) = (index.reshape(&[-1])?, src.reshape(&[-1])?);
+            return self.reshape(&[1])?.scatter_add(0, &i, &s)?.reshape(&[]);
+        }
         if index.ndim() != self.ndim() || src.ndim() != self.ndim() {
             return Err(Error::shape("scatter_add", format!("Index tensor must have the same number of dimensions as self tensor (self {:?}, index {:?}, src {:?})", self.shape(), index.shape(), src.shape())));
         }

@@ -205,6 +205,11 @@ impl Tensor {
         keepdim: bool,
     ) -> Result<(Tensor, Tensor)> {
         let d = wrap_dim(vop.name(), dim, self.ndim())?;
+        if self.ndim() == 0 {
+            // PyTorch: dim 0 / -1 of a 0-d tensor is its one element (index 0).
+            let (v, i) = self.reshape(&[1])?.extreme_dim(vop, iop, 0, false)?;
+            return Ok((v.reshape(&[])?, i.reshape(&[])?));
+        }
         let idx = self.reduce_raw(iop, &[d], true)?;
         let vals = self.detach().gather(d as isize, &idx)?;
         let shape = self.shape().to_vec();
@@ -231,6 +236,9 @@ impl Tensor {
         match dim {
             Some(dim) => {
                 let d = wrap_dim(op.name(), dim, self.ndim())?;
+                if self.ndim() == 0 {
+                    return self.reshape(&[1])?.reduce_raw(op, &[0], false);
+                }
                 self.reduce_raw(op, &[d], keepdim)
             }
             None => self.detach().reshape(&[-1])?.reduce_raw(op, &[0], false),
@@ -264,6 +272,9 @@ impl Tensor {
     /// Product over `dim`.
     pub fn prod_dim(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
         let d = wrap_dim("prod", dim, self.ndim())?;
+        if self.ndim() == 0 {
+            return self.reshape(&[1])?.prod_dim(0, false);
+        }
         let out = self.reduce_raw(ReduceOp::Prod, &[d], keepdim)?;
         let x = self.clone();
         Ok(record(out, "prod", &[self], &[self], move |g| {
