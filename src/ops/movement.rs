@@ -341,7 +341,7 @@ impl Tensor {
             {
                 return Err(Error::shape("cat", format!("Sizes of tensors must match except in dimension {d}. Expected {:?} but got {:?}", first.shape(), t.shape())));
             }
-            total = total.checked_add(t.shape()[d]).unwrap_or(usize::MAX);
+            total = total.saturating_add(t.shape()[d]);
         }
         let mut shape = first.shape().to_vec();
         shape[d] = total;

@@ -147,7 +147,7 @@ impl Tensor {
             return bad(format!("upper bound and larger bound inconsistent with step sign (start={start}, end={end}, step={step})"));
         }
         let len = ((end - start) / step).ceil();
-        if !(len <= MAX_NUMEL as f64) {
+        if len > MAX_NUMEL as f64 {
             return bad(format!("invalid size, possible overflow? (start={start}, end={end}, step={step}: {len} elements)"));
         }
         let n = admit("arange", &[len as usize], dtype, device)?;

@@ -212,6 +212,49 @@ fn cpu_allocation_failure_is_out_of_memory() {
 }
 
 #[test]
+fn cpu_kernel_output_beyond_memory_is_out_of_memory() {
+    let cpu = Device::Cpu;
+    // Inputs of one element each whose results would need 2^50 bytes.
+    let col = huge_view(&[1 << 24, 1], &cpu).unwrap();
+    let row = huge_view(&[1, 1 << 24], &cpu).unwrap();
+    let flat = huge_view(&[1 << 48], &cpu).unwrap();
+    let idx = Tensor::zeros([1], &cpu)
+        .unwrap()
+        .to_dtype(DType::I32)
+        .unwrap()
+        .expand(&[1 << 48])
+        .unwrap();
+    let one = Tensor::ones([1], &cpu).unwrap();
+    for (what, r) in [
+        ("add", col.add(&row)),
+        ("mul", col.mul(&row)),
+        ("matmul", col.matmul(&row)),
+        ("exp", flat.exp()),
+        ("contiguous", flat.contiguous()),
+        ("to_dtype", flat.to_dtype(DType::F16)),
+        ("index_select", one.index_select(0, &idx)),
+    ] {
+        let e = expect_err(what, r, &["out of memory"]);
+        assert!(
+            matches!(
+                e,
+                Error::OutOfMemory {
+                    device: Device::Cpu,
+                    ..
+                }
+            ),
+            "{what}: {e:?}"
+        );
+    }
+    let e = expect_err(
+        "gt",
+        col.gt(&row),
+        &["out of memory", "281474976710656 bytes"],
+    );
+    assert!(matches!(e, Error::OutOfMemory { .. }), "{e:?}");
+}
+
+#[test]
 fn huge_creation_is_refused_before_host_allocation() {
     for dev in devices() {
         expect_err(

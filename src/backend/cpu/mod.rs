@@ -156,12 +156,8 @@ impl CpuStorage {
     }
     /// A vector of `n` copies of `value`, or `Error::OutOfMemory` when the host cannot hold it.
     pub fn full(op: &'static str, dtype: DType, n: usize, value: f64) -> Result<CpuStorage> {
-        with_dtype!(dtype, T => {
-            // The pool's buffers come infallibly (reused, or a fresh `vec!` that aborts when the
-            // allocator refuses), so the size is reserved fallibly first: a refusal is an error.
-            drop(try_vec::<T>(op, n)?);
-            Ok(T::wrap(pool::filled(n, T::from_f64(value))))
-        })
+        reserve(op, dtype, n)?;
+        with_dtype!(dtype, T => Ok(T::wrap(pool::filled(n, T::from_f64(value)))))
     }
     /// Elements widened to f64 (test and conversion helper).
     pub fn to_f64_vec(&self) -> Vec<f64> {
@@ -175,6 +171,22 @@ impl CpuStorage {
             Ok(T::wrap(out))
         })
     }
+}
+
+/// Requests below this many bytes are not probed by [`reserve`]: allocators grant them (Linux
+/// refuses only sizes past RAM plus swap), and probing would cost a system call on hot paths.
+const PROBE_BYTES: usize = 1 << 28;
+
+/// Check that the allocator would grant `n` elements of `dtype` (large requests are reserved and
+/// released), or `Error::OutOfMemory` naming the bytes. The pool hands out buffers infallibly
+/// (reused, or a fresh `vec!` that aborts when the allocator refuses), so creation and the kernels
+/// whose output can be far larger than their inputs (broadcasts, products, windows) call this
+/// first.
+pub(crate) fn reserve(op: &'static str, dtype: DType, n: usize) -> Result<()> {
+    if n.saturating_mul(dtype.size_in_bytes()) >= PROBE_BYTES {
+        with_dtype!(dtype, T => drop(try_vec::<T>(op, n)?));
+    }
+    Ok(())
 }
 
 /// An empty vector with room for exactly `n` elements, or `Error::OutOfMemory` naming the bytes:
