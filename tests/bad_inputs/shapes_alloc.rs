@@ -81,8 +81,8 @@ fn zeros_past_usize_elements_is_an_error() {
 #[test]
 fn bmm_with_wrapped_inner_size_is_an_error() {
     // 3k = 2^64 + 2: the element count of [1, 3, k] used to wrap to 2 and bmm read past it.
-    let k = ((1u128 << 64) + 2) / 3;
-    let k = k as usize;
+    let k = (u64::MAX / 3 + 1) as usize;
+    assert_eq!(3 * k as u128, (1u128 << 64) + 2);
     for dev in devices() {
         expect_err("zeros [1,3,k]", Tensor::zeros([1, 3, k], &dev), &[TOO_MANY]);
         expect_err("zeros [1,k,3]", Tensor::zeros([1, k, 3], &dev), &[TOO_MANY]);
