@@ -13,9 +13,45 @@ pub fn contiguous_strides(shape: &[usize]) -> Vec<usize> {
     s
 }
 
-/// Number of elements of `shape` (1 for a 0-d tensor).
+/// Number of elements of `shape` (1 for a 0-d tensor). For shapes that have passed
+/// [`checked_numel`] (every tensor's), so it cannot overflow.
 pub fn numel(shape: &[usize]) -> usize {
     shape.iter().product()
+}
+
+/// The most elements (and the largest stride) a shape may have: PyTorch's sizes are `int64`, and
+/// a Rust allocation holds at most `isize::MAX` bytes.
+pub const MAX_NUMEL: usize = isize::MAX as usize;
+
+/// Number of elements of `shape`, or `Err` ("shape [..] has too many elements") when it, or any
+/// of its contiguous strides, would pass [`MAX_NUMEL`]. Every shape a tensor is created with goes
+/// through here (creation, broadcasting, `expand`, `view`/`reshape`, and ops whose output size is
+/// a product: matmul, cat, convolution windows), so element counts and strides never wrap.
+pub fn checked_numel(op: &'static str, shape: &[usize]) -> Result<usize> {
+    // The product of the non-zero sizes bounds every contiguous stride, even past a zero size.
+    let mut span = 1usize;
+    for &d in shape.iter().filter(|&&d| d != 0) {
+        span = span
+            .checked_mul(d)
+            .filter(|&s| s <= MAX_NUMEL)
+            .ok_or_else(|| too_many_elements(op, shape))?;
+    }
+    Ok(if shape.contains(&0) { 0 } else { span })
+}
+
+/// `a * b` for sizes, or [`checked_numel`]'s error naming `shape` (the shape being formed).
+pub fn checked_mul(op: &'static str, a: usize, b: usize, shape: &[usize]) -> Result<usize> {
+    a.checked_mul(b)
+        .filter(|&s| s <= MAX_NUMEL)
+        .ok_or_else(|| too_many_elements(op, shape))
+}
+
+/// The error for a shape whose element count does not fit.
+pub(crate) fn too_many_elements(op: &'static str, shape: &[usize]) -> Error {
+    Error::shape(
+        op,
+        format!("shape {shape:?} has too many elements (more than {MAX_NUMEL})"),
+    )
 }
 
 /// Normalise a possibly negative `dim` against `ndim` (PyTorch's wrap rule; a 0-d tensor accepts
@@ -63,6 +99,7 @@ pub fn broadcast_shapes(op: &'static str, a: &[usize], b: &[usize]) -> Result<Ve
             });
         };
     }
+    checked_numel(op, &out)?;
     Ok(out)
 }
 
@@ -113,6 +150,7 @@ impl Layout {
                 ),
             ));
         }
+        checked_numel(op, shape)?;
         let lead = shape.len() - self.shape.len();
         let mut strides = vec![0; shape.len()];
         for i in 0..shape.len() {
@@ -190,7 +228,6 @@ impl Layout {
 /// Resolve a shape with at most one `-1` against `numel`.
 pub fn infer_shape(op: &'static str, shape: &[isize], numel_in: usize) -> Result<Vec<usize>> {
     let mut infer = None;
-    let mut known = 1usize;
     for (i, &d) in shape.iter().enumerate() {
         if d == -1 {
             if infer.is_some() {
@@ -199,11 +236,15 @@ pub fn infer_shape(op: &'static str, shape: &[isize], numel_in: usize) -> Result
             infer = Some(i);
         } else if d < 0 {
             return Err(Error::arg(op, format!("invalid shape dimension {d}")));
-        } else {
-            known *= d as usize;
         }
     }
     let mut out: Vec<usize> = shape.iter().map(|&d| d.max(0) as usize).collect();
+    let mut known = 1usize;
+    for (i, &d) in out.iter().enumerate() {
+        if Some(i) != infer {
+            known = checked_mul(op, known, d, &out)?;
+        }
+    }
     match infer {
         Some(i) => {
             if known == 0 || numel_in % known != 0 {
@@ -223,6 +264,7 @@ pub fn infer_shape(op: &'static str, shape: &[isize], numel_in: usize) -> Result
             }
         }
     }
+    checked_numel(op, &out)?;
     Ok(out)
 }
 

@@ -51,6 +51,9 @@ impl Storage {
     }
 
     pub(crate) fn unary(&self, op: UnaryOp, l: &Layout) -> Result<Storage> {
+        if let Storage::Cpu(c) = self {
+            cpu::reserve(op.name(), c.dtype(), l.numel())?;
+        }
         both!(self, c => cpu::unary(op, c, l), g => gpu::unary(op, g, l))
     }
     pub(crate) fn binary(
@@ -63,6 +66,12 @@ impl Storage {
         match self {
             Storage::Cpu(_) => {
                 let (a, b) = pair(self, b);
+                let dtype = if op.is_comparison() {
+                    DType::Bool
+                } else {
+                    a.dtype()
+                };
+                cpu::reserve(op.name(), dtype, al.numel())?;
                 Ok(Storage::Cpu(cpu::binary(op, a, al, b, bl)))
             }
             Storage::Gpu(_) => {
@@ -81,6 +90,7 @@ impl Storage {
     ) -> Result<Storage> {
         match (self, a, b) {
             (Storage::Cpu(c), Storage::Cpu(a), Storage::Cpu(b)) => {
+                cpu::reserve("where", a.dtype(), cl.numel())?;
                 Ok(Storage::Cpu(cpu::where_cond(c, cl, a, al, b, bl)))
             }
             (Storage::Gpu(c), Storage::Gpu(a), Storage::Gpu(b)) => {
@@ -91,6 +101,9 @@ impl Storage {
     }
     /// Contiguous copy converted to `to` (`ordinal` names the GPU for errors).
     pub(crate) fn cast(&self, l: &Layout, to: DType, ordinal: usize) -> Result<Storage> {
+        if let Storage::Cpu(_) = self {
+            cpu::reserve("to_dtype", to, l.numel())?;
+        }
         both!(self, c => if c.dtype() == to { cpu::contiguous(c, l) } else { cpu::cast(c, l, to) }, g => gpu::cast(g, l, ordinal, to))
     }
     pub(crate) fn copy_into(&mut self, dl: &Layout, src: &Storage, sl: &Layout) -> Result<()> {
@@ -113,6 +126,9 @@ impl Storage {
         match self {
             Storage::Cpu(_) => {
                 let (a, b) = pair(self, b);
+                // The op layer checked that the [B, M, N] product fits a shape.
+                let n = al.shape[0] * al.shape[1] * bl.shape[2];
+                cpu::reserve("matmul", a.dtype(), n)?;
                 Ok(Storage::Cpu(cpu::matmul(a, al, b, bl)))
             }
             Storage::Gpu(_) => {
@@ -133,6 +149,7 @@ impl Storage {
     ) -> Result<Storage> {
         match (self, idx) {
             (Storage::Cpu(x), Storage::Cpu(CpuStorage::I32(i))) => {
+                cpu::reserve(op, x.dtype(), il.numel())?;
                 Ok(Storage::Cpu(cpu::gather(op, x, xshape, dim, i, il)?))
             }
             (Storage::Gpu(x), Storage::Gpu(i)) => {
@@ -166,6 +183,11 @@ impl Storage {
         }
     }
     pub(crate) fn im2col(&self, g: &ConvGeom, pad: f64) -> Result<Storage> {
+        if let Storage::Cpu(c) = self {
+            // ConvGeom checked that [N, C, kh, kw, Ho, Wo] fits a shape.
+            let n = g.n * g.c * g.kh * g.kw * g.ho * g.wo;
+            cpu::reserve("im2col", c.dtype(), n)?;
+        }
         both!(self, c => cpu::im2col(c, g, pad), s => gpu::im2col(s, g, pad))
     }
     /// Fused Adam/AdamW step in place on `self` (the parameter), `m` and `v`; all f32, `n` elements.
@@ -198,6 +220,7 @@ impl Storage {
     pub(crate) fn max_pool(&self, g: &ConvGeom) -> Result<(Storage, Storage)> {
         match self {
             Storage::Cpu(c) => {
+                cpu::reserve("max_pool2d", c.dtype(), g.n * g.c * g.ho * g.wo)?;
                 let (v, i) = cpu::max_pool(c, g);
                 Ok((Storage::Cpu(v), Storage::Cpu(i)))
             }
@@ -228,6 +251,7 @@ impl Storage {
     ) -> Result<Storage> {
         match (self, w) {
             (Storage::Cpu(x), Storage::Cpu(w)) => {
+                cpu::reserve("conv2d", x.dtype(), g.n * o * g.ho * g.wo)?;
                 let b = bias.map(|b| pair(b, b).0);
                 Ok(Storage::Cpu(cpu::conv2d(x, w, b, g, o)))
             }

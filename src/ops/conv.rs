@@ -2,6 +2,7 @@
 //! backward).
 
 use crate::autograd::{record, Saved};
+use crate::shape::checked_numel;
 use crate::{Error, Result, Tensor};
 
 /// Geometry of a 2-D sliding window over `[N, C, H, W]`.
@@ -47,10 +48,23 @@ impl ConvGeom {
             ));
         }
         let (h, w) = (shape[2], shape[3]);
-        let eff = |i: usize| d[i] * (k[i] - 1) + 1;
-        if h + 2 * p[0] < eff(0) || w + 2 * p[1] < eff(1) {
-            return Err(Error::shape(op, format!("Calculated padded input size per channel: ({} x {}). Kernel size: ({} x {}). Kernel size can't be greater than actual input size", h + 2 * p[0], w + 2 * p[1], eff(0), eff(1))));
+        // Window extents and padded sizes in checked arithmetic: absurd arguments are an error.
+        let ext = |i: usize, x: usize| -> Option<(usize, usize)> {
+            let eff = d[i].checked_mul(k[i] - 1)?.checked_add(1)?;
+            Some((eff, p[i].checked_mul(2)?.checked_add(x)?))
+        };
+        let (Some((e0, hp)), Some((e1, wp))) = (ext(0, h), ext(1, w)) else {
+            return Err(Error::arg(
+                op,
+                format!("kernel {k:?}, padding {p:?} and dilation {d:?} overflow the window size"),
+            ));
+        };
+        if hp < e0 || wp < e1 {
+            return Err(Error::shape(op, format!("Calculated padded input size per channel: ({hp} x {wp}). Kernel size: ({e0} x {e1}). Kernel size can't be greater than actual input size")));
         }
+        let (ho, wo) = ((hp - e0) / s[0] + 1, (wp - e1) / s[1] + 1);
+        // im2col's column buffer [N, C*kh*kw, Ho*Wo] must be a valid shape.
+        checked_numel(op, &[shape[0], shape[1], k[0], k[1], ho, wo])?;
         Ok(ConvGeom {
             n: shape[0],
             c: shape[1],
@@ -64,8 +78,8 @@ impl ConvGeom {
             pw: p[1],
             dh: d[0],
             dw: d[1],
-            ho: (h + 2 * p[0] - eff(0)) / s[0] + 1,
-            wo: (w + 2 * p[1] - eff(1)) / s[1] + 1,
+            ho,
+            wo,
         })
     }
 }
@@ -125,6 +139,7 @@ pub fn conv2d(
     if groups == 0 || g.c != cg * groups || o % groups != 0 {
         return Err(Error::shape("conv2d", format!("Given groups={groups}, weight of size {:?}, expected input{:?} to have {} channels, but got {} channels instead", weight.shape(), input.shape(), cg * groups, g.c)));
     }
+    checked_numel("conv2d", &[g.n, o, g.ho, g.wo])?;
     if groups == 1 {
         return conv2d_dense(input, weight, bias, g, o);
     }
@@ -300,7 +315,7 @@ fn pool_cols(
             format!("expected a 3-D or 4-D input, got {:?}", input.shape()),
         ));
     }
-    if p[0] * 2 > k[0] || p[1] * 2 > k[1] {
+    if p[0] > k[0] / 2 || p[1] > k[1] / 2 {
         return Err(Error::arg(op, format!("pad should be at most half of effective kernel size, but got pad={p:?}, kernel_size={k:?}")));
     }
     let lead: Vec<usize> = input.shape()[..input.ndim() - 2].to_vec();
@@ -331,7 +346,7 @@ pub fn max_pool2d(
             format!("expected a 3-D or 4-D input, got {:?}", input.shape()),
         ));
     }
-    if padding[0] * 2 > kernel[0] || padding[1] * 2 > kernel[1] {
+    if padding[0] > kernel[0] / 2 || padding[1] > kernel[1] / 2 {
         return Err(Error::arg("max_pool2d", format!("pad should be at most half of effective kernel size, but got pad={padding:?}, kernel_size={kernel:?}")));
     }
     let nd = input.ndim();

@@ -31,6 +31,13 @@ impl Tensor {
     pub(crate) fn gather_as(&self, op: &'static str, dim: isize, index: &Tensor) -> Result<Tensor> {
         self.check_index(op, index)?;
         let d = wrap_dim(op, dim, self.ndim())?;
+        if self.ndim() == 0 && index.ndim() <= 1 {
+            // PyTorch treats a 0-d input (and index) as one element along dim 0.
+            let out = self
+                .reshape(&[1])?
+                .gather_as(op, 0, &index.reshape(&[-1])?)?;
+            return out.reshape_to(index.shape());
+        }
         if index.ndim() != self.ndim() {
             return Err(Error::shape(op, format!("Index tensor must have the same number of dimensions as input tensor ({:?} vs {:?})", index.shape(), self.shape())));
         }
@@ -68,6 +75,14 @@ impl Tensor {
         self.check_index(op, index)?;
         self.same_device(op, src)?;
         let d = wrap_dim(op, dim, self.ndim())?;
+        if self.ndim() == 0 && index.ndim() <= 1 && src.ndim() <= 1 {
+            // As gather: a 0-d tensor is one element along dim 0.
+            let (i, s) = (index.reshape(&[-1])?, src.reshape(&[-1])?);
+            return self
+                .reshape(&[1])?
+                .scatter_add_as(op, 0, &i, &s)?
+                .reshape(&[]);
+        }
         if index.ndim() != self.ndim() || src.ndim() != self.ndim() {
             return Err(Error::shape(op, format!("Index tensor must have the same number of dimensions as self tensor (self {:?}, index {:?}, src {:?})", self.shape(), index.shape(), src.shape())));
         }

@@ -19,12 +19,27 @@ impl Tensor {
     }
 
     /// Write `value`'s elements (broadcast, converted to this dtype) into `self`.
+    ///
+    /// `value` may overlap `self` (the tensor itself, a transposed view of it, a module's own
+    /// state_dict): the copy then reads through a temporary, so every element gets the value the
+    /// source had before the copy.
     pub fn copy_(&self, value: &Tensor) -> Result<&Tensor> {
         self.check_inplace("copy_")?;
         let src = value
             .to(&self.device())?
             .to_dtype(self.dtype())?
             .expand(self.shape())?;
+        let src = if src.shares_storage_with(self) {
+            if src.layout() == self.layout() {
+                // The same elements: nothing moves (PyTorch's early exit).
+                self.0.storage.bump();
+                return Ok(self);
+            }
+            // Read the overlapping source out first: the storage is locked once, for writing.
+            src.copy_as(src.dtype(), "copy_")?
+        } else {
+            src
+        };
         {
             let mut dst = self.0.storage.data.write();
             let s = src.storage();

@@ -1,7 +1,7 @@
 //! Matrix products: matmul (with batch broadcasting and the 1-D cases), bmm, linear.
 
 use crate::autograd::{record, Saved};
-use crate::shape::broadcast_shapes;
+use crate::shape::{broadcast_shapes, checked_numel};
 use crate::{Error, Result, Tensor};
 
 /// A `[B, R, C]` view stored column-major in its last two dims (a transposed matrix).
@@ -97,6 +97,8 @@ impl Tensor {
         if self.shape()[0] != other.shape()[0] || self.shape()[2] != other.shape()[1] {
             return Err(Error::shape("bmm", format!("Expected size for first two dimensions of batch2 tensor to be: [{}, {}] but got: [{}, {}].", self.shape()[0], self.shape()[2], other.shape()[0], other.shape()[1])));
         }
+        let (a, b) = (self.shape(), other.shape());
+        checked_numel("bmm", &[a[0], a[1], b[2]])?;
         self.bmm_raw(other)
     }
 
@@ -138,6 +140,9 @@ impl Tensor {
             &a.shape()[..a.ndim() - 2],
             &b.shape()[..b.ndim() - 2],
         )?;
+        let mut out_full = batch.clone();
+        out_full.extend([m, n]);
+        checked_numel("matmul", &out_full)?;
         let bsz: usize = batch.iter().product();
         let to3 = |t: &Tensor, r: usize, c: usize| -> Result<Tensor> {
             let mut full = batch.clone();

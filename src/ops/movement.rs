@@ -1,8 +1,8 @@
 //! Shape and movement ops. Views share storage; their backward rules map the gradient back.
 
 use crate::autograd::record;
-use crate::shape::{infer_shape, wrap_dim, Layout};
-use crate::{Error, Result, Tensor};
+use crate::shape::{checked_numel, infer_shape, wrap_dim, Layout};
+use crate::{DType, Error, Result, Tensor};
 
 impl Tensor {
     pub(crate) fn permute_raw(&self, dims: &[usize]) -> Tensor {
@@ -81,11 +81,11 @@ impl Tensor {
             wrap_dim("transpose", dim0, nd)?,
             wrap_dim("transpose", dim1, nd)?,
         );
-        let mut p: Vec<isize> = (0..nd as isize).collect();
-        p.swap(a, b);
         if nd == 0 {
             return Ok(self.clone());
         }
+        let mut p: Vec<isize> = (0..nd as isize).collect();
+        p.swap(a, b);
         self.permute(&p)
     }
     /// Transpose of a tensor with at most 2 dims.
@@ -179,6 +179,12 @@ impl Tensor {
         if self.shape() == shape {
             return Ok(self.clone());
         }
+        if shape.len() > self.ndim() {
+            return Err(Error::shape(
+                "sum_to",
+                format!("cannot sum shape {:?} to {shape:?}", self.shape()),
+            ));
+        }
         let lead = self.ndim() - shape.len();
         let mut dims: Vec<isize> = (0..lead as isize).collect();
         for (i, &s) in shape.iter().enumerate() {
@@ -227,20 +233,36 @@ impl Tensor {
 
     /// `length` elements of `dim` from `start` (a view).
     pub fn narrow(&self, dim: isize, start: usize, length: usize) -> Result<Tensor> {
-        let d = wrap_dim("narrow", dim, self.ndim())?;
-        if start + length > self.shape()[d] {
-            return Err(Error::IndexOutOfRange {
-                op: "narrow",
-                index: (start + length) as i64,
-                dim: d,
-                size: self.shape()[d],
-            });
+        let d = self.dim_of_nonscalar("narrow", dim)?;
+        let size = self.shape()[d];
+        if start > size {
+            return Err(Error::arg(
+                "narrow",
+                format!("start out of range (expected to be in range of [-{size}, {size}], but got {start})"),
+            ));
+        }
+        if length > size - start {
+            return Err(Error::arg(
+                "narrow",
+                format!("start ({start}) + length ({length}) exceeds dimension size ({size})."),
+            ));
         }
         self.slice(dim, start, start + length, 1)
     }
+    /// Wrap `dim` for an op that needs at least one dimension (PyTorch: "narrow() cannot be
+    /// applied to a 0-dim tensor.").
+    fn dim_of_nonscalar(&self, op: &'static str, dim: isize) -> Result<usize> {
+        if self.ndim() == 0 {
+            return Err(Error::arg(
+                op,
+                format!("{op}() cannot be applied to a 0-dim tensor."),
+            ));
+        }
+        wrap_dim(op, dim, self.ndim())
+    }
     /// `x[..., start:end:step, ...]` on `dim` (a view). `end` is clamped to the size.
     pub fn slice(&self, dim: isize, start: usize, end: usize, step: usize) -> Result<Tensor> {
-        let d = wrap_dim("slice", dim, self.ndim())?;
+        let d = self.dim_of_nonscalar("slice", dim)?;
         if step == 0 {
             return Err(Error::arg("slice", "slice step must be positive"));
         }
@@ -252,7 +274,10 @@ impl Tensor {
             let mut l = l.clone();
             l.offset += start * l.strides[d];
             l.shape[d] = len;
-            l.strides[d] *= step;
+            if len > 1 {
+                // step < size here, so the stride stays within the storage's span.
+                l.strides[d] *= step;
+            }
             l
         })
     }
@@ -289,22 +314,25 @@ impl Tensor {
         })
     }
 
-    /// Concatenate along `dim`.
+    /// Concatenate along `dim`; the result has the inputs' promoted dtype (PyTorch's
+    /// `result_type`).
     pub fn cat(tensors: &[Tensor], dim: isize) -> Result<Tensor> {
         let first = tensors
             .first()
             .ok_or_else(|| Error::arg("cat", "expected a non-empty list of Tensors"))?;
+        if let Some(i) = tensors.iter().position(|t| t.ndim() == 0) {
+            return Err(Error::arg(
+                "cat",
+                format!("zero-dimensional tensor (at position {i}) cannot be concatenated"),
+            ));
+        }
         let d = wrap_dim("cat", dim, first.ndim())?;
-        let mut total = 0;
+        let dtype = tensors
+            .iter()
+            .fold(first.dtype(), |a, t| DType::promote(a, t.dtype()));
+        let mut total = 0usize;
         for t in tensors {
             first.same_device("cat", t)?;
-            if t.dtype() != first.dtype() {
-                return Err(Error::DTypeMismatch {
-                    op: "cat",
-                    expected: first.dtype(),
-                    found: t.dtype(),
-                });
-            }
             if t.ndim() != first.ndim()
                 || t.shape()
                     .iter()
@@ -313,16 +341,21 @@ impl Tensor {
             {
                 return Err(Error::shape("cat", format!("Sizes of tensors must match except in dimension {d}. Expected {:?} but got {:?}", first.shape(), t.shape())));
             }
-            total += t.shape()[d];
+            total = total.saturating_add(t.shape()[d]);
         }
         let mut shape = first.shape().to_vec();
         shape[d] = total;
-        let out = Tensor::full_dtype(&shape, 0.0, first.dtype(), &first.device())?;
+        checked_numel("cat", &shape)?;
+        let tensors: Vec<Tensor> = tensors
+            .iter()
+            .map(|t| t.to_dtype(dtype))
+            .collect::<Result<_>>()?;
+        let out = Tensor::full_dtype(&shape, 0.0, dtype, &first.device())?;
         let mut sizes = Vec::new();
         {
             let mut dst = out.0.storage.data.write();
             let mut at = 0;
-            for t in tensors {
+            for t in &tensors {
                 let mut l = Layout::contiguous(&shape);
                 l.offset = at * l.strides[d];
                 l.shape[d] = t.shape()[d];
@@ -357,7 +390,7 @@ impl Tensor {
     }
     /// Pieces of `size` along `dim` (the last may be smaller).
     pub fn split(&self, size: usize, dim: isize) -> Result<Vec<Tensor>> {
-        let d = wrap_dim("split", dim, self.ndim())?;
+        let d = self.dim_of_nonscalar("split", dim)?;
         if size == 0 {
             return Err(Error::arg("split", "split_size must be positive"));
         }
@@ -368,8 +401,8 @@ impl Tensor {
     }
     /// Pieces with the given sizes along `dim`.
     pub fn split_sizes(&self, sizes: &[usize], dim: isize) -> Result<Vec<Tensor>> {
-        let d = wrap_dim("split", dim, self.ndim())?;
-        if sizes.iter().sum::<usize>() != self.shape()[d] {
+        let d = self.dim_of_nonscalar("split", dim)?;
+        if sizes.iter().try_fold(0usize, |a, &s| a.checked_add(s)) != Some(self.shape()[d]) {
             return Err(Error::shape("split", format!("split_with_sizes expects split_sizes to sum exactly to {} (input tensor's size at dimension {d}), but got split_sizes={sizes:?}", self.shape()[d])));
         }
         let mut at = 0;
@@ -393,11 +426,14 @@ impl Tensor {
         let n = self.dim_size(dim)?;
         self.split(n.div_ceil(chunks).max(1), dim)
     }
-    /// Reverse the order along `dims` (a copy).
+    /// Reverse the order along `dims` (a copy); each dim at most once.
     pub fn flip(&self, dims: &[isize]) -> Result<Tensor> {
         let mut x = self.clone();
-        for &d in dims {
-            let w = wrap_dim("flip", d, self.ndim())?;
+        if dims.is_empty() {
+            return Ok(x);
+        }
+        // A 0-d tensor accepts dim 0 / -1 and has nothing to reverse.
+        for w in crate::ops::reduce::wrap_dims("flip", dims, self.ndim())? {
             let n = self.shape()[w];
             let idx = Tensor::arange_dtype(
                 (n as f64) - 1.0,
@@ -426,7 +462,7 @@ impl Tensor {
             inter.push(s as isize);
             expanded.push(repeats[i]);
             expanded.push(s);
-            out.push((repeats[i] * s) as isize);
+            out.push(crate::shape::checked_mul("repeat", repeats[i], s, &expanded)? as isize);
         }
         self.reshape(&inter)?
             .expand(&expanded)?

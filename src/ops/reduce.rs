@@ -242,6 +242,11 @@ impl Tensor {
         keepdim: bool,
     ) -> Result<(Tensor, Tensor)> {
         let d = wrap_dim(vop.name(), dim, self.ndim())?;
+        if self.ndim() == 0 {
+            // PyTorch: dim 0 / -1 of a 0-d tensor is its one element (index 0).
+            let (v, i) = self.reshape(&[1])?.extreme_dim(vop, iop, 0, false)?;
+            return Ok((v.reshape(&[])?, i.reshape(&[])?));
+        }
         let idx = self.reduce_raw(iop, &[d], true)?;
         let vals = self.detach().gather(d as isize, &idx)?;
         let saved = (self.shape().to_vec(), Saved::new(&idx), d);
@@ -267,6 +272,9 @@ impl Tensor {
         match dim {
             Some(dim) => {
                 let d = wrap_dim(op.name(), dim, self.ndim())?;
+                if self.ndim() == 0 {
+                    return self.reshape(&[1])?.reduce_raw(op, &[0], false);
+                }
                 self.reduce_raw(op, &[d], keepdim)
             }
             None => self.detach().reshape(&[-1])?.reduce_raw(op, &[0], false),
@@ -309,6 +317,9 @@ impl Tensor {
     /// Product over `dim`.
     pub fn prod_dim(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
         let d = wrap_dim("prod", dim, self.ndim())?;
+        if self.ndim() == 0 {
+            return self.reshape(&[1])?.prod_dim(0, false);
+        }
         // Half products accumulate in f32 (ReduceOp::out_dtype) and round once.
         let out = self.reduce_raw(ReduceOp::Prod, &[d], keepdim)?;
         let out = out.to_dtype(self.dtype())?;

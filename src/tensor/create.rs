@@ -1,9 +1,10 @@
 //! Creating tensors.
 
 use super::Tensor;
-use crate::backend::cpu::{CpuElem, CpuStorage};
+use crate::backend::cpu::{self, CpuElem, CpuStorage};
 use crate::backend::{gpu, Storage};
-use crate::shape::numel;
+use crate::dtype::Elem;
+use crate::shape::{checked_numel, MAX_NUMEL};
 use crate::{DType, Device, Error, Result};
 
 /// Place host data on `device`.
@@ -15,6 +16,29 @@ pub(crate) fn place(data: CpuStorage, device: &Device) -> Result<Storage> {
             Ok(Storage::Gpu(gpu::upload(&ctx, *n, &data)?))
         }
     }
+}
+
+/// Check that a tensor of `shape` and `dtype` can exist on `device` before anything is allocated:
+/// the element count in checked arithmetic ("shape [..] has too many elements") and, on a GPU, the
+/// adapter's buffer limit, so host data for a GPU tensor is never generated past it. Returns the
+/// element count.
+fn admit(op: &'static str, shape: &[usize], dtype: DType, device: &Device) -> Result<usize> {
+    let n = checked_numel(op, shape)?;
+    if let Device::Gpu(o) = device {
+        // At most 2^63: past every adapter's limit, and still a power of two for the size class.
+        let bytes = (n as u64)
+            .saturating_mul(dtype.size_in_bytes() as u64)
+            .min(1 << 63);
+        gpu::context(*o)?.check_size(op, bytes)?;
+    }
+    Ok(n)
+}
+
+/// `n` values from `f(i)`, in a vector reserved fallibly.
+fn generate<T>(op: &'static str, n: usize, f: impl FnMut(usize) -> T) -> Result<Vec<T>> {
+    let mut v = cpu::try_vec(op, n)?;
+    v.extend((0..n).map(f));
+    Ok(v)
 }
 
 impl Tensor {
@@ -32,16 +56,7 @@ impl Tensor {
         device: &Device,
     ) -> Result<Tensor> {
         let shape = shape.as_ref();
-        if numel(shape) != data.len() {
-            return Err(Error::shape(
-                "from_vec",
-                format!(
-                    "shape {shape:?} needs {} elements but {} were given",
-                    numel(shape),
-                    data.len()
-                ),
-            ));
-        }
+        check_len("from_vec", shape, data.len())?;
         Ok(Tensor::from_storage(
             place(T::wrap(data), device)?,
             shape,
@@ -54,7 +69,9 @@ impl Tensor {
         shape: impl AsRef<[usize]>,
         device: &Device,
     ) -> Result<Tensor> {
-        Tensor::from_vec(data.to_vec(), shape, device)
+        let mut v = cpu::try_vec("from_slice", data.len())?;
+        v.extend_from_slice(data);
+        Tensor::from_vec(v, shape, device)
     }
     /// A 0-d tensor.
     pub fn scalar<T: CpuElem>(v: T, device: &Device) -> Result<Tensor> {
@@ -68,18 +85,9 @@ impl Tensor {
         device: &Device,
     ) -> Result<Tensor> {
         let shape = shape.as_ref();
-        if numel(shape) != data.len() {
-            return Err(Error::shape(
-                "from_f64",
-                format!(
-                    "shape {shape:?} needs {} elements but {} were given",
-                    numel(shape),
-                    data.len()
-                ),
-            ));
-        }
+        check_len("from_f64", shape, data.len())?;
         Ok(Tensor::from_storage(
-            place(CpuStorage::from_f64(dtype, data), device)?,
+            place(CpuStorage::from_f64("from_f64", dtype, data)?, device)?,
             shape,
             *device,
         ))
@@ -92,9 +100,9 @@ impl Tensor {
         device: &Device,
     ) -> Result<Tensor> {
         let shape = shape.as_ref();
-        let n = numel(shape);
+        let n = checked_numel("full", shape)?;
         let s = match device {
-            Device::Cpu => Storage::Cpu(CpuStorage::full(dtype, n, value)),
+            Device::Cpu => Storage::Cpu(CpuStorage::full("full", dtype, n, value)?),
             Device::Gpu(o) => {
                 let ctx = gpu::context(*o)?;
                 Storage::Gpu(gpu::full(&ctx, *o, n, value, dtype)?)
@@ -118,7 +126,9 @@ impl Tensor {
     pub fn arange(start: f64, end: f64, step: f64, device: &Device) -> Result<Tensor> {
         Tensor::arange_dtype(start, end, step, DType::F32, device)
     }
-    /// `arange` with an explicit dtype (I32 for index ranges).
+    /// `arange` with an explicit dtype (I32 for index ranges). Non-finite bounds, a zero step, a
+    /// step of the wrong sign and a length past [`crate::shape::MAX_NUMEL`] are errors, worded as
+    /// PyTorch words them.
     pub fn arange_dtype(
         start: f64,
         end: f64,
@@ -126,33 +136,44 @@ impl Tensor {
         dtype: DType,
         device: &Device,
     ) -> Result<Tensor> {
-        if step == 0.0 || (end - start) * step < 0.0 {
-            return Err(Error::arg("arange", format!("upper bound and larger bound inconsistent with step sign (start={start}, end={end}, step={step})")));
+        let bad = |msg: String| Err(Error::arg("arange", msg));
+        if !start.is_finite() || !end.is_finite() {
+            return bad(format!("unsupported range: {start} -> {end}"));
         }
-        let n = ((end - start) / step).ceil().max(0.0) as usize;
-        let v: Vec<f64> = (0..n).map(|i| start + i as f64 * step).collect();
-        Tensor::from_f64(&v, [n], dtype, device)
+        if step == 0.0 || step.is_nan() {
+            return bad(format!("step must be nonzero (got {step})"));
+        }
+        if (end - start) * step < 0.0 {
+            return bad(format!("upper bound and larger bound inconsistent with step sign (start={start}, end={end}, step={step})"));
+        }
+        let len = ((end - start) / step).ceil();
+        if len > MAX_NUMEL as f64 {
+            return bad(format!("invalid size, possible overflow? (start={start}, end={end}, step={step}: {len} elements)"));
+        }
+        let n = admit("arange", &[len as usize], dtype, device)?;
+        let v = cpu::with_dtype!(dtype, T => T::wrap(generate("arange", n, |i| {
+            T::from_f64(start + i as f64 * step)
+        })?));
+        Ok(Tensor::from_storage(place(v, device)?, &[n], *device))
     }
     /// The n×n identity.
     pub fn eye(n: usize, device: &Device) -> Result<Tensor> {
-        let mut v = vec![0f32; n * n];
-        for i in 0..n {
-            v[i * n + i] = 1.0;
-        }
+        let len = admit("eye", &[n, n], DType::F32, device)?;
+        let v = generate("eye", len, |i| if i % (n + 1) == 0 { 1f32 } else { 0.0 })?;
         Tensor::from_vec(v, [n, n], device)
     }
     /// Uniform in [0, 1), from the default generator.
     pub fn rand(shape: impl AsRef<[usize]>, device: &Device) -> Result<Tensor> {
-        let n = numel(shape.as_ref());
-        let v: Vec<f32> =
-            crate::rng::with_default_generator(|g| (0..n).map(|_| g.uniform() as f32).collect());
+        let n = admit("rand", shape.as_ref(), DType::F32, device)?;
+        let v =
+            crate::rng::with_default_generator(|g| generate("rand", n, |_| g.uniform() as f32))?;
         Tensor::from_vec(v, shape, device)
     }
     /// Standard normal, from the default generator.
     pub fn randn(shape: impl AsRef<[usize]>, device: &Device) -> Result<Tensor> {
-        let n = numel(shape.as_ref());
-        let v: Vec<f32> =
-            crate::rng::with_default_generator(|g| (0..n).map(|_| g.normal() as f32).collect());
+        let n = admit("randn", shape.as_ref(), DType::F32, device)?;
+        let v =
+            crate::rng::with_default_generator(|g| generate("randn", n, |_| g.normal() as f32))?;
         Tensor::from_vec(v, shape, device)
     }
     /// Same shape, dtype and device, filled with `value`.
@@ -179,4 +200,16 @@ impl Tensor {
     pub(crate) fn scalar_like(&self, value: f64) -> Result<Tensor> {
         Tensor::full_dtype([], value, self.dtype(), &self.device())
     }
+}
+
+/// `shape` must hold exactly `len` elements (counted without wrapping).
+fn check_len(op: &'static str, shape: &[usize], len: usize) -> Result<()> {
+    let n = checked_numel(op, shape)?;
+    if n != len {
+        return Err(Error::shape(
+            op,
+            format!("shape {shape:?} needs {n} elements but {len} were given"),
+        ));
+    }
+    Ok(())
 }

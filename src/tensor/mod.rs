@@ -136,6 +136,12 @@ impl Tensor {
     }
     /// Size of dimension `dim` (negative counts from the end).
     pub fn dim_size(&self, dim: isize) -> Result<usize> {
+        if self.ndim() == 0 {
+            return Err(Error::arg(
+                "size",
+                format!("dimension specified as {dim} but tensor has no dimensions"),
+            ));
+        }
         Ok(self.shape()[crate::shape::wrap_dim("size", dim, self.ndim())?])
     }
     /// Strides in elements.

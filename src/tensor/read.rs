@@ -84,7 +84,8 @@ impl Tensor {
         self.copy_as(self.dtype(), "contiguous")
     }
 
-    fn copy_as(&self, dtype: DType, name: &'static str) -> Result<Tensor> {
+    /// A fresh contiguous copy converted to `dtype` (differentiable), recorded as `name`.
+    pub(crate) fn copy_as(&self, dtype: DType, name: &'static str) -> Result<Tensor> {
         let ordinal = match self.device() {
             Device::Gpu(n) => n,
             Device::Cpu => 0,

@@ -15,7 +15,7 @@ pub(crate) use reduce::*;
 
 use crate::dtype::Elem;
 use crate::shape::Layout;
-use crate::DType;
+use crate::{DType, Device, Error, Result};
 use half::{bf16, f16};
 use rayon::prelude::*;
 
@@ -154,18 +154,50 @@ impl CpuStorage {
     pub fn len(&self) -> usize {
         with_cpu!(self, v, _T => v.len())
     }
-    /// A vector of `n` copies of `value`.
-    pub fn full(dtype: DType, n: usize, value: f64) -> CpuStorage {
-        with_dtype!(dtype, T => T::wrap(pool::filled(n, T::from_f64(value))))
+    /// A vector of `n` copies of `value`, or `Error::OutOfMemory` when the host cannot hold it.
+    pub fn full(op: &'static str, dtype: DType, n: usize, value: f64) -> Result<CpuStorage> {
+        reserve(op, dtype, n)?;
+        with_dtype!(dtype, T => Ok(T::wrap(pool::filled(n, T::from_f64(value)))))
     }
     /// Elements widened to f64 (test and conversion helper).
     pub fn to_f64_vec(&self) -> Vec<f64> {
         with_cpu!(self, v, _T => v.iter().map(|x| x.to_f64()).collect())
     }
-    /// Build from f64 values.
-    pub fn from_f64(dtype: DType, v: &[f64]) -> CpuStorage {
-        with_dtype!(dtype, T => T::wrap(v.iter().map(|&x| T::from_f64(x)).collect()))
+    /// Build from f64 values (`Error::OutOfMemory` when the host cannot hold them).
+    pub fn from_f64(op: &'static str, dtype: DType, v: &[f64]) -> Result<CpuStorage> {
+        with_dtype!(dtype, T => {
+            let mut out = try_vec::<T>(op, v.len())?;
+            out.extend(v.iter().map(|&x| T::from_f64(x)));
+            Ok(T::wrap(out))
+        })
     }
+}
+
+/// Requests below this many bytes are not probed by [`reserve`]: allocators grant them (Linux
+/// refuses only sizes past RAM plus swap), and probing would cost a system call on hot paths.
+const PROBE_BYTES: usize = 1 << 28;
+
+/// Check that the allocator would grant `n` elements of `dtype` (large requests are reserved and
+/// released), or `Error::OutOfMemory` naming the bytes. The pool hands out buffers infallibly
+/// (reused, or a fresh `vec!` that aborts when the allocator refuses), so creation and the kernels
+/// whose output can be far larger than their inputs (broadcasts, products, windows) call this
+/// first.
+pub(crate) fn reserve(op: &'static str, dtype: DType, n: usize) -> Result<()> {
+    if n.saturating_mul(dtype.size_in_bytes()) >= PROBE_BYTES {
+        with_dtype!(dtype, T => drop(try_vec::<T>(op, n)?));
+    }
+    Ok(())
+}
+
+/// An empty vector with room for exactly `n` elements, or `Error::OutOfMemory` naming the bytes:
+/// host tensor memory is reserved fallibly, never with an abort or a "capacity overflow" panic.
+pub(crate) fn try_vec<T>(op: &'static str, n: usize) -> Result<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| {
+        let bytes = (n as u64).saturating_mul(std::mem::size_of::<T>() as u64);
+        Error::oom(op, Device::Cpu, bytes)
+    })?;
+    Ok(v)
 }
 
 /// Work per rayon task: below this, kernels run on one thread.
