@@ -1,7 +1,7 @@
 //! Training checkpoints: model, optimizer, scheduler, epoch, RNG state and metrics in one
 //! safetensors file (tensors under `model.` and `optim.`, the rest in its metadata).
 
-use super::{bad, from_safetensors_bytes, io_err, to_safetensors_bytes, write_atomic};
+use super::{bad, file, from_safetensors_bytes, to_safetensors_bytes, write_atomic};
 use crate::optim::OptimState;
 use crate::{Device, Result, Tensor};
 use std::collections::HashMap;
@@ -62,10 +62,12 @@ impl Checkpoint {
         write_atomic(path.as_ref(), &bytes)
     }
 
-    /// Read from `path`, placing tensors on `device`.
+    /// Read from `path`, placing tensors on `device`. Every scalar in the metadata must parse
+    /// exactly (an epoch of "-5" or "1e300" is refused, naming the key), so a damaged checkpoint
+    /// is an error here rather than a wrong resume.
     pub fn load(path: impl AsRef<Path>, device: &Device) -> Result<Checkpoint> {
         let path = path.as_ref();
-        let bytes = std::fs::read(path).map_err(|e| io_err(path, e))?;
+        let bytes = file::read_safetensors(path)?;
         let (tensors, meta) = from_safetensors_bytes(path, &bytes, device)?;
         if meta.get("format").map(String::as_str) != Some("wgtorch-checkpoint/1") {
             return Err(bad(
@@ -73,32 +75,42 @@ impl Checkpoint {
                 "not a wgtorch checkpoint (missing format wgtorch-checkpoint/1 in the metadata)",
             ));
         }
-        let num = |k: &str| -> Result<f64> {
-            meta.get(k)
-                .and_then(|v| v.parse().ok())
-                .ok_or_else(|| bad(path, format!("checkpoint metadata lacks a valid {k}")))
+        let invalid = |k: &str, v: &str, what: &str| {
+            bad(
+                path,
+                format!("checkpoint metadata {k} = {v:?} is not {what}"),
+            )
         };
+        let count = |k: &str, v: &str| -> Result<usize> {
+            v.parse()
+                .map_err(|_| invalid(k, v, "a non-negative integer that fits in usize"))
+        };
+        let epoch = meta
+            .get("epoch")
+            .ok_or_else(|| bad(path, "checkpoint metadata lacks the epoch"))?;
         let mut c = Checkpoint {
-            epoch: num("epoch")? as usize,
+            epoch: count("epoch", epoch)?,
             ..Default::default()
         };
-        let rng: Vec<u64> = meta
+        let rng = meta
             .get("rng")
-            .map(|s| s.split(',').filter_map(|x| x.parse().ok()).collect())
-            .unwrap_or_default();
-        if rng.len() != 4 {
-            return Err(bad(path, "checkpoint metadata lacks a valid rng state"));
+            .ok_or_else(|| bad(path, "checkpoint metadata lacks the rng state"))?;
+        let words: Vec<u64> = rng
+            .split(',')
+            .map(|x| x.parse().ok())
+            .collect::<Option<_>>()
+            .filter(|w: &Vec<u64>| w.len() == 4)
+            .ok_or_else(|| invalid("rng", rng, "four comma-separated u64 words"))?;
+        c.rng.copy_from_slice(&words);
+        if let Some(v) = meta.get("scheduler.last_epoch") {
+            c.scheduler_epoch = Some(count("scheduler.last_epoch", v)?);
         }
-        c.rng.copy_from_slice(&rng);
-        c.scheduler_epoch = meta
-            .get("scheduler.last_epoch")
-            .and_then(|v| v.parse().ok());
         for (k, v) in &meta {
-            if let (Some(name), Ok(x)) = (k.strip_prefix("optim."), v.parse::<f64>()) {
-                c.optim.scalars.push((name.to_string(), x));
-            }
-            if let (Some(name), Ok(x)) = (k.strip_prefix("metric."), v.parse::<f64>()) {
-                c.metrics.push((name.to_string(), x));
+            let number = || v.parse::<f64>().map_err(|_| invalid(k, v, "a number"));
+            if let Some(name) = k.strip_prefix("optim.") {
+                c.optim.scalars.push((name.to_string(), number()?));
+            } else if let Some(name) = k.strip_prefix("metric.") {
+                c.metrics.push((name.to_string(), number()?));
             }
         }
         c.optim.scalars.sort_by(|a, b| a.0.cmp(&b.0));

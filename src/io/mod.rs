@@ -1,14 +1,17 @@
 //! Saving and loading tensors as safetensors with PyTorch's key names, and training checkpoints.
-//! Every write is atomic: a temporary file beside the target, fsync, rename.
+//! Every write is atomic: a temporary file beside the target, fsync, rename. Every load checks the
+//! file before trusting it: a regular file, a header within it, shapes whose sizes fit, integer
+//! values that fit wgtorch's int32, a dtype the device holds.
 
 mod checkpoint;
+mod file;
 pub use checkpoint::Checkpoint;
+pub use file::write_atomic;
 
 use crate::backend::cpu::CpuStorage;
-use crate::{DType, Device, Error, Result, Tensor};
+use crate::{Device, Error, Result, Tensor};
 use safetensors::tensor::{Dtype, TensorView};
 use std::collections::HashMap;
-use std::io::Write;
 use std::path::Path;
 
 fn io_err(path: &Path, e: std::io::Error) -> Error {
@@ -23,33 +26,6 @@ fn bad(path: &Path, msg: impl Into<String>) -> Error {
         path: path.display().to_string(),
         source: std::io::Error::new(std::io::ErrorKind::InvalidData, msg.into()),
     }
-}
-
-/// Write `bytes` to `path` atomically: a crash mid-write never damages an existing file there.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().to_string())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp{}", std::process::id()));
-    let res = (|| -> std::io::Result<()> {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)?;
-        if let Ok(d) = std::fs::File::open(dir) {
-            let _ = d.sync_all();
-        }
-        Ok(())
-    })();
-    if res.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    res.map_err(|e| io_err(path, e))
 }
 
 fn host_bytes(t: &Tensor) -> Result<(Dtype, Vec<u8>)> {
@@ -96,8 +72,13 @@ pub fn save(path: impl AsRef<Path>, tensors: &[(String, Tensor)]) -> Result<()> 
 /// Named tensors and the file's string metadata.
 pub type Loaded = (Vec<(String, Tensor)>, HashMap<String, String>);
 
-/// Parse safetensors bytes into tensors on `device`, plus the metadata. Integer types load as I32
-/// (PyTorch's int64 labels and counters), so a file written by `safetensors.torch.save_file` loads.
+/// Parse safetensors bytes into tensors on `device`, plus the metadata. `path` names the source in
+/// errors.
+///
+/// Integer types load as I32 (PyTorch's int64 labels and counters), sign-extended; a value that
+/// does not fit in int32 is refused, naming the tensor, the dtype and the value, never wrapped.
+/// A dtype the device cannot hold (F64 on a GPU) is [`Error::DTypeNotOnDevice`]: load on the CPU
+/// and convert with `to_dtype` first.
 pub fn from_safetensors_bytes(path: &Path, bytes: &[u8], device: &Device) -> Result<Loaded> {
     let st = safetensors::SafeTensors::deserialize(bytes)
         .map_err(|e| bad(path, format!("not a valid safetensors file: {e}")))?;
@@ -107,59 +88,103 @@ pub fn from_safetensors_bytes(path: &Path, bytes: &[u8], device: &Device) -> Res
     let mut names: Vec<(String, TensorView<'_>)> = st.tensors();
     names.sort_by(|a, b| a.0.cmp(&b.0));
     for (k, v) in names {
-        let d = v.data();
-        let shape = v.shape().to_vec();
-        let storage = match v.dtype() {
-            Dtype::F32 => CpuStorage::F32(bytemuck::pod_collect_to_vec(d)),
-            Dtype::F64 => CpuStorage::F64(bytemuck::pod_collect_to_vec(d)),
-            Dtype::F16 => CpuStorage::F16(bytemuck::pod_collect_to_vec(d)),
-            Dtype::BF16 => CpuStorage::BF16(bytemuck::pod_collect_to_vec(d)),
-            Dtype::I32 => CpuStorage::I32(bytemuck::pod_collect_to_vec(d)),
-            Dtype::I64 => CpuStorage::I32(
-                bytemuck::pod_collect_to_vec::<u8, i64>(d)
-                    .into_iter()
-                    .map(|x| x as i32)
-                    .collect(),
-            ),
-            Dtype::U8 | Dtype::I8 | Dtype::I16 | Dtype::U16 | Dtype::U32 => {
-                let w = v.dtype().bitsize() / 8;
-                CpuStorage::I32(
-                    d.chunks(w)
-                        .map(|c| {
-                            let mut b = [0u8; 4];
-                            b[..w].copy_from_slice(c);
-                            i32::from_le_bytes(b)
-                        })
-                        .collect(),
-                )
-            }
-            Dtype::BOOL => CpuStorage::Bool(d.iter().map(|&b| b != 0).collect()),
-            other => {
-                return Err(bad(
-                    path,
-                    format!("tensor {k}: dtype {other:?} is not supported"),
-                ))
-            }
-        };
-        let dtype = storage.dtype();
-        let t = Tensor::from_storage(
-            crate::tensor::place(storage, &Device::Cpu)?,
-            &shape,
-            Device::Cpu,
-        );
-        let t = if *device == Device::Cpu || (device.is_gpu() && dtype == DType::F64) {
-            t
-        } else {
-            t.to(device)?
-        };
-        out.push((k, t));
+        check_shape(path, &k, &v)?;
+        let storage = decode(path, &k, &v)?;
+        let placed = crate::tensor::place(storage, device)?;
+        out.push((k, Tensor::from_storage(placed, v.shape(), *device)));
     }
     Ok((out, meta.metadata().clone().unwrap_or_default()))
 }
 
-/// Load a safetensors file as named tensors on `device`.
+/// Refuse a shape whose element count or strides overflow (`[0, 2^40, 2^40]` has no elements but
+/// a stride of 2^80), or whose data is not exactly the file's bytes for the tensor.
+fn check_shape(path: &Path, key: &str, v: &TensorView<'_>) -> Result<()> {
+    let shape = v.shape();
+    // Every stride and the element count divide this product; 8 bytes is the widest element.
+    let fits = shape
+        .iter()
+        .try_fold(8usize, |acc, &d| acc.checked_mul(d.max(1)))
+        .is_some_and(|b| isize::try_from(b).is_ok());
+    if !fits {
+        return Err(bad(
+            path,
+            format!("tensor {key}: shape {shape:?} is too large: its element count or strides overflow {} bits", usize::BITS - 1),
+        ));
+    }
+    let numel: usize = shape.iter().product();
+    let bytes = numel.checked_mul(v.dtype().bitsize()).map(|b| b / 8);
+    if bytes != Some(v.data().len()) {
+        return Err(bad(
+            path,
+            format!(
+                "tensor {key}: shape {shape:?} of {:?} needs {} bytes but the file holds {}",
+                v.dtype(),
+                bytes.map_or("too many".to_string(), |b| b.to_string()),
+                v.data().len()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The tensor's elements as a host storage of the dtype wgtorch holds them in.
+fn decode(path: &Path, key: &str, v: &TensorView<'_>) -> Result<CpuStorage> {
+    let d = v.data();
+    let dt = v.dtype();
+    let int = |x: Result<Vec<i32>>| x.map(CpuStorage::I32);
+    match dt {
+        Dtype::F32 => Ok(CpuStorage::F32(bytemuck::pod_collect_to_vec(d))),
+        Dtype::F64 => Ok(CpuStorage::F64(bytemuck::pod_collect_to_vec(d))),
+        Dtype::F16 => Ok(CpuStorage::F16(bytemuck::pod_collect_to_vec(d))),
+        Dtype::BF16 => Ok(CpuStorage::BF16(bytemuck::pod_collect_to_vec(d))),
+        Dtype::I32 => Ok(CpuStorage::I32(bytemuck::pod_collect_to_vec(d))),
+        Dtype::BOOL => Ok(CpuStorage::Bool(d.iter().map(|&b| b != 0).collect())),
+        Dtype::I8 => int(to_i32(path, key, dt, d, i8::from_le_bytes)),
+        Dtype::U8 => int(to_i32(path, key, dt, d, u8::from_le_bytes)),
+        Dtype::I16 => int(to_i32(path, key, dt, d, i16::from_le_bytes)),
+        Dtype::U16 => int(to_i32(path, key, dt, d, u16::from_le_bytes)),
+        Dtype::U32 => int(to_i32(path, key, dt, d, u32::from_le_bytes)),
+        Dtype::I64 => int(to_i32(path, key, dt, d, i64::from_le_bytes)),
+        Dtype::U64 => int(to_i32(path, key, dt, d, u64::from_le_bytes)),
+        other => Err(bad(
+            path,
+            format!("tensor {key}: dtype {other:?} is not supported"),
+        )),
+    }
+}
+
+/// Little-endian `W`-byte integers to int32, exactly: a value out of int32's range is an error.
+fn to_i32<T, const W: usize>(
+    path: &Path,
+    key: &str,
+    dtype: Dtype,
+    d: &[u8],
+    from_le: fn([u8; W]) -> T,
+) -> Result<Vec<i32>>
+where
+    T: Copy + TryInto<i32> + std::fmt::Display,
+{
+    d.chunks_exact(W)
+        .map(|c| {
+            let mut b = [0u8; W];
+            b.copy_from_slice(c);
+            let x = from_le(b);
+            x.try_into().map_err(|_| {
+                bad(
+                    path,
+                    format!(
+                        "tensor {key}: value {x} of dtype {dtype:?} does not fit in int32 \
+                         (wgtorch's integer dtype); refusing to wrap it"
+                    ),
+                )
+            })
+        })
+        .collect()
+}
+
+/// Load a safetensors file as named tensors on `device` (see [`from_safetensors_bytes`]).
 pub fn load(path: impl AsRef<Path>, device: &Device) -> Result<Vec<(String, Tensor)>> {
     let path = path.as_ref();
-    let bytes = std::fs::read(path).map_err(|e| io_err(path, e))?;
+    let bytes = file::read_safetensors(path)?;
     Ok(from_safetensors_bytes(path, &bytes, device)?.0)
 }

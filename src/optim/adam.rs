@@ -136,7 +136,7 @@ impl Optimizer for Adam {
                     }
                 }
                 self.steps[gi][pi] += 1;
-                let t = self.steps[gi][pi] as i32;
+                let (bc1, bc2) = bias_corrections(self.betas, self.steps[gi][pi]);
                 let s = &mut self.slots[gi][pi];
                 let m = match &s[0] {
                     Some(m) => m.mul_scalar(b1)?.add(&d.mul_scalar(1.0 - b1)?)?,
@@ -146,8 +146,6 @@ impl Optimizer for Adam {
                     Some(v) => v.mul_scalar(b2)?.add(&d.square()?.mul_scalar(1.0 - b2)?)?,
                     None => d.square()?.mul_scalar(1.0 - b2)?,
                 };
-                let bc1 = 1.0 - b1.powi(t);
-                let bc2 = 1.0 - b2.powi(t);
                 let vhat = if self.amsgrad {
                     let mx = match &s[2] {
                         Some(prev) => prev.maximum(&v)?,
@@ -188,17 +186,19 @@ impl Optimizer for Adam {
         s
     }
     fn load_state_dict(&mut self, s: &OptimState) -> Result<()> {
-        load_slots(&mut self.slots, &NAMES, s)?;
-        for (gi, g) in self.steps.iter_mut().enumerate() {
-            for (pi, n) in g.iter_mut().enumerate() {
-                if let Some(v) = scalar(s, &format!("step.{gi}.{pi}")) {
-                    *n = v as u64;
-                }
-            }
-        }
-        load_lrs(&mut self.groups, s);
+        let l = LoadedState::new(&self.groups, &NAMES, Some("step"), s)?;
+        l.apply_lrs(&mut self.groups);
+        self.slots = l.slots;
+        self.steps = l.steps;
         Ok(())
     }
+}
+
+/// Bias corrections `1 - beta^t` after `step` steps, with the step exact in f64 (to 2^53). (As
+/// an i32 the step wrapped negative at 2^31, `powi` went infinite and every weight NaN.)
+fn bias_corrections((b1, b2): (f64, f64), step: u64) -> (f64, f64) {
+    let t = step as f64;
+    (1.0 - b1.powf(t), 1.0 - b2.powf(t))
 }
 
 fn dense_f32(t: &Tensor) -> bool {
@@ -235,15 +235,15 @@ fn fused_step(
         }
     }
     *step += 1;
-    let t = *step as i32;
     let (b1, b2) = betas;
+    let (bc1, bc2) = bias_corrections(betas, *step);
     let h = [
         g.lr as f32,
         b1 as f32,
         b2 as f32,
         eps as f32,
-        (1.0 - b1.powi(t)) as f32,
-        (1.0 - b2.powi(t)) as f32,
+        bc1 as f32,
+        bc2 as f32,
         g.weight_decay as f32,
     ];
     let (m, v) = (

@@ -135,45 +135,111 @@ pub(crate) fn save_slots(slots: &Slots, names: &[&str], out: &mut OptimState) {
     }
 }
 
-pub(crate) fn load_slots(slots: &mut Slots, names: &[&str], s: &OptimState) -> Result<()> {
-    for (k, t) in &s.tensors {
-        let parts: Vec<&str> = k.split('.').collect();
-        let bad = || {
-            Error::arg(
-                "load_state_dict",
-                format!("unexpected optimizer state key {k}"),
-            )
-        };
-        if parts.len() != 3 {
-            return Err(bad());
-        }
-        let gi: usize = parts[0].parse().map_err(|_| bad())?;
-        let pi: usize = parts[1].parse().map_err(|_| bad())?;
-        let bi = names.iter().position(|n| *n == parts[2]).ok_or_else(bad)?;
-        let slot = slots
-            .get_mut(gi)
-            .and_then(|g| g.get_mut(pi))
-            .ok_or_else(bad)?;
-        slot[bi] = Some(t.clone());
-    }
-    Ok(())
+/// An [`OptimState`] checked against the optimizer's groups: every key known, every buffer of its
+/// parameter's shape, every scalar valid. Built before anything is applied, so a bad checkpoint is
+/// refused at load naming the key (not later in `step()`), and a refused load changes nothing.
+pub(crate) struct LoadedState {
+    /// The buffers, on their parameters' devices and (floating) dtypes, as PyTorch casts them.
+    pub slots: Slots,
+    /// Per-parameter step counts (zero where the state has none).
+    pub steps: Vec<Vec<u64>>,
+    lrs: Vec<Option<f64>>,
 }
 
-pub(crate) fn scalar(s: &OptimState, name: &str) -> Option<f64> {
-    s.scalars.iter().find(|(k, _)| k == name).map(|(_, v)| *v)
+/// The largest step count a checkpoint holds exactly (its scalars are f64).
+const MAX_STEP: f64 = 9_007_199_254_740_992.0; // 2^53
+
+impl LoadedState {
+    /// Check `s` for an optimizer whose per-parameter buffers are `buffers` and whose
+    /// per-parameter step counts (if any) are named `step`.
+    pub(crate) fn new(
+        groups: &[ParamGroup],
+        buffers: &[&str],
+        step: Option<&str>,
+        s: &OptimState,
+    ) -> Result<LoadedState> {
+        let op = "load_state_dict";
+        let unexpected = |k: &str| Error::arg(op, format!("unexpected optimizer state key {k}"));
+        // `{group}.{index}` of an existing parameter.
+        let param = |gi: &str, pi: &str| -> Option<(usize, usize)> {
+            let (gi, pi): (usize, usize) = (gi.parse().ok()?, pi.parse().ok()?);
+            groups.get(gi)?.params.get(pi)?;
+            Some((gi, pi))
+        };
+        let mut out = LoadedState {
+            slots: empty_slots(groups, buffers.len()),
+            steps: groups.iter().map(|g| vec![0; g.params.len()]).collect(),
+            lrs: vec![None; groups.len()],
+        };
+        for (k, t) in &s.tensors {
+            let mut parts = k.splitn(3, '.');
+            let (gi, pi, name) = match (parts.next(), parts.next(), parts.next()) {
+                (Some(g), Some(i), Some(n)) => (g, i, n),
+                _ => return Err(unexpected(k)),
+            };
+            let (gi, pi) = param(gi, pi).ok_or_else(|| unexpected(k))?;
+            let bi = buffers
+                .iter()
+                .position(|b| *b == name)
+                .ok_or_else(|| unexpected(k))?;
+            let p = &groups[gi].params[pi];
+            if t.shape() != p.shape() {
+                return Err(Error::shape(
+                    op,
+                    format!(
+                        "optimizer state {k} has shape {:?} but its parameter {gi}.{pi} has shape {:?}",
+                        t.shape(),
+                        p.shape()
+                    ),
+                ));
+            }
+            let mut t = t.detach();
+            if p.dtype().is_float() {
+                t = t.to_dtype(p.dtype())?;
+            }
+            out.slots[gi][pi][bi] = Some(t.to(&p.device())?);
+        }
+        for (k, v) in &s.scalars {
+            let v = *v;
+            let invalid =
+                |what: &str| Error::arg(op, format!("optimizer state {k} = {v} is not {what}"));
+            match k.split('.').collect::<Vec<_>>()[..] {
+                ["lr", gi] => {
+                    let gi = gi.parse::<usize>().ok().filter(|&g| g < groups.len());
+                    let gi = gi.ok_or_else(|| unexpected(k))?;
+                    if v.is_nan() || v < 0.0 {
+                        return Err(invalid("a valid learning rate"));
+                    }
+                    out.lrs[gi] = Some(v);
+                }
+                [name, gi, pi] if Some(name) == step => {
+                    let (gi, pi) = param(gi, pi).ok_or_else(|| unexpected(k))?;
+                    if !(0.0..=MAX_STEP).contains(&v) || v.fract() != 0.0 {
+                        return Err(invalid("a step count (an integer from 0 to 2^53)"));
+                    }
+                    out.steps[gi][pi] = v as u64;
+                }
+                _ => return Err(unexpected(k)),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Set the groups' learning rates from the state (saved so a resumed scheduler continues
+    /// exactly); groups without one keep theirs.
+    pub(crate) fn apply_lrs(&self, groups: &mut [ParamGroup]) {
+        for (g, lr) in groups.iter_mut().zip(&self.lrs) {
+            if let Some(lr) = lr {
+                g.lr = *lr;
+            }
+        }
+    }
 }
 
 /// Learning rates of the groups are saved too, so a resumed scheduler continues exactly.
 pub(crate) fn save_lrs(groups: &[ParamGroup], out: &mut OptimState) {
     for (i, g) in groups.iter().enumerate() {
         out.scalars.push((format!("lr.{i}"), g.lr));
-    }
-}
-pub(crate) fn load_lrs(groups: &mut [ParamGroup], s: &OptimState) {
-    for (i, g) in groups.iter_mut().enumerate() {
-        if let Some(v) = scalar(s, &format!("lr.{i}")) {
-            g.lr = v;
-        }
     }
 }
 

@@ -109,8 +109,9 @@ impl Optimizer for RMSprop {
         s
     }
     fn load_state_dict(&mut self, s: &OptimState) -> Result<()> {
-        load_slots(&mut self.slots, &NAMES, s)?;
-        load_lrs(&mut self.groups, s);
+        let l = LoadedState::new(&self.groups, &NAMES, None, s)?;
+        l.apply_lrs(&mut self.groups);
+        self.slots = l.slots;
         Ok(())
     }
 }

@@ -99,8 +99,9 @@ impl Optimizer for Sgd {
         s
     }
     fn load_state_dict(&mut self, s: &OptimState) -> Result<()> {
-        load_slots(&mut self.slots, &["momentum_buffer"], s)?;
-        load_lrs(&mut self.groups, s);
+        let l = LoadedState::new(&self.groups, &["momentum_buffer"], None, s)?;
+        l.apply_lrs(&mut self.groups);
+        self.slots = l.slots;
         Ok(())
     }
 }
