@@ -180,6 +180,7 @@ impl Error {
             Error::DTypeNotOnDevice { .. }
             | Error::ViewNonContiguous { .. }
             | Error::Autograd(_)
+            | Error::DataLoader { .. }
             | Error::NoGpu(_)
             | Error::WouldBlock(_)
             | Error::Io { .. } => {}

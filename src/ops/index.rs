@@ -1,7 +1,6 @@
 //! Indexing: gather, scatter_add, index_select, embedding, one_hot, masked_select.
 
 use crate::autograd::{record, Saved};
-use crate::backend::Storage;
 use crate::shape::wrap_dim;
 use crate::{DType, Error, Result, Tensor};
 
@@ -55,7 +54,12 @@ impl Tensor {
         Ok(record(out, op, &[self], saved, |s, g| {
             let (shape, idx, d, op) = s;
             let z = Tensor::full_dtype(shape, 0.0, g.dtype(), &g.device())?;
-            Ok(vec![Some(z.scatter_add_as(op, *d as isize, &idx.get()?, g)?)])
+            Ok(vec![Some(z.scatter_add_as(
+                op,
+                *d as isize,
+                &idx.get()?,
+                g,
+            )?)])
         }))
     }
 

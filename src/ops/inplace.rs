@@ -1,6 +1,7 @@
 //! In-place ops. Each computes out of place, then writes into the tensor's own storage and bumps
 //! its version counter, so autograd can detect a saved tensor that changed.
 
+use crate::error::InOp;
 use crate::{DType, Error, Result, Tensor};
 
 impl Tensor {
@@ -28,7 +29,8 @@ impl Tensor {
         let src = value
             .to(&self.device())?
             .to_dtype(self.dtype())?
-            .expand(self.shape())?;
+            .expand(self.shape())
+            .in_op("copy_")?;
         let src = if src.shares_storage_with(self) {
             if src.layout() == self.layout() {
                 // The same elements: nothing moves (PyTorch's early exit).

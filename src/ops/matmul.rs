@@ -1,6 +1,7 @@
 //! Matrix products: matmul (with batch broadcasting and the 1-D cases), bmm, linear.
 
 use crate::autograd::{record, Saved};
+use crate::error::InOp;
 use crate::shape::{broadcast_shapes, checked_numel};
 use crate::{Error, Result, Tensor};
 
@@ -169,9 +170,9 @@ impl Tensor {
 
     /// `x @ weight^T + bias` (torch.nn.functional.linear).
     pub fn linear(&self, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
-        let y = self.matmul(&weight.t()?)?;
+        let y = self.matmul(&weight.t()?).in_op("linear")?;
         match bias {
-            Some(b) => y.add(&crate::amp::lower(b)?),
+            Some(b) => y.add(&crate::amp::lower(b)?).in_op("linear"),
             None => Ok(y),
         }
     }

@@ -2,6 +2,7 @@
 
 use super::{BinaryOp, UnaryOp};
 use crate::autograd::{is_grad_enabled, record, Saved};
+use crate::error::InOp;
 use crate::shape::broadcast_shapes;
 use crate::{DType, Error, Result, Scalar, Tensor};
 
@@ -445,7 +446,7 @@ impl Tensor {
 
     /// `value` where `mask` is true, else self.
     pub fn masked_fill(&self, mask: &Tensor, value: f64) -> Result<Tensor> {
-        Tensor::where_cond(mask, &self.scalar_like(value)?, self)
+        Tensor::where_cond(mask, &self.scalar_like(value)?, self).in_op("masked_fill")
     }
 }
 

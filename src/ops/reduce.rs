@@ -2,6 +2,7 @@
 //! prod, vector_norm, cumsum, softmax and log_softmax.
 
 use crate::autograd::{record, Saved};
+use crate::error::InOp;
 use crate::shape::wrap_dim;
 use crate::{DType, Error, Result, Tensor};
 
@@ -397,14 +398,14 @@ impl Tensor {
     /// Softmax along `dim`, numerically stable.
     pub fn softmax(&self, dim: isize) -> Result<Tensor> {
         let x = crate::amp::upper(self)?;
-        let m = x.amax(&[dim], true)?.detach();
+        let m = x.amax(&[dim], true).in_op("softmax")?.detach();
         let e = x.sub(&m)?.exp()?;
         e.div(&e.sum_dims(&[dim], true)?)
     }
     /// Log-softmax along `dim`, numerically stable.
     pub fn log_softmax(&self, dim: isize) -> Result<Tensor> {
         let x = crate::amp::upper(self)?;
-        let m = x.amax(&[dim], true)?.detach();
+        let m = x.amax(&[dim], true).in_op("log_softmax")?.detach();
         let z = x.sub(&m)?;
         z.sub(&z.exp()?.sum_dims(&[dim], true)?.log()?)
     }
