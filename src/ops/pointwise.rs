@@ -271,33 +271,24 @@ impl Tensor {
         if op.is_comparison() {
             return Ok(out);
         }
-        let (sa, sb, y) = (
-            Saved::new(&a),
-            Saved::new(&b),
-            Saved::output(&out, op.name()),
-        );
-        Ok(record(
-            out,
-            op.name(),
-            &[&a, &b],
-            (op, sa, sb, y),
-            |s, g| {
-                let (op, a, b, y) = s;
-                let recomputed;
-                let y = if is_grad_enabled() && *op == BinaryOp::Div {
-                    y.get()?;
-                    recomputed = Saved::new(&a.get()?.div(&b.get()?)?);
-                    &recomputed
-                } else {
-                    y
-                };
-                let (ga, gb) = op.backward(a, b, y, g)?;
-                Ok(vec![
-                    Some(ga.sum_to(a.shape())?),
-                    Some(gb.sum_to(b.shape())?),
-                ])
-            },
-        ))
+        let y = Saved::output(&out, op.name());
+        let saved = (op, Saved::new(&a), Saved::new(&b), y);
+        Ok(record(out, op.name(), &[&a, &b], saved, |s, g| {
+            let (op, a, b, y) = s;
+            let recomputed;
+            let y = if is_grad_enabled() && *op == BinaryOp::Div {
+                y.get()?;
+                recomputed = Saved::new(&a.get()?.div(&b.get()?)?);
+                &recomputed
+            } else {
+                y
+            };
+            let (ga, gb) = op.backward(a, b, y, g)?;
+            Ok(vec![
+                Some(ga.sum_to(a.shape())?),
+                Some(gb.sum_to(b.shape())?),
+            ])
+        }))
     }
 
     /// Arithmetic on two bool tensors, as PyTorch defines it: `+` and `maximum` are a logical

@@ -120,13 +120,9 @@ impl Tensor {
         let s = super::create::place(host, device)?;
         let out = Tensor::from_storage(s, self.shape(), *device);
         let back = self.device();
-        Ok(crate::autograd::record(
-            out,
-            "to",
-            &[self],
-            back,
-            |back, g| Ok(vec![Some(g.to(back)?)]),
-        ))
+        Ok(crate::autograd::record(out, "to", &[self], back, |d, g| {
+            Ok(vec![Some(g.to(d)?)])
+        }))
     }
 
     /// True if any element is NaN or infinite (one device-side reduction, one scalar read).
