@@ -4,6 +4,7 @@ use super::Tensor;
 use crate::backend::cpu::{self, CpuElem, CpuStorage};
 use crate::backend::{gpu, Storage};
 use crate::dtype::Elem;
+use crate::error::InOp;
 use crate::shape::{checked_numel, MAX_NUMEL};
 use crate::{DType, Device, Error, Result};
 
@@ -116,11 +117,11 @@ impl Tensor {
     }
     /// f32 zeros.
     pub fn zeros(shape: impl AsRef<[usize]>, device: &Device) -> Result<Tensor> {
-        Tensor::full(shape, 0.0, device)
+        Tensor::full(shape, 0.0, device).in_op("zeros")
     }
     /// f32 ones.
     pub fn ones(shape: impl AsRef<[usize]>, device: &Device) -> Result<Tensor> {
-        Tensor::full(shape, 1.0, device)
+        Tensor::full(shape, 1.0, device).in_op("ones")
     }
     /// `[start, end)` in steps of `step`, f32 (PyTorch's `arange` with float arguments).
     pub fn arange(start: f64, end: f64, step: f64, device: &Device) -> Result<Tensor> {
