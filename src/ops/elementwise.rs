@@ -9,7 +9,8 @@ use crate::{Result, Tensor};
 const SQRT_2_OVER_PI: f64 = 0.797_884_560_802_865_4;
 const FRAC_1_SQRT_2: f64 = std::f64::consts::FRAC_1_SQRT_2;
 
-/// Unary elementwise ops on floating-point tensors. Scalar parameters travel with the variant.
+/// Unary elementwise ops on floating-point tensors. Scalar parameters travel with the variant,
+/// in f64 so that f64 tensors use them unrounded (GPU kernels, which compute in f32, round them).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum UnaryOp {
     Neg,
@@ -28,20 +29,20 @@ pub enum UnaryOp {
     /// GELU with the tanh approximation.
     GeluTanh,
     Silu,
-    Elu(f32),
-    LeakyRelu(f32),
+    Elu(f64),
+    LeakyRelu(f64),
     /// Softplus with `beta` and `threshold`.
-    Softplus(f32, f32),
+    Softplus(f64, f64),
     Square,
     Reciprocal,
     /// Clamp to `[min, max]` (infinite for a missing side).
-    Clamp(f32, f32),
+    Clamp(f64, f64),
     Erf,
-    PowScalar(f32),
-    AddScalar(f32),
-    MulScalar(f32),
+    PowScalar(f64),
+    AddScalar(f64),
+    MulScalar(f64),
     /// `x / c` (true division, not a multiplication by `1 / c`).
-    DivScalar(f32),
+    DivScalar(f64),
     /// 1 where x > 0, else 0 (relu's derivative).
     Step,
     Sign,
@@ -82,17 +83,18 @@ impl UnaryOp {
         }
     }
 
-    /// The two scalar parameters passed to the kernel (`p0`, `p1` in WGSL).
+    /// The two scalar parameters passed to the kernel (`p0`, `p1` in WGSL, f32).
     pub fn params(&self) -> [f32; 2] {
         use UnaryOp::*;
-        match *self {
+        let [a, b] = match *self {
             Elu(a) | LeakyRelu(a) | PowScalar(a) | AddScalar(a) | MulScalar(a) | DivScalar(a) => {
                 [a, 0.0]
             }
             Softplus(b, t) => [b, t],
             Clamp(lo, hi) => [lo, hi],
             _ => [0.0, 0.0],
-        }
+        };
+        [a as f32, b as f32]
     }
 
     /// The WGSL expression computing the result from `x` (f32) and the parameters `p0`, `p1`.
@@ -168,19 +170,19 @@ impl UnaryOp {
                 if x > zero {
                     x
                 } else {
-                    R::of(a as f64) * x.exp_m1()
+                    R::of(a) * x.exp_m1()
                 }
             }
             LeakyRelu(s) => {
                 if x > zero {
                     x
                 } else {
-                    R::of(s as f64) * x
+                    R::of(s) * x
                 }
             }
             Softplus(b, t) => {
-                let b = R::of(b as f64);
-                if x * b > R::of(t as f64) {
+                let b = R::of(b);
+                if x * b > R::of(t) {
                     x
                 } else {
                     (x * b).exp().ln_1p() / b
@@ -189,7 +191,7 @@ impl UnaryOp {
             Square => x * x,
             Reciprocal => one / x,
             Clamp(lo, hi) => {
-                let (lo, hi) = (R::of(lo as f64), R::of(hi as f64));
+                let (lo, hi) = (R::of(lo), R::of(hi));
                 // NaN in the input or either bound propagates (`max`/`min` would drop it).
                 if x.is_nan() || lo.is_nan() || hi.is_nan() {
                     R::nan()
@@ -198,10 +200,10 @@ impl UnaryOp {
                 }
             }
             Erf => x.erf(),
-            PowScalar(e) => x.powf(R::of(e as f64)),
-            AddScalar(c) => x + R::of(c as f64),
-            MulScalar(c) => x * R::of(c as f64),
-            DivScalar(c) => x / R::of(c as f64),
+            PowScalar(e) => x.powf(R::of(e)),
+            AddScalar(c) => x + R::of(c),
+            MulScalar(c) => x * R::of(c),
+            DivScalar(c) => x / R::of(c),
             Step => {
                 if x > zero {
                     one
@@ -283,16 +285,16 @@ impl UnaryOp {
             Elu(a) => {
                 let x = x()?;
                 let pos = x.gt(&x.zeros_like()?)?;
-                Tensor::where_cond(&pos, g, &g.mul(&y()?.add_scalar(a as f64)?)?)
+                Tensor::where_cond(&pos, g, &g.mul(&y()?.add_scalar(a)?)?)
             }
             LeakyRelu(s) => {
                 let x = x()?;
                 let pos = x.gt(&x.zeros_like()?)?;
-                Tensor::where_cond(&pos, g, &g.mul_scalar(s as f64)?)
+                Tensor::where_cond(&pos, g, &g.mul_scalar(s)?)
             }
             Softplus(b, t) => {
-                let bx = x()?.mul_scalar(b as f64)?;
-                let lin = bx.gt(&bx.full_like(t as f64)?)?;
+                let bx = x()?.mul_scalar(b)?;
+                let lin = bx.gt(&bx.full_like(t)?)?;
                 Tensor::where_cond(&lin, g, &g.mul(&bx.sigmoid()?)?)
             }
             Square => g.mul(&x()?.mul_scalar(2.0)?),
@@ -300,8 +302,8 @@ impl UnaryOp {
             Clamp(lo, hi) => {
                 let x = x()?;
                 let inside = x
-                    .ge(&x.full_like(lo as f64)?)?
-                    .logical_and(&x.le(&x.full_like(hi as f64)?)?)?;
+                    .ge(&x.full_like(lo)?)?
+                    .logical_and(&x.le(&x.full_like(hi)?)?)?;
                 Tensor::where_cond(&inside, g, &g.zeros_like()?)
             }
             Erf => g.mul(
@@ -315,12 +317,12 @@ impl UnaryOp {
                 if e == 0.0 {
                     g.zeros_like()
                 } else {
-                    g.mul(&x()?.pow_scalar(e as f64 - 1.0)?.mul_scalar(e as f64)?)
+                    g.mul(&x()?.pow_scalar(e - 1.0)?.mul_scalar(e)?)
                 }
             }
             AddScalar(_) => Ok(g.clone()),
-            MulScalar(c) => g.mul_scalar(c as f64),
-            DivScalar(c) => g.div_scalar(c as f64),
+            MulScalar(c) => g.mul_scalar(c),
+            DivScalar(c) => g.div_scalar(c),
             Step | Sign => g.zeros_like(),
         }
     }

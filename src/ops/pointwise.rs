@@ -58,15 +58,15 @@ unary_methods! {
 impl Tensor {
     /// ELU with `alpha`.
     pub fn elu(&self, alpha: f64) -> Result<Tensor> {
-        self.unary(UnaryOp::Elu(alpha as f32))
+        self.unary(UnaryOp::Elu(alpha))
     }
     /// Leaky ReLU with `negative_slope`.
     pub fn leaky_relu(&self, negative_slope: f64) -> Result<Tensor> {
-        self.unary(UnaryOp::LeakyRelu(negative_slope as f32))
+        self.unary(UnaryOp::LeakyRelu(negative_slope))
     }
     /// Softplus, `log(1 + exp(beta x)) / beta`, linear above `threshold` (PyTorch defaults 1, 20).
     pub fn softplus(&self, beta: f64, threshold: f64) -> Result<Tensor> {
-        self.unary(UnaryOp::Softplus(beta as f32, threshold as f32))
+        self.unary(UnaryOp::Softplus(beta, threshold))
     }
     /// Clamp to `[min, max]` (`min(max(x, min), max)`, so `max` wins when `min > max`); either
     /// side may be absent. NaN in the input or a bound gives NaN. The result type follows
@@ -97,8 +97,8 @@ impl Tensor {
                 None => Ok(x),
             };
         }
-        let lo = min.map_or(f32::NEG_INFINITY, |v| v.to_f64() as f32);
-        let hi = max.map_or(f32::INFINITY, |v| v.to_f64() as f32);
+        let lo = min.map_or(f64::NEG_INFINITY, Scalar::to_f64);
+        let hi = max.map_or(f64::INFINITY, Scalar::to_f64);
         x.unary(UnaryOp::Clamp(lo, hi))
     }
     /// `x ** exponent`. An integer tensor with an integer exponent stays integer (exact,
@@ -140,7 +140,7 @@ impl Tensor {
         if !dt.is_float() {
             return x.binary(op, &x.scalar_like(c.to_i32(op.name())? as f64)?);
         }
-        let v = c.to_f64() as f32;
+        let v = c.to_f64();
         x.unary(match op {
             BinaryOp::Add => UnaryOp::AddScalar(v),
             BinaryOp::Sub => UnaryOp::AddScalar(-v),

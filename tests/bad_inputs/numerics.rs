@@ -405,3 +405,17 @@ fn int_inplace_with_float_result_is_an_error() {
         assert_eq!(ints(&x.add_alpha(&x, 2).unwrap()), [21, 24], "{d}");
     }
 }
+
+#[test]
+fn f64_scalar_ops_keep_f64_precision() {
+    // f64 lives on the CPU only. torch.tensor([1.], dtype=torch.float64) + 0.1 -> 1.1 (the
+    // double 1.0 + 0.1), * 0.1, / 3, ** 0.5 and clamp(max=0.1) likewise in double.
+    let x = Tensor::from_slice(&[1.0f64], [1], &Device::Cpu).unwrap();
+    assert_eq!(vals(&x.add_scalar(0.1).unwrap()), [1.0 + 0.1]);
+    assert_eq!(vals(&x.sub_scalar(0.1).unwrap()), [1.0 - 0.1]);
+    assert_eq!(vals(&x.mul_scalar(0.1).unwrap()), [0.1]);
+    assert_eq!(vals(&x.div_scalar(3.0).unwrap()), [1.0 / 3.0]);
+    let two = Tensor::from_slice(&[2.0f64], [1], &Device::Cpu).unwrap();
+    assert_eq!(vals(&two.pow_scalar(0.5).unwrap()), [2f64.sqrt()]);
+    assert_eq!(vals(&x.clamp(None, Some(0.1)).unwrap()), [0.1]);
+}
