@@ -71,7 +71,7 @@ pub(crate) fn read_safetensors(path: &Path) -> Result<Vec<u8>> {
         return Err(bad(
             path,
             format!(
-                "file is {len} bytes, shorter than the 8-byte header length of a safetensors file"
+                "not a valid safetensors file: {len} bytes, shorter than its 8-byte header length"
             ),
         ));
     }
@@ -82,8 +82,8 @@ pub(crate) fn read_safetensors(path: &Path) -> Result<Vec<u8>> {
         return Err(bad(
             path,
             format!(
-                "header length {header} runs past the end of the file ({len} bytes); \
-                 not a safetensors file, or a truncated one"
+                "not a valid safetensors file: header length {header} runs past the end of \
+                 the file ({len} bytes); truncated?"
             ),
         ));
     }

@@ -67,7 +67,11 @@ pub trait Optimizer {
     fn param_groups_mut(&mut self) -> &mut [ParamGroup];
     /// Checkpointable state.
     fn state_dict(&self) -> OptimState;
-    /// Restore from `state_dict`.
+    /// Restore from `state_dict`, replacing the current state. Everything is checked first (each
+    /// key names an existing parameter and a buffer of this optimizer, each buffer has its
+    /// parameter's shape, step counts are integers up to 2^53, learning rates valid): an error
+    /// names the key and leaves the optimizer unchanged. Buffers are cast to their parameter's
+    /// device and floating dtype, as PyTorch does.
     fn load_state_dict(&mut self, s: &OptimState) -> Result<()>;
     /// Clear the gradients (PyTorch's default `set_to_none=True`).
     fn zero_grad(&mut self) {

@@ -729,30 +729,84 @@ fn fuzz_one(bytes: &[u8], path: &Path, dev: &Device, what: &str) -> bool {
     true
 }
 
-/// Deterministic mutations of a real checkpoint through every loader: no panic, no hang, no
-/// tensor whose data disagrees with its shape. `WGTORCH_FUZZ_ITERS` sets the count (CPU; the
-/// GPU runs a quarter).
-#[test]
-fn fuzz_loaders_with_mutated_checkpoints() {
-    let iters: usize = std::env::var("WGTORCH_FUZZ_ITERS")
+/// Fails the whole run if the counter stops moving for `limit`: a hang is reported, naming the
+/// mutation, rather than waiting for a CI timeout.
+struct Watchdog {
+    progress: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Watchdog {
+    fn start(what: &'static str, limit: std::time::Duration) -> Watchdog {
+        use std::sync::atomic::Ordering::Relaxed;
+        let w = Watchdog {
+            progress: Default::default(),
+            done: Default::default(),
+        };
+        let (progress, done) = (w.progress.clone(), w.done.clone());
+        std::thread::spawn(move || {
+            let (mut last, mut since) = (usize::MAX, std::time::Instant::now());
+            while !done.load(Relaxed) {
+                let now = progress.load(Relaxed);
+                if now != last {
+                    (last, since) = (now, std::time::Instant::now());
+                } else if since.elapsed() > limit {
+                    eprintln!("{what}: step {now} hung for {limit:?}");
+                    std::process::exit(1);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            }
+        });
+        w
+    }
+    fn tick(&self) {
+        self.progress
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.done.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+fn env_number(name: &str, default: u64) -> u64 {
+    std::env::var(name)
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(5000);
+        .unwrap_or(default)
+}
+
+/// Deterministic mutations of a real checkpoint through every loader: no panic, no hang, no
+/// tensor whose data disagrees with its shape. For long runs, `WGTORCH_FUZZ_ITERS` sets the count
+/// (CPU; the GPU runs a quarter) and `WGTORCH_FUZZ_SEED` the stream.
+#[test]
+fn fuzz_loaders_with_mutated_checkpoints() {
+    let iters = env_number("WGTORCH_FUZZ_ITERS", 5000) as usize;
+    let stream = env_number("WGTORCH_FUZZ_SEED", 0x9e37_79b9_7f4a_7c15).max(1);
     let dir = scratch("fuzz");
     let path = dir.join("f.safetensors");
     let seed = small_checkpoint_bytes();
     std::fs::write(&path, &seed).expect("write");
     Checkpoint::load(&path, &Device::Cpu).expect("the unmutated checkpoint loads");
     let t0 = std::time::Instant::now();
+    let watchdog = Watchdog::start("fuzz", std::time::Duration::from_secs(60));
     let mut loaded = Vec::new();
     for dev in common::devices() {
-        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let mut rng = Rng(stream);
         let n = if dev.is_gpu() { iters / 4 } else { iters };
         let t = std::time::Instant::now();
         let ok = (0..n)
             .filter(|i| {
+                watchdog.tick();
                 let b = mutate(&mut rng, &seed);
-                fuzz_one(&b, &path, &dev, &format!("mutation {i} on {dev}"))
+                fuzz_one(
+                    &b,
+                    &path,
+                    &dev,
+                    &format!("mutation {i} (seed {stream}) on {dev}"),
+                )
             })
             .count();
         loaded.push(format!("{ok} of {n} on {dev} in {:?}", t.elapsed()));
