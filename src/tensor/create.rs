@@ -130,11 +130,13 @@ impl Tensor {
             return Err(Error::arg("arange", format!("upper bound and larger bound inconsistent with step sign (start={start}, end={end}, step={step})")));
         }
         let n = ((end - start) / step).ceil().max(0.0) as usize;
+        gpu::check_alloc(device, "arange", n, dtype)?;
         let v: Vec<f64> = (0..n).map(|i| start + i as f64 * step).collect();
         Tensor::from_f64(&v, [n], dtype, device)
     }
     /// The n×n identity.
     pub fn eye(n: usize, device: &Device) -> Result<Tensor> {
+        gpu::check_alloc(device, "eye", n.saturating_mul(n), DType::F32)?;
         let mut v = vec![0f32; n * n];
         for i in 0..n {
             v[i * n + i] = 1.0;
@@ -144,6 +146,7 @@ impl Tensor {
     /// Uniform in [0, 1), from the default generator.
     pub fn rand(shape: impl AsRef<[usize]>, device: &Device) -> Result<Tensor> {
         let n = numel(shape.as_ref());
+        gpu::check_alloc(device, "rand", n, DType::F32)?;
         let v: Vec<f32> =
             crate::rng::with_default_generator(|g| (0..n).map(|_| g.uniform() as f32).collect());
         Tensor::from_vec(v, shape, device)
@@ -151,6 +154,7 @@ impl Tensor {
     /// Standard normal, from the default generator.
     pub fn randn(shape: impl AsRef<[usize]>, device: &Device) -> Result<Tensor> {
         let n = numel(shape.as_ref());
+        gpu::check_alloc(device, "randn", n, DType::F32)?;
         let v: Vec<f32> =
             crate::rng::with_default_generator(|g| (0..n).map(|_| g.normal() as f32).collect());
         Tensor::from_vec(v, shape, device)

@@ -29,10 +29,35 @@ pub struct GpuStorage {
     pub(crate) dtype: DType,
 }
 
-const WG: u32 = 256;
+const WG: usize = 256;
 
+/// The launch grid of a 1-D kernel over `n` elements (`GpuContext::dispatch` splits it when it
+/// passes the adapter's per-dimension limit).
 fn groups(n: usize) -> [u32; 3] {
-    [(n as u32).div_ceil(WG), 1, 1]
+    [u(n.div_ceil(WG)), 1, 1]
+}
+
+/// Refuse, before anything is allocated on the host, a tensor of `n` elements of `dtype` that no
+/// buffer of GPU `device` can hold (CPU devices pass). The creation paths that build their values
+/// on the host (rand, randn, arange, eye) call it first.
+pub(crate) fn check_alloc(device: &Device, op: &'static str, n: usize, dtype: DType) -> Result<()> {
+    let Device::Gpu(ordinal) = *device else {
+        return Ok(());
+    };
+    let ctx = context(ordinal)?;
+    let t = gpu_type(&ctx, ordinal, dtype)?;
+    ctx.check_size(op, bytes_of(t, n)).map(|_| ())
+}
+
+/// Bytes of `n` elements of `t`, saturating (a size past u64 is refused as too large anyway).
+fn bytes_of(t: GpuType, n: usize) -> u64 {
+    let n = u64::try_from(n).unwrap_or(u64::MAX);
+    match t {
+        GpuType::F16 | GpuType::F16Packed | GpuType::BF16Packed => {
+            n.saturating_mul(2).saturating_add(3) / 4 * 4
+        }
+        _ => n.saturating_mul(4),
+    }
 }
 
 /// The GPU storage type of `dtype`, or the error naming the device and adapter.
@@ -92,14 +117,21 @@ fn coalesce(shape: &[usize], strides: &[&[usize]]) -> (Vec<usize>, Vec<Vec<usize
     (sh, st)
 }
 
+/// A size or index as a kernel parameter word. Every one is bounded by a buffer's element count,
+/// and `GpuContext::check_size` keeps buffers under 4 GiB, so the conversion is exact.
 fn u(v: usize) -> u32 {
+    debug_assert!(u32::try_from(v).is_ok(), "kernel parameter {v} past u32");
     v as u32
 }
 
 /// Create an output buffer of `n` elements.
 fn output(ctx: &Arc<GpuContext>, op: &'static str, n: usize, dtype: DType) -> Result<GpuStorage> {
-    let t = GpuType::of(dtype, ctx.native_f16()).expect("dtype checked before dispatch");
-    let buf = Arc::new(ctx.alloc(op, t.bytes(n))?);
+    let t = GpuType::of(dtype, ctx.native_f16()).ok_or_else(|| Error::DTypeNotOnDevice {
+        dtype,
+        device: Device::Gpu(ctx.ordinal),
+        adapter: ctx.adapter_name().to_string(),
+    })?;
+    let buf = Arc::new(ctx.alloc(op, bytes_of(t, n))?);
     Ok(GpuStorage { buf, dtype })
 }
 
@@ -112,7 +144,7 @@ fn launch(
     g: [u32; 3],
 ) -> Result<()> {
     let key = k.key();
-    let p = ctx.pipeline(&key, || k.source());
+    let p = ctx.pipeline(op, &key, || k.source())?;
     ctx.timed(&key, || ctx.dispatch(op, &p, meta, bufs, g))
 }
 
@@ -123,17 +155,29 @@ pub(crate) fn upload(
     data: &CpuStorage,
 ) -> Result<GpuStorage> {
     let dtype = data.dtype();
-    gpu_type(ctx, ordinal, dtype)?;
-    let bytes: Vec<u8> = match data {
-        CpuStorage::F32(v) => bytemuck::cast_slice(v).to_vec(),
-        CpuStorage::I32(v) => bytemuck::cast_slice(v).to_vec(),
-        CpuStorage::Bool(v) => v.iter().flat_map(|&b| (b as u32).to_le_bytes()).collect(),
-        CpuStorage::F16(v) => bytemuck::cast_slice(v).to_vec(),
-        CpuStorage::BF16(v) => bytemuck::cast_slice(v).to_vec(),
-        CpuStorage::F64(_) => unreachable!("checked by gpu_type"),
+    let t = gpu_type(ctx, ordinal, dtype)?;
+    // Refused before the bools' host copy below.
+    ctx.check_size("to", bytes_of(t, data.len()))?;
+    let bools: Vec<u32>;
+    let bytes: &[u8] = match data {
+        CpuStorage::F32(v) => bytemuck::cast_slice(v),
+        CpuStorage::I32(v) => bytemuck::cast_slice(v),
+        CpuStorage::Bool(v) => {
+            bools = v.iter().map(|&b| b as u32).collect();
+            bytemuck::cast_slice(&bools)
+        }
+        CpuStorage::F16(v) => bytemuck::cast_slice(v),
+        CpuStorage::BF16(v) => bytemuck::cast_slice(v),
+        CpuStorage::F64(_) => {
+            return Err(Error::DTypeNotOnDevice {
+                dtype,
+                device: Device::Gpu(ordinal),
+                adapter: ctx.adapter_name().to_string(),
+            })
+        }
     };
     Ok(GpuStorage {
-        buf: Arc::new(ctx.upload("to", &bytes)?),
+        buf: Arc::new(ctx.upload("to", bytes)?),
         dtype,
     })
 }
@@ -353,13 +397,6 @@ pub(crate) fn copy_into(
     )
 }
 
-fn row_groups(ctx: &GpuContext, rows: usize) -> (u32, [u32; 3]) {
-    let maxd = ctx.limits.max_compute_workgroups_per_dimension as usize;
-    let gx = rows.min(maxd).max(1);
-    let gy = rows.div_ceil(gx).max(1);
-    (u(gx), [u(gx), u(gy), 1])
-}
-
 pub(crate) fn reduce_rows(
     op: ReduceOp,
     x: &GpuStorage,
@@ -382,15 +419,14 @@ pub(crate) fn reduce_rows(
     if !arg && n > 2 * CHUNK {
         let k = n.div_ceil(CHUNK);
         let part = output(ctx, op.name(), rows * k, x.dtype)?;
-        let (gx, g) = row_groups(ctx, rows * k);
-        let meta = [u(rows * k), u(CHUNK), gx, u(k), u(n)];
+        let meta = [u(rows * k), u(CHUNK), u(k), u(n)];
         launch(
             ctx,
             op.name(),
             Kernel::Reduce(op, x.ty()),
             &meta,
             &[x.raw(), part.raw()],
-            g,
+            [u(rows * k), 1, 1],
         )?;
         return reduce_rows(op, &part, rows, k);
     }
@@ -408,15 +444,14 @@ pub(crate) fn reduce_rows(
         )?;
         return Ok(out);
     }
-    let (gx, g) = row_groups(ctx, rows);
-    let meta = [u(rows), u(n), gx, 1, u(n)];
+    let meta = [u(rows), u(n), 1, u(n)];
     launch(
         ctx,
         op.name(),
         Kernel::Reduce(op, x.ty()),
         &meta,
         &[x.raw(), out.raw()],
-        g,
+        [u(rows), 1, 1],
     )?;
     Ok(out)
 }
