@@ -153,7 +153,9 @@ pub(crate) async fn create(ordinal: usize) -> std::result::Result<GpuContext, St
         })
         .await
         .map_err(|e| format!("adapter \"{}\" refused a device: {e}", info.name))?;
-    Ok(GpuContext::new(ordinal, device, queue, info, limits, has_f16))
+    Ok(GpuContext::new(
+        ordinal, device, queue, info, limits, has_f16,
+    ))
 }
 
 #[cfg(test)]
