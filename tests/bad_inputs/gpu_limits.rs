@@ -297,3 +297,16 @@ fn silent_start_without_xdg_runtime_dir() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.is_empty(), "a normal start printed: {stderr}");
 }
+
+#[test]
+fn matmul_inner_dimension_past_u32_is_refused() {
+    let Some(g) = common::gpu() else { return };
+    // Broadcast operands take no memory; K = 2^32 + 1 was truncated to 1 in the kernel's words.
+    let k = (1usize << 32) + 1;
+    let a = Tensor::ones([1, 1], &g).unwrap().expand(&[1, k]).unwrap();
+    let b = Tensor::ones([1, 1], &g).unwrap().expand(&[k, 1]).unwrap();
+    match a.matmul(&b) {
+        Err(e) => assert!(e.to_string().contains("matmul"), "{e}"),
+        Ok(t) => panic!("expected an error, got {:?}", common::vals(&t)),
+    }
+}

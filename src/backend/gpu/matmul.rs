@@ -4,7 +4,7 @@
 use super::kernels::{Gemm, GpuType, Kernel};
 use super::{full, launch, output, u, GpuContext, GpuStorage};
 use crate::shape::Layout;
-use crate::Result;
+use crate::{Error, Result};
 
 /// Batched `a @ b` with `a` as `[B, M, K]` and `b` as `[B, K, N]` (any strides, batch stride 0
 /// for broadcast) into a contiguous `[B, M, N]`.
@@ -23,6 +23,17 @@ pub(crate) fn matmul(
     }
     if k == 0 {
         return full(ctx, 0, bs * m * n, 0.0, a.dtype);
+    }
+    // Broadcast (stride-0) operands can hold a K past the kernels' u32 words.
+    if u32::try_from(k).is_err() {
+        return Err(Error::GpuLimit {
+            op: "matmul",
+            what: format!("an inner dimension of {k}"),
+            needed: k as u64,
+            limit: u32::MAX as u64,
+            limit_name: "u32 indexing in wgtorch's kernels",
+            adapter: ctx.adapter_name().to_string(),
+        });
     }
     let bufs = [a.raw(), b.raw(), out.raw()];
     // Aligned f32 layouts read both operands as vec4; everything else takes the strided GEMM.
