@@ -310,3 +310,19 @@ fn matmul_inner_dimension_past_u32_is_refused() {
         Ok(t) => panic!("expected an error, got {:?}", common::vals(&t)),
     }
 }
+
+#[test]
+fn argmax_of_rows_past_65535_elements_on_a_cpu_adapter() {
+    let Some(g) = common::gpu() else { return };
+    // One invocation per row looped over 70,000 elements; llvmpipe stops loops at 65,535
+    // iterations, so the maximum at the end of each row was missed.
+    let x = i32_range(70_000)
+        .to_dtype(DType::F32)
+        .unwrap()
+        .reshape(&[1, -1])
+        .unwrap()
+        .repeat(&[16, 1])
+        .unwrap();
+    same_on_gpu("argmax of long rows", &g, &x, |t| t.argmax(Some(1), false).unwrap());
+    same_on_gpu("amax of long rows", &g, &x, |t| t.amax(&[1], false).unwrap());
+}

@@ -31,6 +31,10 @@ pub struct GpuStorage {
 
 const WG: usize = 256;
 
+/// Loop iterations llvmpipe runs in one invocation before it ends the loop (its guard against
+/// infinite loops): kernels that loop once per element stay below it on CPU adapters.
+const LOOP_CAP: usize = 65_535;
+
 /// The launch grid of a 1-D kernel over `n` elements (`GpuContext::dispatch` splits it when it
 /// passes the adapter's per-dimension limit).
 fn groups(n: usize) -> [u32; 3] {
@@ -431,8 +435,10 @@ pub(crate) fn reduce_rows(
         return reduce_rows(op, &part, rows, k);
     }
     // Short rows, and on CPU adapters (where barriers are costly and invocations run as SIMD
-    // lanes) any row count that fills the lanes: one invocation per row.
-    if n <= 64 || (ctx.is_cpu_adapter() && rows >= 16) {
+    // lanes) any row count that fills the lanes: one invocation per row. Not past 65,535
+    // elements: llvmpipe ends a shader's loops after that many iterations (the rest of the row
+    // was silently left out); the workgroup tree loops at most CHUNK / 256 times.
+    if n <= 64 || (ctx.is_cpu_adapter() && rows >= 16 && n <= LOOP_CAP) {
         let k = Kernel::ReduceSmall(op, x.ty());
         launch(
             ctx,
