@@ -323,6 +323,10 @@ fn argmax_of_rows_past_65535_elements_on_a_cpu_adapter() {
         .unwrap()
         .repeat(&[16, 1])
         .unwrap();
-    same_on_gpu("argmax of long rows", &g, &x, |t| t.argmax(Some(1), false).unwrap());
-    same_on_gpu("amax of long rows", &g, &x, |t| t.amax(&[1], false).unwrap());
+    same_on_gpu("argmax of long rows", &g, &x, |t| {
+        t.argmax(Some(1), false).unwrap()
+    });
+    same_on_gpu("amax of long rows", &g, &x, |t| {
+        t.amax(&[1], false).unwrap()
+    });
 }
