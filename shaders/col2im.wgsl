@@ -5,8 +5,8 @@
 {{DECLS}}
 
 @compute @workgroup_size(256)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let e = linear_id(gid, nwg);
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    let e = linear_id(wid, lid);
     if (e >= params[0]) {
         return;
     }

@@ -3,15 +3,15 @@
 // position, a column position (both fixed per invocation) and a k position (stepped with
 // k_next in the inner loop, so no division is done per step). Results go to c_index(b, r, c)
 // through epilogue(r, c, v).
-// params from 4: [off_a, sab, sam, sak, off_b, sbb, sbk, sbn]
+// params from 3: [off_a, sab, sam, sak, off_b, sbb, sbk, sbn]
 alias RowPos = u32;
 alias ColPos = u32;
 alias KPos = u32;
 fn row_pos(bi: u32, r: u32) -> RowPos {
-    return params[4] + bi * params[5] + r * params[6];
+    return params[3] + bi * params[4] + r * params[5];
 }
 fn col_pos(bi: u32, c: u32) -> ColPos {
-    return params[8] + bi * params[9] + c * params[11];
+    return params[7] + bi * params[8] + c * params[10];
 }
 fn k_pos(bi: u32, k: u32) -> KPos {
     return k;
@@ -20,10 +20,10 @@ fn k_next(k: KPos) -> KPos {
     return k + 1u;
 }
 fn load_a(r: RowPos, k: KPos) -> f32 {
-    return ld_a(r + k * params[7]);
+    return ld_a(r + k * params[6]);
 }
 fn load_b(k: KPos, c: ColPos) -> f32 {
-    return ld_b(c + k * params[10]);
+    return ld_b(c + k * params[9]);
 }
 fn c_index(bi: u32, r: u32, c: u32) -> u32 {
     return (bi * params[0] + r) * params[1] + c;

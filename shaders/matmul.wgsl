@@ -5,7 +5,7 @@
 // (tile_fill.wgsl: a strided matmul or a convolution's implicit GEMM, shaders/gemm_*.wgsl), or one
 // vec4 of each operand for aligned f32 layouts. Results go to c_index(b, row, col) through
 // epilogue(row, col, v).
-// params: [M, N, K, batch_base, operand parameters...]
+// params: [M, N, K, operand parameters...]
 // bindings: 1 a, 2 b, 3 c (any float storage; accumulation in f32), then the operands' own
 {{DECLS}}
 {{OPERANDS}}
@@ -20,9 +20,10 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     let M = params[0];
     let N = params[1];
     let K = params[2];
-    let bi = wid.z + params[3];
-    let row0 = wid.y * TS;
-    let col0 = wid.x * TS;
+    let g = group_id(wid);
+    let bi = g.z;
+    let row0 = g.y * TS;
+    let col0 = g.x * TS;
     let tid = lid.y * 16u + lid.x;
     var acc: array<array<f32, 4>, 4>;
     for (var i = 0u; i < 4u; i = i + 1u) {

@@ -2,19 +2,20 @@
 // storage (no workgroup memory or barriers). Chosen on adapters that are CPUs (lavapipe,
 // SwiftShader), where barriers are costly and caches make tiling unnecessary. Operands and
 // epilogue as in matmul.wgsl.
-// params: [M, N, K, batch_base, operand parameters...]
+// params: [M, N, K, operand parameters...]
 // bindings: 1 a, 2 b, 3 c (any float storage; accumulation in f32), then the operands' own
 {{DECLS}}
 {{OPERANDS}}
 
 @compute @workgroup_size(8, 8)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
     let M = params[0];
     let N = params[1];
     let K = params[2];
-    let bi = wid.z + params[3];
-    let r0 = gid.y * 4u;
-    let c0 = gid.x * 4u;
+    let g = group_id(wid);
+    let bi = g.z;
+    let r0 = (g.y * 8u + lid.y) * 4u;
+    let c0 = (g.x * 8u + lid.x) * 4u;
     if (r0 >= M || c0 >= N) {
         return;
     }

@@ -3,29 +3,30 @@
 // columns of a row) or, transposed, by columns (four k of a column). Each invocation owns a 4x4
 // block of C and steps K by 4, multiplying 4x4 blocks as mat4x4: a quarter of the loads of the
 // scalar kernel, where each load is a gather. {{A_LOAD}} / {{B_LOAD}} pick the layouts.
-// params: [M, N, K, batch_base, off_a, sab, sam, sak, off_b, sbb, sbk, sbn] (in floats)
+// params: [M, N, K, off_a, sab, sam, sak, off_b, sbb, sbk, sbn] (in floats)
 
 @group(0) @binding(1) var<storage, read> a: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> b: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read_write> c: array<f32>;
 
 @compute @workgroup_size(8, 8)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
     let M = params[0];
     let N = params[1];
     let K = params[2];
-    let bi = wid.z + params[3];
-    let r0 = gid.y * 4u;
-    let c0 = gid.x * 4u;
+    let g = group_id(wid);
+    let bi = g.z;
+    let r0 = (g.y * 8u + lid.y) * 4u;
+    let c0 = (g.x * 8u + lid.x) * 4u;
     if (r0 >= M || c0 >= N) {
         return;
     }
-    let abase = params[4] + bi * params[5];
-    let bbase = params[8] + bi * params[9];
-    let sam = params[6];
-    let sak = params[7];
-    let sbk = params[10];
-    let sbn = params[11];
+    let abase = params[3] + bi * params[4];
+    let bbase = params[7] + bi * params[8];
+    let sam = params[5];
+    let sak = params[6];
+    let sbk = params[9];
+    let sbn = params[10];
     // Rows and columns past the edge read the last one and are never stored.
     let ra = vec4<u32>(r0, min(r0 + 1u, M - 1u), min(r0 + 2u, M - 1u), min(r0 + 3u, M - 1u));
     let cb = vec4<u32>(c0, min(c0 + 1u, N - 1u), min(c0 + 2u, N - 1u), min(c0 + 3u, N - 1u));

@@ -15,9 +15,17 @@ fn offset_of(i: u32, ndim: u32, shape_at: u32, strides_at: u32) -> u32 {
     return off;
 }
 
-// Linear invocation index for a 1-D problem folded into a 2-D dispatch of 256-wide workgroups.
-fn linear_id(gid: vec3<u32>, nwg: vec3<u32>) -> u32 {
-    return gid.x + gid.y * nwg.x * 256u;
+// The workgroup's position in the whole launch grid. A grid past the adapter's
+// max_compute_workgroups_per_dimension is split into several dispatches (GpuContext::dispatch),
+// each passing the grid position of its first workgroup in the last three params words.
+fn group_id(wid: vec3<u32>) -> vec3<u32> {
+    let n = arrayLength(&params);
+    return wid + vec3<u32>(params[n - 3u], params[n - 2u], params[n - 1u]);
+}
+
+// Linear invocation index of a 1-D problem over 256-wide workgroups.
+fn linear_id(wid: vec3<u32>, lid: vec3<u32>) -> u32 {
+    return group_id(wid).x * 256u + lid.x;
 }
 
 fn fmeta(i: u32) -> f32 {

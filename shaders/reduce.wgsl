@@ -2,7 +2,7 @@
 // slice of the chunk, then a shared-memory tree merges the 256 partials. Long rows are split into
 // `k` chunks whose partials a second pass combines. Arg ops carry the index and keep the first
 // extreme, as PyTorch does.
-// params: [rows * k, chunk, groups_x, k, n]
+// params: [rows * k, chunk, k, n]
 // bindings: 1 src, 2 dst
 {{DECLS}}
 
@@ -21,10 +21,10 @@ fn merge(a: {{C}}, ia: u32, b: {{C}}, ib: u32) -> Pair {
 
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
-    let row = wid.x + wid.y * params[2];
+    let row = group_id(wid).x;
     let chunk = params[1];
-    let k = params[3];
-    let n = params[4];
+    let k = params[2];
+    let n = params[3];
     let t = lid.x;
     var acc = Pair({{INIT}}, NONE);
     if (row < params[0]) {

@@ -17,8 +17,8 @@ fn merge(a: {{C}}, ia: u32, b: {{C}}, ib: u32) -> Pair {
 }
 
 @compute @workgroup_size(256)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let row = linear_id(gid, nwg);
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    let row = linear_id(wid, lid);
     if (row >= params[0]) {
         return;
     }

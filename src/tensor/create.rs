@@ -25,13 +25,7 @@ pub(crate) fn place(data: CpuStorage, device: &Device) -> Result<Storage> {
 /// element count.
 fn admit(op: &'static str, shape: &[usize], dtype: DType, device: &Device) -> Result<usize> {
     let n = checked_numel(op, shape)?;
-    if let Device::Gpu(o) = device {
-        // At most 2^63: past every adapter's limit, and still a power of two for the size class.
-        let bytes = (n as u64)
-            .saturating_mul(dtype.size_in_bytes() as u64)
-            .min(1 << 63);
-        gpu::context(*o)?.check_size(op, bytes)?;
-    }
+    gpu::check_alloc(device, op, n, dtype)?;
     Ok(n)
 }
 

@@ -13,6 +13,34 @@ fn instance() -> wgpu::Instance {
     })
 }
 
+/// Keeps Mesa's Vulkan device-selection layer (an implicit layer installed with Mesa's drivers)
+/// out of wgtorch's instance while it lives. The layer looks for the display's GPU: wgpu enables
+/// the Wayland surface extension, so the layer connects to Wayland, and without a session
+/// libwayland prints "error: XDG_RUNTIME_DIR is invalid or not set in the environment." twice on
+/// every start. wgtorch ranks adapters itself, so the layer has nothing to add here. The loader
+/// reads the layer's off switch, `NODEVICE_SELECT=1`, when the instance is created; it is set
+/// only for that moment (and left alone when the user set it).
+struct QuietDeviceSelect(bool);
+
+impl QuietDeviceSelect {
+    const VAR: &'static str = "NODEVICE_SELECT";
+    fn new() -> QuietDeviceSelect {
+        let set = cfg!(target_os = "linux") && std::env::var_os(Self::VAR).is_none();
+        if set {
+            std::env::set_var(Self::VAR, "1");
+        }
+        QuietDeviceSelect(set)
+    }
+}
+
+impl Drop for QuietDeviceSelect {
+    fn drop(&mut self) {
+        if self.0 {
+            std::env::remove_var(Self::VAR);
+        }
+    }
+}
+
 /// Adapters that can run compute shaders, best first: native APIs before GL, discrete before
 /// integrated before software.
 async fn adapters(instance: &wgpu::Instance) -> Vec<wgpu::Adapter> {
@@ -93,8 +121,10 @@ fn check_limits(name: &str, l: &wgpu::Limits) -> std::result::Result<(), String>
 
 /// Open adapter `ordinal` with its real limits and SHADER_F16 when it has it.
 pub(crate) async fn create(ordinal: usize) -> std::result::Result<GpuContext, String> {
-    let instance = instance();
-    let list = adapters(&instance).await;
+    let list = {
+        let _quiet = QuietDeviceSelect::new();
+        adapters(&instance()).await
+    };
     let adapter = list.get(ordinal).ok_or_else(|| {
         if cfg!(target_arch = "wasm32") {
             "this browser offers no WebGPU adapter".to_string()
@@ -124,7 +154,9 @@ pub(crate) async fn create(ordinal: usize) -> std::result::Result<GpuContext, St
         })
         .await
         .map_err(|e| format!("adapter \"{}\" refused a device: {e}", info.name))?;
-    Ok(GpuContext::new(device, queue, info, limits, has_f16))
+    Ok(GpuContext::new(
+        ordinal, device, queue, info, limits, has_f16,
+    ))
 }
 
 #[cfg(test)]

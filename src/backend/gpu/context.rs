@@ -1,9 +1,10 @@
 //! One wgpu context per adapter, shared by every tensor on it: device and queue, the pipeline
 //! cache, the buffer pool and the pending command encoder.
 
-use crate::{Error, Result};
+use crate::{Device, Error, Result};
 use parking_lot::Mutex;
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use wgpu::util::DeviceExt;
@@ -35,6 +36,8 @@ pub(crate) struct Pending {
 
 /// A GPU adapter's shared state.
 pub struct GpuContext {
+    /// The adapter's index (`Device::Gpu(ordinal)`).
+    pub(crate) ordinal: usize,
     pub(crate) device: wgpu::Device,
     pub(crate) queue: wgpu::Queue,
     pub(crate) info: wgpu::AdapterInfo,
@@ -128,6 +131,7 @@ pub async fn init_gpu(ordinal: usize) -> Result<Arc<GpuContext>> {
 
 impl GpuContext {
     pub(crate) fn new(
+        ordinal: usize,
         device: wgpu::Device,
         queue: wgpu::Queue,
         info: wgpu::AdapterInfo,
@@ -139,14 +143,12 @@ impl GpuContext {
         device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
             let mut s = sink.lock();
             if s.is_none() {
-                *s = Some(match &e {
-                    wgpu::Error::Validation { description, .. } => description.clone(),
-                    other => other.to_string(),
-                });
+                *s = Some(error_message(&e));
             }
         }));
         GpuContext {
             checks: super::checks::IndexChecks::new(&device),
+            ordinal,
             device,
             queue,
             info,
@@ -173,6 +175,26 @@ impl GpuContext {
 
 fn size_class(bytes: u64) -> u64 {
     bytes.max(256).next_power_of_two()
+}
+
+/// The value of `f` if it is ready at once. Natively wgpu validates each call as it is made, so an
+/// error scope's result is ready when the scope is popped; in the browser it is not, and errors
+/// left there reach the uncaptured-error handler as before.
+fn ready<T>(f: impl Future<Output = T>) -> Option<T> {
+    let mut f = std::pin::pin!(f);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match f.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(v) => Some(v),
+        std::task::Poll::Pending => None,
+    }
+}
+
+/// A wgpu error's message (a validation error's description without the wrapper).
+fn error_message(e: &wgpu::Error) -> String {
+    match e {
+        wgpu::Error::Validation { description, .. } => description.clone(),
+        other => other.to_string(),
+    }
 }
 
 impl GpuContext {
@@ -232,47 +254,126 @@ impl GpuContext {
             .store(self.in_use.load(Ordering::Relaxed), Ordering::Relaxed);
     }
 
-    /// Refuse a buffer larger than the adapter can bind.
-    pub(crate) fn check_size(&self, op: &'static str, bytes: u64) -> Result<()> {
-        let lim = self
-            .limits
-            .max_storage_buffer_binding_size
-            .min(self.limits.max_buffer_size);
-        if size_class(bytes) > lim && bytes > 0 {
-            return Err(Error::GpuLimit {
-                op,
-                what: format!("a storage buffer of {bytes} bytes"),
-                needed: bytes,
-                limit: lim,
-                limit_name: "max_storage_buffer_binding_size",
-                adapter: self.info.name.clone(),
-            });
-        }
-        Ok(())
+    /// The largest tensor buffer this adapter takes: its storage-binding and buffer-size limits
+    /// (and 4 GiB, so that every element index fits the kernels' u32 arithmetic), with its name.
+    fn max_tensor_bytes(&self) -> (u64, &'static str) {
+        let l = &self.limits;
+        let lim = [
+            (
+                l.max_storage_buffer_binding_size,
+                "max_storage_buffer_binding_size",
+            ),
+            (l.max_buffer_size, "max_buffer_size"),
+            (u32::MAX as u64, "u32 element indexing in wgtorch's kernels"),
+        ]
+        .into_iter()
+        .min_by_key(|x| x.0)
+        .unwrap_or((0, "max_buffer_size"));
+        // Buffers are padded to 16 bytes (the vec4 kernels read whole vec4s).
+        (lim.0 / 16 * 16, lim.1)
     }
 
-    /// A pooled buffer of at least `bytes`.
-    pub(crate) fn alloc(self: &Arc<Self>, op: &'static str, bytes: u64) -> Result<GpuBuffer> {
-        self.check_size(op, bytes)?;
-        let lim = self
-            .limits
-            .max_storage_buffer_binding_size
-            .min(self.limits.max_buffer_size);
-        let class = size_class(bytes).min(lim.max(256));
-        let reused = self.free.lock().get_mut(&class).and_then(|v| v.pop());
-        let buffer = match reused {
-            Some(b) => {
-                self.cached.fetch_sub(class, Ordering::Relaxed);
-                b
-            }
-            None => self.device.create_buffer(&wgpu::BufferDescriptor {
+    /// The pool size class for a tensor of `bytes`, or `Error::OutOfMemory` naming the adapter's
+    /// limit when no buffer of that size can be bound on this adapter.
+    pub(crate) fn check_size(&self, op: &'static str, bytes: u64) -> Result<u64> {
+        let (cap, name) = self.max_tensor_bytes();
+        if bytes.saturating_add(15) / 16 * 16 > cap {
+            return Err(self.oom(
+                op,
+                bytes,
+                format!(
+                    "; adapter \"{}\" allows at most {cap} bytes per buffer ({name})",
+                    self.info.name
+                ),
+            ));
+        }
+        Ok(size_class(bytes).min(cap))
+    }
+
+    /// `Error::OutOfMemory` on this device.
+    fn oom(&self, op: &'static str, bytes: u64, detail: String) -> Error {
+        Error::OutOfMemory {
+            op,
+            device: Device::Gpu(self.ordinal),
+            bytes,
+            detail,
+        }
+    }
+
+    /// Run `f` (device calls: buffer, bind group or pipeline creation) and return the error wgpu
+    /// raised for it, if any, so that it is reported by the call that caused it.
+    fn scoped<R>(&self, f: impl FnOnce() -> R) -> (R, Option<wgpu::Error>) {
+        #[cfg(target_arch = "wasm32")]
+        {
+            (f(), None)
+        }
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+            let invalid = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+            let internal = self.device.push_error_scope(wgpu::ErrorFilter::Internal);
+            let r = f();
+            let e = [internal.pop(), invalid.pop(), oom.pop()]
+                .into_iter()
+                .find_map(|p| ready(p).flatten());
+            (r, e)
+        }
+    }
+
+    /// `Error::Gpu` for `op` on this adapter.
+    fn gpu_error(&self, op: &'static str, e: &wgpu::Error) -> Error {
+        Error::Gpu {
+            op,
+            adapter: self.info.name.clone(),
+            msg: error_message(e),
+        }
+    }
+
+    fn create_storage(&self, class: u64) -> (wgpu::Buffer, Option<wgpu::Error>) {
+        self.scoped(|| {
+            self.device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some("wgtorch-tensor"),
                 size: class,
                 usage: wgpu::BufferUsages::STORAGE
                     | wgpu::BufferUsages::COPY_SRC
                     | wgpu::BufferUsages::COPY_DST,
                 mapped_at_creation: false,
-            }),
+            })
+        })
+    }
+
+    /// A pooled buffer of at least `bytes`. When the driver is out of memory the pool's cached
+    /// buffers are freed and the allocation tried once more (as PyTorch's caching allocator does).
+    pub(crate) fn alloc(self: &Arc<Self>, op: &'static str, bytes: u64) -> Result<GpuBuffer> {
+        let class = self.check_size(op, bytes)?;
+        let reused = self.free.lock().get_mut(&class).and_then(|v| v.pop());
+        let buffer = match reused {
+            Some(b) => {
+                self.cached.fetch_sub(class, Ordering::Relaxed);
+                b
+            }
+            None => match self.create_storage(class) {
+                (b, None) => b,
+                (_, Some(_)) => {
+                    self.empty_cache();
+                    match self.create_storage(class) {
+                        (b, None) => b,
+                        (_, Some(e)) => {
+                            let s = self.stats();
+                            return Err(self.oom(
+                                op,
+                                bytes,
+                                format!(
+                                    "; adapter \"{}\" refused a buffer of {class} bytes ({}) with {} bytes in use by tensors",
+                                    self.info.name,
+                                    error_message(&e).trim(),
+                                    s.bytes_in_use
+                                ),
+                            ));
+                        }
+                    }
+                }
+            },
         };
         let now = self.in_use.fetch_add(class, Ordering::Relaxed) + class;
         self.peak.fetch_max(now, Ordering::Relaxed);
@@ -301,13 +402,22 @@ impl GpuContext {
             } else {
                 bytes
             };
-            let staging = self
-                .device
-                .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                    label: Some("wgtorch-upload"),
-                    contents: data,
-                    usage: wgpu::BufferUsages::COPY_SRC,
-                });
+            let (staging, err) = self.scoped(|| {
+                self.device
+                    .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                        label: Some("wgtorch-upload"),
+                        contents: data,
+                        usage: wgpu::BufferUsages::COPY_SRC,
+                    })
+            });
+            if let Some(e) = err {
+                let detail = format!(
+                    "; adapter \"{}\" refused the upload's staging buffer ({})",
+                    self.info.name,
+                    error_message(&e).trim()
+                );
+                return Err(self.oom(op, data.len() as u64, detail));
+            }
             self.with_encoder(|enc| {
                 enc.copy_buffer_to_buffer(&staging, 0, buf.raw(), 0, data.len() as u64)
             });
@@ -326,23 +436,25 @@ impl GpuContext {
         f(enc)
     }
 
-    /// The cached pipeline for `key`, compiling `source()` the first time.
+    /// The cached pipeline for `key`, compiling `source()` the first time (a compilation error
+    /// is returned for `op` and nothing is cached).
     pub(crate) fn pipeline(
         &self,
+        op: &'static str,
         key: &str,
         source: impl FnOnce() -> String,
-    ) -> Arc<wgpu::ComputePipeline> {
+    ) -> Result<Arc<wgpu::ComputePipeline>> {
         if let Some(p) = self.pipelines.lock().get(key) {
-            return p.clone();
+            return Ok(p.clone());
         }
         let src = source();
-        let module = self
-            .device
-            .create_shader_module(wgpu::ShaderModuleDescriptor {
-                label: Some(key),
-                source: wgpu::ShaderSource::Wgsl(src.into()),
-            });
-        let p = Arc::new(
+        let (p, err) = self.scoped(|| {
+            let module = self
+                .device
+                .create_shader_module(wgpu::ShaderModuleDescriptor {
+                    label: Some(key),
+                    source: wgpu::ShaderSource::Wgsl(src.into()),
+                });
             self.device
                 .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
                     label: Some(key),
@@ -351,15 +463,22 @@ impl GpuContext {
                     entry_point: Some("main"),
                     compilation_options: Default::default(),
                     cache: None,
-                }),
-        );
+                })
+        });
+        if let Some(e) = err {
+            return Err(self.gpu_error(op, &e));
+        }
+        let p = Arc::new(p);
         self.pipelines_created.fetch_add(1, Ordering::Relaxed);
         self.pipelines.lock().insert(key.to_string(), p.clone());
-        p
+        Ok(p)
     }
 
-    /// Record one dispatch of `pipeline` over `groups` workgroups (folded into 2-D past the
-    /// per-dimension limit), binding `meta` at 0 and `buffers` at 1, 2, ...
+    /// Record `pipeline` over a grid of `groups` workgroups, binding `meta` at 0 and `buffers` at
+    /// 1, 2, ... A grid past the adapter's `max_compute_workgroups_per_dimension` in any dimension
+    /// is split into several dispatches, each with the grid position of its first workgroup
+    /// appended to `meta` (the kernels' `group_id`). Every wgpu call is checked before anything
+    /// is recorded, so an error is returned here, for `op`, and never poisons the batch.
     pub(crate) fn dispatch(
         &self,
         op: &'static str,
@@ -368,62 +487,55 @@ impl GpuContext {
         buffers: &[&wgpu::Buffer],
         groups: [u32; 3],
     ) -> Result<()> {
-        let maxd = self.limits.max_compute_workgroups_per_dimension;
-        let [mut x, mut y, z] = groups;
-        if x == 0 || y == 0 || z == 0 {
+        if groups.contains(&0) {
             return Ok(());
         }
-        if x > maxd {
-            if y != 1 {
-                return Err(Error::GpuLimit {
-                    op,
-                    what: format!("{x}x{y} workgroups"),
-                    needed: x as u64,
-                    limit: maxd as u64,
-                    limit_name: "max_compute_workgroups_per_dimension",
-                    adapter: self.info.name.clone(),
-                });
-            }
-            y = x.div_ceil(maxd);
-            x = maxd;
-            if y > maxd {
-                return Err(Error::GpuLimit {
-                    op,
-                    what: format!("{} workgroups", groups[0]),
-                    needed: groups[0] as u64,
-                    limit: maxd as u64 * maxd as u64,
-                    limit_name: "max_compute_workgroups_per_dimension (squared)",
-                    adapter: self.info.name.clone(),
-                });
-            }
-        }
-        let mut words = meta.to_vec();
-        if words.is_empty() {
-            words.push(0);
-        }
-        let meta_buf = self
-            .device
-            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                label: Some("wgtorch-meta"),
-                contents: bytemuck::cast_slice(&words),
-                usage: wgpu::BufferUsages::STORAGE,
-            });
+        let maxd = self.limits.max_compute_workgroups_per_dimension.max(1);
+        let starts = |n: u32| (0..n).step_by(maxd as usize);
         let layout = pipeline.get_bind_group_layout(0);
-        let mut entries = vec![wgpu::BindGroupEntry {
-            binding: 0,
-            resource: meta_buf.as_entire_binding(),
-        }];
-        for (i, b) in buffers.iter().enumerate() {
-            entries.push(wgpu::BindGroupEntry {
-                binding: i as u32 + 1,
-                resource: b.as_entire_binding(),
-            });
+        let mut parts = Vec::new();
+        for z in starts(groups[2]) {
+            for y in starts(groups[1]) {
+                for x in starts(groups[0]) {
+                    let base = [x, y, z];
+                    let count: [u32; 3] = std::array::from_fn(|d| (groups[d] - base[d]).min(maxd));
+                    parts.push((base, count));
+                }
+            }
         }
-        let bind = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some(op),
-            layout: &layout,
-            entries: &entries,
+        let (binds, err) = self.scoped(|| {
+            parts
+                .iter()
+                .map(|(base, _)| {
+                    let words = [meta, base].concat();
+                    let meta_buf =
+                        self.device
+                            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                                label: Some("wgtorch-meta"),
+                                contents: bytemuck::cast_slice(&words),
+                                usage: wgpu::BufferUsages::STORAGE,
+                            });
+                    let mut entries = vec![wgpu::BindGroupEntry {
+                        binding: 0,
+                        resource: meta_buf.as_entire_binding(),
+                    }];
+                    for (i, b) in buffers.iter().enumerate() {
+                        entries.push(wgpu::BindGroupEntry {
+                            binding: i as u32 + 1,
+                            resource: b.as_entire_binding(),
+                        });
+                    }
+                    self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                        label: Some(op),
+                        layout: &layout,
+                        entries: &entries,
+                    })
+                })
+                .collect::<Vec<_>>()
         });
+        if let Some(e) = err {
+            return Err(self.gpu_error(op, &e));
+        }
         let flush = {
             let mut p = self.pending.lock();
             let enc = p.encoder.get_or_insert_with(|| {
@@ -438,10 +550,12 @@ impl GpuContext {
                     timestamp_writes: None,
                 });
                 pass.set_pipeline(pipeline);
-                pass.set_bind_group(0, &bind, &[]);
-                pass.dispatch_workgroups(x, y, z);
+                for (bind, (_, [x, y, z])) in binds.iter().zip(&parts) {
+                    pass.set_bind_group(0, bind, &[]);
+                    pass.dispatch_workgroups(*x, *y, *z);
+                }
             }
-            p.dispatches += 1;
+            p.dispatches += parts.len() as u32;
             p.dispatches >= BATCH
         };
         self.dispatches.fetch_add(1, Ordering::Relaxed);

@@ -3,16 +3,15 @@
 //! and the max-pool kernel pair.
 
 use super::kernels::{Gemm, GpuType, Kernel};
-use super::matmul::{batch_chunks, gemm};
+use super::matmul::gemm;
 use super::{cast, full, groups, launch, output, reduce_rows, u, GpuStorage};
 use crate::ops::{ConvGeom, ReduceOp};
 use crate::shape::Layout;
 use crate::{DType, Result};
 
-/// `[M, N, K, batch_base]` followed by the convolution geometry read by `shaders/gemm_conv_*.wgsl`.
-fn conv_meta(mnk: [usize; 3], base: usize, g: &ConvGeom, o: usize, nb: usize) -> Vec<u32> {
+/// `[M, N, K]` followed by the convolution geometry read by `shaders/gemm_conv_*.wgsl`.
+fn conv_meta(mnk: [usize; 3], g: &ConvGeom, o: usize, nb: usize) -> Vec<u32> {
     let mut v: Vec<u32> = mnk.iter().map(|&x| u(x)).collect();
-    v.push(u(base));
     v.extend(
         [
             g.n, g.c, g.h, g.w, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.ho, g.wo, o, nb,
@@ -47,17 +46,15 @@ pub(crate) fn conv2d(
     };
     let bufs = [x.raw(), w.raw(), out.raw(), bias.raw()];
     let kind = Gemm::ConvForward;
-    batch_chunks(ctx, g.n, |base, chunk| {
-        gemm(
-            ctx,
-            "conv2d",
-            kind,
-            x.ty(),
-            [l, o, chunk],
-            &conv_meta([l, o, k], base, g, o, 1),
-            &bufs,
-        )
-    })?;
+    gemm(
+        ctx,
+        "conv2d",
+        kind,
+        x.ty(),
+        [l, o, g.n],
+        &conv_meta([l, o, k], g, o, 1),
+        &bufs,
+    )?;
     Ok(out)
 }
 
@@ -80,17 +77,15 @@ pub(crate) fn conv2d_backward_input(
     }
     let k = o * g.kh * g.kw;
     let bufs = [gy.raw(), w.raw(), out.raw()];
-    batch_chunks(ctx, g.n, |base, chunk| {
-        gemm(
-            ctx,
-            "conv2d_backward",
-            Gemm::ConvInput,
-            gy.ty(),
-            [hw, g.c, chunk],
-            &conv_meta([hw, g.c, k], base, g, o, 1),
-            &bufs,
-        )
-    })?;
+    gemm(
+        ctx,
+        "conv2d_backward",
+        Gemm::ConvInput,
+        gy.ty(),
+        [hw, g.c, g.n],
+        &conv_meta([hw, g.c, k], g, o, 1),
+        &bufs,
+    )?;
     Ok(out)
 }
 
@@ -121,17 +116,15 @@ pub(crate) fn conv2d_backward_weight(
     };
     let parts = output(ctx, dst, splits * o * k, gy.dtype)?;
     let bufs = [x.raw(), gy.raw(), parts.raw()];
-    batch_chunks(ctx, splits, |base, chunk| {
-        gemm(
-            ctx,
-            "conv2d_backward",
-            Gemm::ConvWeight,
-            gy.ty(),
-            [k, o, chunk],
-            &conv_meta([k, o, nb * l], base, g, o, nb),
-            &bufs,
-        )
-    })?;
+    gemm(
+        ctx,
+        "conv2d_backward",
+        Gemm::ConvWeight,
+        gy.ty(),
+        [k, o, splits],
+        &conv_meta([k, o, nb * l], g, o, nb),
+        &bufs,
+    )?;
     if splits == 1 {
         return Ok(parts);
     }

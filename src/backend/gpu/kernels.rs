@@ -474,12 +474,12 @@ impl Kernel {
                     // Four columns of one k: row kk = tid / 16, columns 4 * (tid % 16) + 0..3.
                     "        { let kk = tid / 16u; let cc = (tid % 16u) * 4u; var v = vec4<f32>(); if (k0 + kk < K && col0 + cc < N) { v = b[(bbase + (k0 + kk) * sbk + col0 + cc) >> 2u]; } tb[kk][cc] = v.x; tb[kk][cc + 1u] = v.y; tb[kk][cc + 2u] = v.z; tb[kk][cc + 3u] = v.w; }"
                 };
-                let locals = "        let abase = params[4] + bi * params[5];
-        let bbase = params[8] + bi * params[9];
-        let sam = params[6];
-        let sak = params[7];
-        let sbk = params[10];
-        let sbn = params[11];
+                let locals = "        let abase = params[3] + bi * params[4];
+        let bbase = params[7] + bi * params[8];
+        let sam = params[5];
+        let sak = params[6];
+        let sbk = params[9];
+        let sbn = params[10];
 ";
                 let tile = format!("{locals}{a}\n{b}");
                 let body = MATMUL.replace("{{OPERANDS}}", VEC4_OPERANDS);

@@ -4,7 +4,7 @@
 use super::kernels::{Gemm, GpuType, Kernel};
 use super::{full, launch, output, u, GpuContext, GpuStorage};
 use crate::shape::Layout;
-use crate::Result;
+use crate::{Error, Result};
 
 /// Batched `a @ b` with `a` as `[B, M, K]` and `b` as `[B, K, N]` (any strides, batch stride 0
 /// for broadcast) into a contiguous `[B, M, N]`.
@@ -24,46 +24,54 @@ pub(crate) fn matmul(
     if k == 0 {
         return full(ctx, 0, bs * m * n, 0.0, a.dtype);
     }
+    // Broadcast (stride-0) operands can hold a K past the kernels' u32 words.
+    if u32::try_from(k).is_err() {
+        return Err(Error::GpuLimit {
+            op: "matmul",
+            what: format!("an inner dimension of {k}"),
+            needed: k as u64,
+            limit: u32::MAX as u64,
+            limit_name: "u32 indexing in wgtorch's kernels",
+            adapter: ctx.adapter_name().to_string(),
+        });
+    }
     let bufs = [a.raw(), b.raw(), out.raw()];
     // Aligned f32 layouts read both operands as vec4; everything else takes the strided GEMM.
     let vec4 = vec4_layouts(al, bl).filter(|_| a.ty() == GpuType::F32);
-    batch_chunks(ctx, bs, |base, chunk| {
-        let meta = [
-            u(m),
-            u(n),
-            u(k),
-            u(base),
-            u(al.offset),
-            u(al.strides[0]),
-            u(al.strides[1]),
-            u(al.strides[2]),
-            u(bl.offset),
-            u(bl.strides[0]),
-            u(bl.strides[1]),
-            u(bl.strides[2]),
-        ];
-        match vec4 {
-            Some((a_t, b_t)) if ctx.is_cpu_adapter() => {
-                let g = [u(n.div_ceil(32)), u(m.div_ceil(32)), u(chunk)];
-                let kernel = Kernel::MatmulVec4 { a_t, b_t };
-                launch(ctx, "matmul", kernel, &meta, &bufs, g)
-            }
-            Some((a_t, b_t)) => {
-                let g = [u(n.div_ceil(64)), u(m.div_ceil(64)), u(chunk)];
-                let kernel = Kernel::MatmulTiledVec4 { a_t, b_t };
-                launch(ctx, "matmul", kernel, &meta, &bufs, g)
-            }
-            None => gemm(
-                ctx,
-                "matmul",
-                Gemm::Strided,
-                a.ty(),
-                [m, n, chunk],
-                &meta,
-                &bufs,
-            ),
+    let meta = [
+        u(m),
+        u(n),
+        u(k),
+        u(al.offset),
+        u(al.strides[0]),
+        u(al.strides[1]),
+        u(al.strides[2]),
+        u(bl.offset),
+        u(bl.strides[0]),
+        u(bl.strides[1]),
+        u(bl.strides[2]),
+    ];
+    match vec4 {
+        Some((a_t, b_t)) if ctx.is_cpu_adapter() => {
+            let g = [u(n.div_ceil(32)), u(m.div_ceil(32)), u(bs)];
+            let kernel = Kernel::MatmulVec4 { a_t, b_t };
+            launch(ctx, "matmul", kernel, &meta, &bufs, g)?;
         }
-    })?;
+        Some((a_t, b_t)) => {
+            let g = [u(n.div_ceil(64)), u(m.div_ceil(64)), u(bs)];
+            let kernel = Kernel::MatmulTiledVec4 { a_t, b_t };
+            launch(ctx, "matmul", kernel, &meta, &bufs, g)?;
+        }
+        None => gemm(
+            ctx,
+            "matmul",
+            Gemm::Strided,
+            a.ty(),
+            [m, n, bs],
+            &meta,
+            &bufs,
+        )?,
+    }
     Ok(out)
 }
 
@@ -98,7 +106,8 @@ fn vec4_layouts(al: &Layout, bl: &Layout) -> Option<(bool, bool)> {
 
 /// Dispatch one GEMM kernel over `[M, N, batches]` outputs: the barrier-free register-blocked
 /// kernel on CPU adapters, the shared-memory tiles on real GPUs. `meta` starts with
-/// `[M, N, K, batch_base]`.
+/// `[M, N, K]`; the grid (columns, rows, batches) may pass the per-dimension limit (see
+/// `GpuContext::dispatch`).
 pub(super) fn gemm(
     ctx: &GpuContext,
     op: &'static str,
@@ -120,20 +129,4 @@ pub(super) fn gemm(
         )
     };
     launch(ctx, op, k, meta, bufs, groups)
-}
-
-/// Run `f(first, count)` over batch chunks that fit one dispatch's z dimension.
-pub(super) fn batch_chunks(
-    ctx: &GpuContext,
-    total: usize,
-    mut f: impl FnMut(usize, usize) -> Result<()>,
-) -> Result<()> {
-    let maxd = ctx.limits.max_compute_workgroups_per_dimension as usize;
-    let mut base = 0;
-    while base < total {
-        let chunk = (total - base).min(maxd);
-        f(base, chunk)?;
-        base += chunk;
-    }
-    Ok(())
 }

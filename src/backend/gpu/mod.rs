@@ -30,10 +30,39 @@ pub struct GpuStorage {
     pub(crate) dtype: DType,
 }
 
-const WG: u32 = 256;
+const WG: usize = 256;
 
+/// Loop iterations llvmpipe runs in one invocation before it ends the loop (its guard against
+/// infinite loops): kernels that loop once per element stay below it on CPU adapters.
+const LOOP_CAP: usize = 65_535;
+
+/// The launch grid of a 1-D kernel over `n` elements (`GpuContext::dispatch` splits it when it
+/// passes the adapter's per-dimension limit).
 fn groups(n: usize) -> [u32; 3] {
-    [(n as u32).div_ceil(WG), 1, 1]
+    [u(n.div_ceil(WG)), 1, 1]
+}
+
+/// Refuse, before anything is allocated on the host, a tensor of `n` elements of `dtype` that no
+/// buffer of GPU `device` can hold (CPU devices pass). The creation paths that build their values
+/// on the host (rand, randn, arange, eye) call it first.
+pub(crate) fn check_alloc(device: &Device, op: &'static str, n: usize, dtype: DType) -> Result<()> {
+    let Device::Gpu(ordinal) = *device else {
+        return Ok(());
+    };
+    let ctx = context(ordinal)?;
+    let t = gpu_type(&ctx, ordinal, dtype)?;
+    ctx.check_size(op, bytes_of(t, n)).map(|_| ())
+}
+
+/// Bytes of `n` elements of `t`, saturating (a size past u64 is refused as too large anyway).
+fn bytes_of(t: GpuType, n: usize) -> u64 {
+    let n = u64::try_from(n).unwrap_or(u64::MAX);
+    match t {
+        GpuType::F16 | GpuType::F16Packed | GpuType::BF16Packed => {
+            n.saturating_mul(2).saturating_add(3) / 4 * 4
+        }
+        _ => n.saturating_mul(4),
+    }
 }
 
 /// The GPU storage type of `dtype`, or the error naming the device and adapter.
@@ -93,14 +122,21 @@ fn coalesce(shape: &[usize], strides: &[&[usize]]) -> (Vec<usize>, Vec<Vec<usize
     (sh, st)
 }
 
+/// A size or index as a kernel parameter word. Every one the launchers pass is bounded by a
+/// buffer's element count (`GpuContext::check_size` keeps buffers under 4 GiB) or checked first
+/// (a matmul's K, whose operands may be broadcast), so the conversion is exact.
 fn u(v: usize) -> u32 {
     v as u32
 }
 
 /// Create an output buffer of `n` elements.
 fn output(ctx: &Arc<GpuContext>, op: &'static str, n: usize, dtype: DType) -> Result<GpuStorage> {
-    let t = GpuType::of(dtype, ctx.native_f16()).expect("dtype checked before dispatch");
-    let buf = Arc::new(ctx.alloc(op, t.bytes(n))?);
+    let t = GpuType::of(dtype, ctx.native_f16()).ok_or_else(|| Error::DTypeNotOnDevice {
+        dtype,
+        device: Device::Gpu(ctx.ordinal),
+        adapter: ctx.adapter_name().to_string(),
+    })?;
+    let buf = Arc::new(ctx.alloc(op, bytes_of(t, n))?);
     Ok(GpuStorage { buf, dtype })
 }
 
@@ -113,7 +149,7 @@ fn launch(
     g: [u32; 3],
 ) -> Result<()> {
     let key = k.key();
-    let p = ctx.pipeline(&key, || k.source());
+    let p = ctx.pipeline(op, &key, || k.source())?;
     ctx.timed(&key, || ctx.dispatch(op, &p, meta, bufs, g))
 }
 
@@ -124,17 +160,29 @@ pub(crate) fn upload(
     data: &CpuStorage,
 ) -> Result<GpuStorage> {
     let dtype = data.dtype();
-    gpu_type(ctx, ordinal, dtype)?;
-    let bytes: Vec<u8> = match data {
-        CpuStorage::F32(v) => bytemuck::cast_slice(v).to_vec(),
-        CpuStorage::I32(v) => bytemuck::cast_slice(v).to_vec(),
-        CpuStorage::Bool(v) => v.iter().flat_map(|&b| (b as u32).to_le_bytes()).collect(),
-        CpuStorage::F16(v) => bytemuck::cast_slice(v).to_vec(),
-        CpuStorage::BF16(v) => bytemuck::cast_slice(v).to_vec(),
-        CpuStorage::F64(_) => unreachable!("checked by gpu_type"),
+    let t = gpu_type(ctx, ordinal, dtype)?;
+    // Refused before the bools' host copy below.
+    ctx.check_size("to", bytes_of(t, data.len()))?;
+    let bools: Vec<u32>;
+    let bytes: &[u8] = match data {
+        CpuStorage::F32(v) => bytemuck::cast_slice(v),
+        CpuStorage::I32(v) => bytemuck::cast_slice(v),
+        CpuStorage::Bool(v) => {
+            bools = v.iter().map(|&b| b as u32).collect();
+            bytemuck::cast_slice(&bools)
+        }
+        CpuStorage::F16(v) => bytemuck::cast_slice(v),
+        CpuStorage::BF16(v) => bytemuck::cast_slice(v),
+        CpuStorage::F64(_) => {
+            return Err(Error::DTypeNotOnDevice {
+                dtype,
+                device: Device::Gpu(ordinal),
+                adapter: ctx.adapter_name().to_string(),
+            })
+        }
     };
     Ok(GpuStorage {
-        buf: Arc::new(ctx.upload("to", &bytes)?),
+        buf: Arc::new(ctx.upload("to", bytes)?),
         dtype,
     })
 }
@@ -354,13 +402,6 @@ pub(crate) fn copy_into(
     )
 }
 
-fn row_groups(ctx: &GpuContext, rows: usize) -> (u32, [u32; 3]) {
-    let maxd = ctx.limits.max_compute_workgroups_per_dimension as usize;
-    let gx = rows.min(maxd).max(1);
-    let gy = rows.div_ceil(gx).max(1);
-    (u(gx), [u(gx), u(gy), 1])
-}
-
 pub(crate) fn reduce_rows(
     op: ReduceOp,
     x: &GpuStorage,
@@ -379,21 +420,22 @@ pub(crate) fn reduce_rows(
     if !arg && n > 2 * CHUNK {
         let k = n.div_ceil(CHUNK);
         let part = output(ctx, op.name(), rows * k, out_dtype)?;
-        let (gx, g) = row_groups(ctx, rows * k);
-        let meta = [u(rows * k), u(CHUNK), gx, u(k), u(n)];
+        let meta = [u(rows * k), u(CHUNK), u(k), u(n)];
         launch(
             ctx,
             op.name(),
             Kernel::Reduce(op, x.ty()),
             &meta,
             &[x.raw(), part.raw()],
-            g,
+            [u(rows * k), 1, 1],
         )?;
         return reduce_rows(op, &part, rows, k);
     }
     // Short rows, and on CPU adapters (where barriers are costly and invocations run as SIMD
-    // lanes) any row count that fills the lanes: one invocation per row.
-    if n <= 64 || (ctx.is_cpu_adapter() && rows >= 16) {
+    // lanes) any row count that fills the lanes: one invocation per row. Not past 65,535
+    // elements: llvmpipe ends a shader's loops after that many iterations (the rest of the row
+    // was silently left out); the workgroup tree loops at most CHUNK / 256 times.
+    if n <= 64 || (ctx.is_cpu_adapter() && rows >= 16 && n <= LOOP_CAP) {
         let k = Kernel::ReduceSmall(op, x.ty());
         launch(
             ctx,
@@ -405,15 +447,14 @@ pub(crate) fn reduce_rows(
         )?;
         return Ok(out);
     }
-    let (gx, g) = row_groups(ctx, rows);
-    let meta = [u(rows), u(n), gx, 1, u(n)];
+    let meta = [u(rows), u(n), 1, u(n)];
     launch(
         ctx,
         op.name(),
         Kernel::Reduce(op, x.ty()),
         &meta,
         &[x.raw(), out.raw()],
-        g,
+        [u(rows), 1, 1],
     )?;
     Ok(out)
 }
