@@ -187,7 +187,6 @@ impl Error {
         }
         self
     }
-    #[allow(dead_code)] // until the allocation paths use it
     pub(crate) fn oom(op: &'static str, device: Device, bytes: u64) -> Self {
         Error::OutOfMemory {
             op,
