@@ -187,6 +187,7 @@ impl IndexChecks {
     }
 
     /// The flag buffer (what `synchronize` reads when nothing else is read back).
+    #[cfg(not(target_arch = "wasm32"))]
     pub(crate) fn buffer(&self) -> &wgpu::Buffer {
         &self.flag
     }

@@ -4,7 +4,6 @@
 use crate::{Device, Error, Result};
 use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use wgpu::util::DeviceExt;
@@ -180,7 +179,8 @@ fn size_class(bytes: u64) -> u64 {
 /// The value of `f` if it is ready at once. Natively wgpu validates each call as it is made, so an
 /// error scope's result is ready when the scope is popped; in the browser it is not, and errors
 /// left there reach the uncaptured-error handler as before.
-fn ready<T>(f: impl Future<Output = T>) -> Option<T> {
+#[cfg(not(target_arch = "wasm32"))]
+fn ready<T>(f: impl std::future::Future<Output = T>) -> Option<T> {
     let mut f = std::pin::pin!(f);
     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
     match f.as_mut().poll(&mut cx) {
@@ -666,6 +666,8 @@ impl GpuContext {
     }
     /// Run `record` (which records one dispatch of kernel `key`), timing it alone when profiling.
     pub(crate) fn timed(&self, key: &str, record: impl FnOnce() -> Result<()>) -> Result<()> {
+        #[cfg(target_arch = "wasm32")]
+        let _ = key; // no profiling in the browser: nothing can wait for the queue there
         #[cfg(not(target_arch = "wasm32"))]
         if self.profile.lock().is_some() {
             self.synchronize()?;
