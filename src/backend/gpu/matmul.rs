@@ -37,7 +37,10 @@ pub(crate) fn matmul(
     }
     let bufs = [a.raw(), b.raw(), out.raw()];
     // Aligned f32 layouts read both operands as vec4; everything else takes the strided GEMM.
-    let vec4 = vec4_layouts(al, bl).filter(|_| a.ty() == GpuType::F32);
+    // The vec4 kernel on a CPU adapter loops K / 4 times in one launch: past the adapter's loop
+    // cap the strided GEMM (which splits K) takes over.
+    let vec4_fits = !ctx.is_cpu_adapter() || ctx.loop_budget().is_none_or(|b| k.div_ceil(4) <= b);
+    let vec4 = vec4_layouts(al, bl).filter(|_| a.ty() == GpuType::F32 && vec4_fits);
     let meta = [
         u(m),
         u(n),
@@ -107,7 +110,9 @@ fn vec4_layouts(al: &Layout, bl: &Layout) -> Option<(bool, bool)> {
 /// Dispatch one GEMM kernel over `[M, N, batches]` outputs: the barrier-free register-blocked
 /// kernel on CPU adapters, the shared-memory tiles on real GPUs. `meta` starts with
 /// `[M, N, K]`; the grid (columns, rows, batches) may pass the per-dimension limit (see
-/// `GpuContext::dispatch`).
+/// `GpuContext::dispatch`). Where the adapter caps an invocation's loop iterations (llvmpipe),
+/// the register-blocked kernel runs K in chunks below the cap, one launch each, every launch
+/// after the first adding to the stored result (sizes below the cap take one launch).
 pub(super) fn gemm(
     ctx: &GpuContext,
     op: &'static str,
@@ -117,16 +122,24 @@ pub(super) fn gemm(
     meta: &[u32],
     bufs: &[&wgpu::Buffer],
 ) -> Result<()> {
-    let (k, groups) = if ctx.is_cpu_adapter() {
-        (
-            Kernel::MatmulDirect(t, kind),
-            [u(n.div_ceil(32)), u(m.div_ceil(32)), u(batches)],
-        )
-    } else {
-        (
-            Kernel::Matmul(t, kind),
-            [u(n.div_ceil(64)), u(m.div_ceil(64)), u(batches)],
-        )
-    };
-    launch(ctx, op, k, meta, bufs, groups)
+    if !ctx.is_cpu_adapter() {
+        let groups = [u(n.div_ceil(64)), u(m.div_ceil(64)), u(batches)];
+        return launch(ctx, op, Kernel::Matmul(t, kind), meta, bufs, groups);
+    }
+    let groups = [u(n.div_ceil(32)), u(m.div_ceil(32)), u(batches)];
+    let k = meta[2] as usize;
+    let step = ctx.loop_budget().unwrap_or(usize::MAX);
+    let mut words = meta.to_vec();
+    words.extend([0, 0]);
+    let last = words.len() - 1;
+    let mut k0 = 0;
+    loop {
+        let k1 = k0 + step.min(k - k0);
+        (words[last - 1], words[last]) = (u(k0), u(k1));
+        launch(ctx, op, Kernel::MatmulDirect(t, kind), &words, bufs, groups)?;
+        k0 = k1;
+        if k0 >= k {
+            return Ok(());
+        }
+    }
 }
