@@ -166,3 +166,27 @@ fn matmul_below_loop_cap_is_one_dispatch() {
     };
     assert_eq!(dispatches(|| drop(a.matmul(&b).unwrap())), want);
 }
+
+#[test]
+fn max_pool_window_past_loop_cap() {
+    let Some(g) = common::gpu() else { return };
+    let x = ints(&[1, 1, 256, 256], 1);
+    let pool = |t: &[Tensor], k: usize| F::max_pool2d(&t[0], [k, k], [1, 1], [0, 0]);
+    // 255 rows of 255 + 1 iterations fit; 256 rows of 256 + 1 do not.
+    same_on_gpu("max_pool2d 255x255", &g, &[&x], |t| pool(t, 255).unwrap());
+    let ctx = wgtorch::backend::gpu::context(0).unwrap();
+    let on_gpu = pool(&[x.to(&g).unwrap()], 256);
+    if ctx.describe().contains("llvmpipe") {
+        let e = on_gpu
+            .err()
+            .expect("a 256x256 window must be refused on llvmpipe");
+        let msg = e.to_string();
+        assert!(matches!(e, wgtorch::Error::GpuLimit { .. }), "{msg}");
+        assert!(
+            msg.contains("max_pool2d") && msg.contains("llvmpipe loop"),
+            "{msg}"
+        );
+    } else {
+        same_on_gpu("max_pool2d 256x256", &g, &[&x], |t| pool(t, 256).unwrap());
+    }
+}

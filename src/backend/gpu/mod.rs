@@ -32,9 +32,27 @@ pub struct GpuStorage {
 
 const WG: usize = 256;
 
-/// Loop iterations llvmpipe runs in one invocation before it ends the loop (its guard against
-/// infinite loops): kernels that loop once per element stay below it on CPU adapters.
-const LOOP_CAP: usize = 65_535;
+/// Refuse a launch whose invocations would each loop `iters` times in all (every loop counted),
+/// past the adapter's loop cap (llvmpipe ends the loops there, silently). For the loops no
+/// launcher splits: the window loops of max pooling and col2im.
+pub(super) fn check_loop(
+    ctx: &GpuContext,
+    op: &'static str,
+    what: String,
+    iters: usize,
+) -> Result<()> {
+    match ctx.loop_cap {
+        Some(cap) if iters > cap as usize => Err(Error::GpuLimit {
+            op,
+            what,
+            needed: iters as u64,
+            limit: cap as u64,
+            limit_name: "llvmpipe loop iterations per invocation",
+            adapter: ctx.adapter_name().to_string(),
+        }),
+        _ => Ok(()),
+    }
+}
 
 /// The launch grid of a 1-D kernel over `n` elements (`GpuContext::dispatch` splits it when it
 /// passes the adapter's per-dimension limit).
@@ -432,10 +450,11 @@ pub(crate) fn reduce_rows(
         return reduce_rows(op, &part, rows, k);
     }
     // Short rows, and on CPU adapters (where barriers are costly and invocations run as SIMD
-    // lanes) any row count that fills the lanes: one invocation per row. Not past 65,535
-    // elements: llvmpipe ends a shader's loops after that many iterations (the rest of the row
-    // was silently left out); the workgroup tree loops at most CHUNK / 256 times.
-    if n <= 64 || (ctx.is_cpu_adapter() && rows >= 16 && n <= LOOP_CAP) {
+    // lanes) any row count that fills the lanes: one invocation per row. Not past the adapter's
+    // loop cap (llvmpipe ends a shader's loops at 65,535 iterations: the rest of the row was
+    // silently left out); the workgroup tree loops at most CHUNK / 256 times.
+    let fits = ctx.loop_budget().is_none_or(|b| n <= b);
+    if n <= 64 || (ctx.is_cpu_adapter() && rows >= 16 && fits) {
         let k = Kernel::ReduceSmall(op, x.ty());
         launch(
             ctx,
