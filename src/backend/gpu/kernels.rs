@@ -23,6 +23,9 @@ const TILE_FILL: &str = include_str!("../../../shaders/tile_fill.wgsl");
 const VEC4_OPERANDS: &str = "@group(0) @binding(1) var<storage, read> a: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> b: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read_write> c: array<f32>;
+fn ld_c(i: u32) -> f32 {
+    return c[i];
+}
 fn st_c(i: u32, v: f32) {
     c[i] = v;
 }

@@ -37,10 +37,7 @@ pub(crate) fn matmul(
     }
     let bufs = [a.raw(), b.raw(), out.raw()];
     // Aligned f32 layouts read both operands as vec4; everything else takes the strided GEMM.
-    // The vec4 kernel on a CPU adapter loops K / 4 times in one launch: past the adapter's loop
-    // cap the strided GEMM (which splits K) takes over.
-    let vec4_fits = !ctx.is_cpu_adapter() || ctx.loop_budget().is_none_or(|b| k.div_ceil(4) <= b);
-    let vec4 = vec4_layouts(al, bl).filter(|_| a.ty() == GpuType::F32 && vec4_fits);
+    let vec4 = vec4_layouts(al, bl).filter(|_| a.ty() == GpuType::F32);
     let meta = [
         u(m),
         u(n),
@@ -58,12 +55,12 @@ pub(crate) fn matmul(
         Some((a_t, b_t)) if ctx.is_cpu_adapter() => {
             let g = [u(n.div_ceil(32)), u(m.div_ceil(32)), u(bs)];
             let kernel = Kernel::MatmulVec4 { a_t, b_t };
-            launch(ctx, "matmul", kernel, &meta, &bufs, g)?;
+            launch_k_chunks(ctx, "matmul", kernel, &meta, &bufs, g)?;
         }
         Some((a_t, b_t)) => {
             let g = [u(n.div_ceil(64)), u(m.div_ceil(64)), u(bs)];
             let kernel = Kernel::MatmulTiledVec4 { a_t, b_t };
-            launch(ctx, "matmul", kernel, &meta, &bufs, g)?;
+            launch_k_chunks(ctx, "matmul", kernel, &meta, &bufs, g)?;
         }
         None => gemm(
             ctx,
@@ -110,9 +107,7 @@ fn vec4_layouts(al: &Layout, bl: &Layout) -> Option<(bool, bool)> {
 /// Dispatch one GEMM kernel over `[M, N, batches]` outputs: the barrier-free register-blocked
 /// kernel on CPU adapters, the shared-memory tiles on real GPUs. `meta` starts with
 /// `[M, N, K]`; the grid (columns, rows, batches) may pass the per-dimension limit (see
-/// `GpuContext::dispatch`). Where the adapter caps an invocation's loop iterations (llvmpipe),
-/// the register-blocked kernel runs K in chunks below the cap, one launch each, every launch
-/// after the first adding to the stored result (sizes below the cap take one launch).
+/// `GpuContext::dispatch`).
 pub(super) fn gemm(
     ctx: &GpuContext,
     op: &'static str,
@@ -122,13 +117,41 @@ pub(super) fn gemm(
     meta: &[u32],
     bufs: &[&wgpu::Buffer],
 ) -> Result<()> {
-    if !ctx.is_cpu_adapter() {
-        let groups = [u(n.div_ceil(64)), u(m.div_ceil(64)), u(batches)];
-        return launch(ctx, op, Kernel::Matmul(t, kind), meta, bufs, groups);
-    }
-    let groups = [u(n.div_ceil(32)), u(m.div_ceil(32)), u(batches)];
+    let (k, groups) = if ctx.is_cpu_adapter() {
+        (
+            Kernel::MatmulDirect(t, kind),
+            [u(n.div_ceil(32)), u(m.div_ceil(32)), u(batches)],
+        )
+    } else {
+        (
+            Kernel::Matmul(t, kind),
+            [u(n.div_ceil(64)), u(m.div_ceil(64)), u(batches)],
+        )
+    };
+    launch_k_chunks(ctx, op, k, meta, bufs, groups)
+}
+
+/// Launch a GEMM body (`meta` = `[M, N, K, ...]`) over k in chunks that keep each invocation
+/// below the adapter's loop cap (llvmpipe), appending `[k start, k end]` to the params words:
+/// the first launch applies the epilogue, the others add to the stored result. Without a cap,
+/// or with K below it, this is one launch.
+fn launch_k_chunks(
+    ctx: &GpuContext,
+    op: &'static str,
+    kernel: Kernel,
+    meta: &[u32],
+    bufs: &[&wgpu::Buffer],
+    groups: [u32; 3],
+) -> Result<()> {
     let k = meta[2] as usize;
-    let step = ctx.loop_budget().unwrap_or(usize::MAX);
+    let step = ctx.loop_budget().map_or(usize::MAX, |b| match kernel {
+        Kernel::MatmulDirect(..) => b,
+        // Four k per iteration.
+        Kernel::MatmulVec4 { .. } => b * 4,
+        // The tiled bodies run about 26 iterations per k (tile fill, the 16-step k loop and
+        // its 4x4 products): whole 16-k steps under the budget.
+        _ => b / 32 / 16 * 16,
+    });
     let mut words = meta.to_vec();
     words.extend([0, 0]);
     let last = words.len() - 1;
@@ -136,7 +159,7 @@ pub(super) fn gemm(
     loop {
         let k1 = k0 + step.min(k - k0);
         (words[last - 1], words[last]) = (u(k0), u(k1));
-        launch(ctx, op, Kernel::MatmulDirect(t, kind), &words, bufs, groups)?;
+        launch(ctx, op, kernel, &words, bufs, groups)?;
         k0 = k1;
         if k0 >= k {
             return Ok(());
