@@ -177,10 +177,11 @@ fn max_pool_window_past_loop_cap() {
     let ctx = wgtorch::backend::gpu::context(0).unwrap();
     let on_gpu = pool(&[x.to(&g).unwrap()], 256);
     if ctx.describe().contains("llvmpipe") {
-        let e = on_gpu
-            .err()
-            .expect("a 256x256 window must be refused on llvmpipe");
+        let Err(e) = on_gpu else {
+            panic!("a 256x256 window must be refused on llvmpipe")
+        };
         let msg = e.to_string();
+        eprintln!("{msg}");
         assert!(matches!(e, wgtorch::Error::GpuLimit { .. }), "{msg}");
         assert!(
             msg.contains("max_pool2d") && msg.contains("llvmpipe loop"),
