@@ -148,7 +148,7 @@ pub(crate) fn conv2d_backward_weight(
 /// The window kernels (max pooling both ways, col2im) loop over the kernel's rows and, in each,
 /// its columns in one invocation: refused past the adapter's loop cap.
 fn check_window(ctx: &GpuContext, op: &'static str, g: &ConvGeom) -> Result<()> {
-    let what = format!("a {}x{} window", g.kh, g.kw);
+    let what = format!("a {}x{} window over {}x{} planes", g.kh, g.kw, g.h, g.w);
     check_loop(ctx, op, what, g.kh.saturating_mul(g.kw.saturating_add(1)))
 }
 
