@@ -4,8 +4,10 @@
 // zeros outside the matrices: four scalar loads per invocation through the operand functions
 // (tile_fill.wgsl: a strided matmul or a convolution's implicit GEMM, shaders/gemm_*.wgsl), or one
 // vec4 of each operand for aligned f32 layouts. Results go to c_index(b, row, col) through
-// epilogue(row, col, v).
-// params: [M, N, K, operand parameters...]
+// epilogue(row, col, v). Each launch sums k in [kstart, K) (the launcher splits K where the
+// adapter caps an invocation's loop iterations): the first adds the epilogue, the others add to
+// the stored result.
+// params: [M, N, K, operand parameters..., kstart, K end, grid offset x, y, z]
 // bindings: 1 a, 2 b, 3 c (any float storage; accumulation in f32), then the operands' own
 {{DECLS}}
 {{OPERANDS}}
@@ -19,7 +21,9 @@ var<workgroup> tb: array<array<f32, 64>, 16>;
 fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
     let M = params[0];
     let N = params[1];
-    let K = params[2];
+    let np = arrayLength(&params);
+    let kstart = params[np - 5u];
+    let K = params[np - 4u];
     let g = group_id(wid);
     let bi = g.z;
     let row0 = g.y * TS;
@@ -31,7 +35,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
             acc[i][j] = 0.0;
         }
     }
-    for (var k0 = 0u; k0 < K; k0 = k0 + TK) {
+    for (var k0 = kstart; k0 < K; k0 = k0 + TK) {
 {{TILE_FILL}}
         workgroupBarrier();
         for (var kk = 0u; kk < TK; kk = kk + 1u) {
@@ -54,7 +58,12 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
         for (var j = 0u; j < 4u; j = j + 1u) {
             let cc = col0 + lid.x * 4u + j;
             if (r < M && cc < N) {
-                st_c(c_index(bi, r, cc), epilogue(r, cc, acc[i][j]));
+                let ci = c_index(bi, r, cc);
+                if (kstart == 0u) {
+                    st_c(ci, epilogue(r, cc, acc[i][j]));
+                } else {
+                    st_c(ci, ld_c(ci) + acc[i][j]);
+                }
             }
         }
     }

@@ -1,8 +1,10 @@
 // Batched C[b] = A[b] @ B[b], 4x4 outputs per invocation accumulated in registers straight from
 // storage (no workgroup memory or barriers). Chosen on adapters that are CPUs (lavapipe,
 // SwiftShader), where barriers are costly and caches make tiling unnecessary. Operands and
-// epilogue as in matmul.wgsl.
-// params: [M, N, K, operand parameters...]
+// epilogue as in matmul.wgsl. Each launch sums k in [k0, k1) (the launcher splits K where the
+// adapter caps an invocation's loop iterations): the first adds the epilogue, the others add
+// to the stored result.
+// params: [M, N, K, operand parameters..., k0, k1, grid offset x, y, z]
 // bindings: 1 a, 2 b, 3 c (any float storage; accumulation in f32), then the operands' own
 {{DECLS}}
 {{OPERANDS}}
@@ -11,7 +13,9 @@
 fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
     let M = params[0];
     let N = params[1];
-    let K = params[2];
+    let np = arrayLength(&params);
+    let k0 = params[np - 5u];
+    let k1 = params[np - 4u];
     let g = group_id(wid);
     let bi = g.z;
     let r0 = (g.y * 8u + lid.y) * 4u;
@@ -33,8 +37,8 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     var acc1 = vec4<f32>();
     var acc2 = vec4<f32>();
     var acc3 = vec4<f32>();
-    var kp = k_pos(bi, 0u);
-    for (var k = 0u; k < K; k = k + 1u) {
+    var kp = k_pos(bi, k0);
+    for (var k = k0; k < k1; k = k + 1u) {
         let bv = vec4<f32>(load_b(kp, cb0), load_b(kp, cb1), load_b(kp, cb2), load_b(kp, cb3));
         acc0 = acc0 + load_a(ra0, kp) * bv;
         acc1 = acc1 + load_a(ra1, kp) * bv;
@@ -48,7 +52,12 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
         if (r < M) {
             for (var j = 0u; j < 4u; j = j + 1u) {
                 if (c0 + j < N) {
-                    st_c(c_index(bi, r, c0 + j), epilogue(r, c0 + j, acc[i][j]));
+                    let ci = c_index(bi, r, c0 + j);
+                    if (k0 == 0u) {
+                        st_c(ci, epilogue(r, c0 + j, acc[i][j]));
+                    } else {
+                        st_c(ci, ld_c(ci) + acc[i][j]);
+                    }
                 }
             }
         }

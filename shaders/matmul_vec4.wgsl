@@ -3,7 +3,10 @@
 // columns of a row) or, transposed, by columns (four k of a column). Each invocation owns a 4x4
 // block of C and steps K by 4, multiplying 4x4 blocks as mat4x4: a quarter of the loads of the
 // scalar kernel, where each load is a gather. {{A_LOAD}} / {{B_LOAD}} pick the layouts.
-// params: [M, N, K, off_a, sab, sam, sak, off_b, sbb, sbk, sbn] (in floats)
+// Each launch sums k in [kstart, K) (the launcher splits K where the adapter caps an
+// invocation's loop iterations); launches after the first add to the stored result.
+// params: [M, N, K, off_a, sab, sam, sak, off_b, sbb, sbk, sbn, kstart, K end, grid offset x,
+// y, z] (in floats)
 
 @group(0) @binding(1) var<storage, read> a: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> b: array<vec4<f32>>;
@@ -13,7 +16,9 @@
 fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
     let M = params[0];
     let N = params[1];
-    let K = params[2];
+    let np = arrayLength(&params);
+    let kstart = params[np - 5u];
+    let K = params[np - 4u];
     let g = group_id(wid);
     let bi = g.z;
     let r0 = (g.y * 8u + lid.y) * 4u;
@@ -32,7 +37,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     let cb = vec4<u32>(c0, min(c0 + 1u, N - 1u), min(c0 + 2u, N - 1u), min(c0 + 3u, N - 1u));
     // acc[j] = column c0 + j of the block (rows r0..r0+3).
     var acc = mat4x4<f32>();
-    for (var k = 0u; k < K; k = k + 4u) {
+    for (var k = kstart; k < K; k = k + 4u) {
         // am[t] = A[r0..r0+4, k+t]; bm[j] = B[k..k+4, c0+j].
 {{A_LOAD}}
 {{B_LOAD}}
@@ -44,7 +49,12 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
         if (r < M) {
             for (var j = 0u; j < 4u; j = j + 1u) {
                 if (c0 + j < N) {
-                    c[cbase + r * N + c0 + j] = acc[j][i];
+                    let ci = cbase + r * N + c0 + j;
+                    if (kstart == 0u) {
+                        c[ci] = acc[j][i];
+                    } else {
+                        c[ci] = c[ci] + acc[j][i];
+                    }
                 }
             }
         }

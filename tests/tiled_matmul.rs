@@ -91,3 +91,25 @@ fn tiled_vec4_matmul_layouts_match_cpu() -> Result<()> {
     let _seed = common::seed_lock();
     common::check_matmul_layouts(&gpu)
 }
+
+/// The tiled bodies past llvmpipe's loop cap (65,535 iterations per invocation, reached near
+/// K = 2,500 by their inner loops): K split into launches, strided and vec4 layouts, exact on
+/// small integers.
+#[test]
+fn tiled_matmul_k_past_loop_cap() -> Result<()> {
+    std::env::set_var("WGTORCH_GPU_KERNELS", "tiled");
+    let Some(gpu) = common::gpu() else {
+        return Ok(());
+    };
+    let ints = |r: usize, c: usize, s: usize| -> Result<Tensor> {
+        let v: Vec<f32> = (0..r * c).map(|i| ((i * 7 + s) % 5) as f32 - 2.0).collect();
+        Tensor::from_vec(v, [r, c], &Device::Cpu)
+    };
+    for k in [70_001, 70_004] {
+        let (a, b) = (ints(3, k, 1)?, ints(k, 4, 2)?);
+        let want = common::vals(&a.matmul(&b)?);
+        let got = common::vals(&a.to(&gpu)?.matmul(&b.to(&gpu)?)?);
+        assert!(want == got, "K = {k}: the GPU differs from the CPU");
+    }
+    Ok(())
+}

@@ -11,6 +11,7 @@ mod gpu_index_checks;
 mod gpu_limits;
 mod io_fuzz;
 mod leaks;
+mod loop_cap;
 mod matrix;
 mod numerics;
 mod shapes_alloc;

@@ -42,6 +42,9 @@ pub struct GpuContext {
     pub(crate) info: wgpu::AdapterInfo,
     pub(crate) limits: wgpu::Limits,
     pub(crate) has_f16: bool,
+    /// Loop iterations one invocation may run before the driver ends its loops: llvmpipe's
+    /// infinite-loop guard (65,535, counted over all loops of the invocation); `None` elsewhere.
+    pub(crate) loop_cap: Option<u32>,
     native_f16: std::sync::atomic::AtomicBool,
     pipelines: Mutex<HashMap<String, Arc<wgpu::ComputePipeline>>>,
     free: Mutex<HashMap<u64, Vec<wgpu::Buffer>>>,
@@ -145,6 +148,7 @@ impl GpuContext {
                 *s = Some(error_message(&e));
             }
         }));
+        let loop_cap = llvmpipe_loop_cap(&info);
         GpuContext {
             checks: super::checks::IndexChecks::new(&device),
             ordinal,
@@ -153,6 +157,7 @@ impl GpuContext {
             info,
             limits,
             has_f16,
+            loop_cap,
             native_f16: std::sync::atomic::AtomicBool::new(has_f16),
             pipelines: Mutex::new(HashMap::new()),
             free: Mutex::new(HashMap::new()),
@@ -220,6 +225,11 @@ impl GpuContext {
     /// `WGTORCH_GPU_KERNELS` asks for the real-GPU ones.
     pub fn is_cpu_adapter(&self) -> bool {
         self.is_software() && std::env::var("WGTORCH_GPU_KERNELS").is_err()
+    }
+    /// How many iterations of a kernel's main loop one invocation may run on this adapter (`None`:
+    /// no limit). Below `loop_cap` by a margin for the kernel's other loops, which count too.
+    pub(crate) fn loop_budget(&self) -> Option<usize> {
+        self.loop_cap.map(|c| c as usize - 256)
     }
     /// Whether f16 tensors run on native `f16` kernels (else the packed path).
     pub fn native_f16(&self) -> bool {
@@ -701,4 +711,11 @@ impl GpuContext {
             })?;
         self.take_error("synchronize")
     }
+}
+
+/// llvmpipe (Mesa's lavapipe) ends an invocation's loops after 65,535 iterations in total.
+fn llvmpipe_loop_cap(info: &wgpu::AdapterInfo) -> Option<u32> {
+    let named = |s: &str| s.to_ascii_lowercase().contains("llvmpipe");
+    (info.device_type == wgpu::DeviceType::Cpu && (named(&info.name) || named(&info.driver)))
+        .then_some(65_535)
 }

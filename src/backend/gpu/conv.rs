@@ -4,7 +4,9 @@
 
 use super::kernels::{Gemm, GpuType, Kernel};
 use super::matmul::gemm;
-use super::{cast, full, groups, launch, output, reduce_rows, u, GpuStorage};
+use super::{
+    cast, check_loop, full, groups, launch, output, reduce_rows, u, GpuContext, GpuStorage,
+};
 use crate::ops::{ConvGeom, ReduceOp};
 use crate::shape::Layout;
 use crate::{DType, Result};
@@ -143,6 +145,13 @@ pub(crate) fn conv2d_backward_weight(
     cast(&sum, &Layout::contiguous(&[o * k]), 0, gy.dtype)
 }
 
+/// The window kernels (max pooling both ways, col2im) loop over the kernel's rows and, in each,
+/// its columns in one invocation: refused past the adapter's loop cap.
+fn check_window(ctx: &GpuContext, op: &'static str, g: &ConvGeom) -> Result<()> {
+    let what = format!("a {}x{} window over {}x{} planes", g.kh, g.kw, g.h, g.w);
+    check_loop(ctx, op, what, g.kh.saturating_mul(g.kw.saturating_add(1)))
+}
+
 fn geom_meta(n: usize, g: &ConvGeom, pad_bits: u32) -> Vec<u32> {
     vec![
         u(n),
@@ -185,6 +194,7 @@ pub(crate) fn im2col(x: &GpuStorage, g: &ConvGeom, pad: f64) -> Result<GpuStorag
 
 pub(crate) fn col2im(cols: &GpuStorage, g: &ConvGeom) -> Result<GpuStorage> {
     let ctx = cols.ctx();
+    check_window(ctx, "col2im", g)?;
     let n = g.n * g.c * g.h * g.w;
     let out = output(ctx, "col2im", n, cols.dtype)?;
     launch(
@@ -201,6 +211,7 @@ pub(crate) fn col2im(cols: &GpuStorage, g: &ConvGeom) -> Result<GpuStorage> {
 /// Max pooling over `[N*C, H, W]` planes: values and argmax flat indices (i32).
 pub(crate) fn max_pool(x: &GpuStorage, g: &ConvGeom) -> Result<(GpuStorage, GpuStorage)> {
     let ctx = x.ctx();
+    check_window(ctx, "max_pool2d", g)?;
     let n = g.n * g.c * g.ho * g.wo;
     let out = output(ctx, "max_pool2d", n, x.dtype)?;
     let idx = output(ctx, "max_pool2d", n, DType::I32)?;
@@ -223,6 +234,7 @@ pub(crate) fn max_pool_backward(
     g: &ConvGeom,
 ) -> Result<GpuStorage> {
     let ctx = grad.ctx();
+    check_window(ctx, "max_pool2d_backward", g)?;
     let n = g.n * g.c * g.h * g.w;
     let out = output(ctx, "max_pool2d_backward", n, grad.dtype)?;
     let meta = geom_meta(n, g, 0);

@@ -23,6 +23,9 @@ const TILE_FILL: &str = include_str!("../../../shaders/tile_fill.wgsl");
 const VEC4_OPERANDS: &str = "@group(0) @binding(1) var<storage, read> a: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> b: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read_write> c: array<f32>;
+fn ld_c(i: u32) -> f32 {
+    return c[i];
+}
 fn st_c(i: u32, v: f32) {
     c[i] = v;
 }
@@ -104,8 +107,8 @@ impl GpuType {
             _ => n as u64 * 4,
         }
     }
-    /// Declaration of binding `b` named `name`, with its accessors `ld_name(i)` (reads) or
-    /// `st_name(i, v)` (writes), converting between storage and compute type.
+    /// Declaration of binding `b` named `name`, with its accessors `ld_name(i)` (reads) and, when
+    /// written, `st_name(i, v)`, converting between storage and compute type.
     fn decl(self, b: u32, name: &str, write: bool) -> String {
         let c = self.compute();
         let head = |arr: &str| {
@@ -117,10 +120,16 @@ impl GpuType {
                 head(&format!("array<{c}>")) + &format!("fn ld_{name}(i: u32) -> {c} {{ return {name}[i]; }}\n")
             }
             (GpuType::F32 | GpuType::I32 | GpuType::U32, true) => {
-                head(&format!("array<{c}>")) + &format!("fn st_{name}(i: u32, v: {c}) {{ {name}[i] = v; }}\n")
+                head(&format!("array<{c}>"))
+                    + &format!("fn ld_{name}(i: u32) -> {c} {{ return {name}[i]; }}\n")
+                    + &format!("fn st_{name}(i: u32, v: {c}) {{ {name}[i] = v; }}\n")
             }
             (GpuType::F16, false) => head("array<f16>") + &format!("fn ld_{name}(i: u32) -> f32 {{ return f32({name}[i]); }}\n"),
-            (GpuType::F16, true) => head("array<f16>") + &format!("fn st_{name}(i: u32, v: f32) {{ {name}[i] = f16(v); }}\n"),
+            (GpuType::F16, true) => {
+                head("array<f16>")
+                    + &format!("fn ld_{name}(i: u32) -> f32 {{ return f32({name}[i]); }}\n")
+                    + &format!("fn st_{name}(i: u32, v: f32) {{ {name}[i] = f16(v); }}\n")
+            }
             (GpuType::F16Packed, false) => {
                 head("array<u32>") + &format!("fn ld_{name}(i: u32) -> f32 {{ return unpack2x16float({name}[i >> 1u])[i & 1u]; }}\n")
             }
@@ -134,7 +143,14 @@ impl GpuType {
                     // Round to nearest even; NaN stays NaN.
                     "select((bitcast<u32>(v) + 0x7fffu + ((bitcast<u32>(v) >> 16u) & 1u)) >> 16u, 0x7fc0u, is_nan_f(v))".to_string()
                 };
+                let unpack = if self == GpuType::F16Packed {
+                    "unpack2x16float(w)[i & 1u]"
+                } else {
+                    "bitcast<f32>(select(w << 16u, w & 0xffff0000u, (i & 1u) == 1u))"
+                };
                 head("array<atomic<u32>>") + &format!(
+                    "fn ld_{name}(i: u32) -> f32 {{\n    let w = atomicLoad(&{name}[i >> 1u]);\n    return {unpack};\n}}\n"
+                ) + &format!(
                     "fn st_{name}(i: u32, v: f32) {{\n    let h = {half};\n    let sh = (i & 1u) * 16u;\n    atomicAnd(&{name}[i >> 1u], ~(0xffffu << sh));\n    atomicOr(&{name}[i >> 1u], h << sh);\n}}\n"
                 )
             }

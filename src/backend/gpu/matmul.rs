@@ -55,12 +55,12 @@ pub(crate) fn matmul(
         Some((a_t, b_t)) if ctx.is_cpu_adapter() => {
             let g = [u(n.div_ceil(32)), u(m.div_ceil(32)), u(bs)];
             let kernel = Kernel::MatmulVec4 { a_t, b_t };
-            launch(ctx, "matmul", kernel, &meta, &bufs, g)?;
+            launch_k_chunks(ctx, "matmul", kernel, &meta, &bufs, g)?;
         }
         Some((a_t, b_t)) => {
             let g = [u(n.div_ceil(64)), u(m.div_ceil(64)), u(bs)];
             let kernel = Kernel::MatmulTiledVec4 { a_t, b_t };
-            launch(ctx, "matmul", kernel, &meta, &bufs, g)?;
+            launch_k_chunks(ctx, "matmul", kernel, &meta, &bufs, g)?;
         }
         None => gemm(
             ctx,
@@ -128,5 +128,41 @@ pub(super) fn gemm(
             [u(n.div_ceil(64)), u(m.div_ceil(64)), u(batches)],
         )
     };
-    launch(ctx, op, k, meta, bufs, groups)
+    launch_k_chunks(ctx, op, k, meta, bufs, groups)
+}
+
+/// Launch a GEMM body (`meta` = `[M, N, K, ...]`) over k in chunks that keep each invocation
+/// below the adapter's loop cap (llvmpipe), appending `[k start, k end]` to the params words:
+/// the first launch applies the epilogue, the others add to the stored result. Without a cap,
+/// or with K below it, this is one launch.
+fn launch_k_chunks(
+    ctx: &GpuContext,
+    op: &'static str,
+    kernel: Kernel,
+    meta: &[u32],
+    bufs: &[&wgpu::Buffer],
+    groups: [u32; 3],
+) -> Result<()> {
+    let k = meta[2] as usize;
+    let step = ctx.loop_budget().map_or(usize::MAX, |b| match kernel {
+        Kernel::MatmulDirect(..) => b,
+        // Four k per iteration.
+        Kernel::MatmulVec4 { .. } => b * 4,
+        // The tiled bodies run about 26 iterations per k (tile fill, the 16-step k loop and
+        // its 4x4 products): whole 16-k steps under the budget.
+        _ => b / 32 / 16 * 16,
+    });
+    let mut words = meta.to_vec();
+    words.extend([0, 0]);
+    let last = words.len() - 1;
+    let mut k0 = 0;
+    loop {
+        let k1 = k0 + step.min(k - k0);
+        (words[last - 1], words[last]) = (u(k0), u(k1));
+        launch(ctx, op, kernel, &words, bufs, groups)?;
+        k0 = k1;
+        if k0 >= k {
+            return Ok(());
+        }
+    }
 }

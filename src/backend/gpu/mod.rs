@@ -32,9 +32,27 @@ pub struct GpuStorage {
 
 const WG: usize = 256;
 
-/// Loop iterations llvmpipe runs in one invocation before it ends the loop (its guard against
-/// infinite loops): kernels that loop once per element stay below it on CPU adapters.
-const LOOP_CAP: usize = 65_535;
+/// Refuse a launch whose invocations would each loop `iters` times in all (every loop counted),
+/// past the adapter's loop cap (llvmpipe ends the loops there, silently). For the loops no
+/// launcher splits: the window loops of max pooling and col2im.
+pub(super) fn check_loop(
+    ctx: &GpuContext,
+    op: &'static str,
+    what: String,
+    iters: usize,
+) -> Result<()> {
+    match ctx.loop_cap {
+        Some(cap) if iters > cap as usize => Err(Error::GpuLimit {
+            op,
+            what,
+            needed: iters as u64,
+            limit: cap as u64,
+            limit_name: "llvmpipe loop iterations per invocation",
+            adapter: ctx.adapter_name().to_string(),
+        }),
+        _ => Ok(()),
+    }
+}
 
 /// The launch grid of a 1-D kernel over `n` elements (`GpuContext::dispatch` splits it when it
 /// passes the adapter's per-dimension limit).
@@ -432,10 +450,11 @@ pub(crate) fn reduce_rows(
         return reduce_rows(op, &part, rows, k);
     }
     // Short rows, and on CPU adapters (where barriers are costly and invocations run as SIMD
-    // lanes) any row count that fills the lanes: one invocation per row. Not past 65,535
-    // elements: llvmpipe ends a shader's loops after that many iterations (the rest of the row
-    // was silently left out); the workgroup tree loops at most CHUNK / 256 times.
-    if n <= 64 || (ctx.is_cpu_adapter() && rows >= 16 && n <= LOOP_CAP) {
+    // lanes) any row count that fills the lanes: one invocation per row. Not past the adapter's
+    // loop cap (llvmpipe ends a shader's loops at 65,535 iterations: the rest of the row was
+    // silently left out); the workgroup tree loops at most CHUNK / 256 times.
+    let fits = ctx.loop_budget().is_none_or(|b| n <= b);
+    if n <= 64 || (ctx.is_cpu_adapter() && rows >= 16 && fits) {
         let k = Kernel::ReduceSmall(op, x.ty());
         launch(
             ctx,
@@ -462,14 +481,21 @@ pub(crate) fn reduce_rows(
 pub(crate) fn cumsum_rows(x: &GpuStorage, rows: usize, n: usize) -> Result<GpuStorage> {
     let ctx = x.ctx();
     let out = output(ctx, "cumsum", rows * n, x.dtype)?;
-    launch(
-        ctx,
-        "cumsum",
-        Kernel::Cumsum(x.ty()),
-        &[u(rows), u(n)],
-        &[x.raw(), out.raw()],
-        groups(rows),
-    )?;
+    // Rows past the adapter's loop cap run in column chunks, each carrying the previous sum.
+    let step = ctx.loop_budget().unwrap_or(usize::MAX);
+    let mut j0 = 0;
+    while j0 < n {
+        let j1 = j0 + step.min(n - j0);
+        launch(
+            ctx,
+            "cumsum",
+            Kernel::Cumsum(x.ty()),
+            &[u(rows), u(n), u(j0), u(j1)],
+            &[x.raw(), out.raw()],
+            groups(rows),
+        )?;
+        j0 = j1;
+    }
     Ok(out)
 }
 
@@ -551,15 +577,35 @@ pub(crate) fn scatter_add(
         meta.extend(pad(&il.shape, 1));
         meta.extend(pad(&il.strides, 0));
         meta.extend(pad(&sl.strides, 0));
-        let bufs = [base.raw(), idx.raw(), src.raw(), out.raw(), flag];
-        launch(
-            ctx,
-            op,
-            Kernel::ScatterAdd(base.ty()),
-            &meta,
-            &bufs,
-            groups(n),
-        )
+        // Each output element loops over the index along `dim`: past the adapter's loop cap,
+        // in chunks, each launch adding its chunk to the previous launch's result.
+        let kd = 8 + nd + dim;
+        let kn = meta[kd] as usize;
+        let (ist, sst) = (meta[kd + nd] as usize, meta[kd + 2 * nd] as usize);
+        let step = ctx.loop_budget().unwrap_or(usize::MAX);
+        let mut prev: Option<GpuStorage> = None;
+        let mut k0 = 0;
+        loop {
+            let k1 = k0 + step.min(kn - k0);
+            let part = if k1 < kn {
+                Some(output(ctx, op, n, base.dtype)?)
+            } else {
+                None
+            };
+            let dst = part.as_ref().unwrap_or(&out);
+            let from = prev.as_ref().unwrap_or(base);
+            meta[3] = u(il.offset + k0 * ist);
+            meta[4] = u(sl.offset + k0 * sst);
+            meta[kd] = u(k1 - k0);
+            let bufs = [from.raw(), idx.raw(), src.raw(), dst.raw(), flag];
+            let kernel = Kernel::ScatterAdd(base.ty());
+            launch(ctx, op, kernel, &meta, &bufs, groups(n))?;
+            if part.is_none() {
+                return Ok(());
+            }
+            prev = part;
+            k0 = k1;
+        }
     })?;
     Ok(out)
 }
