@@ -2,7 +2,7 @@
 //! state_dict and device moves.
 
 use crate::{DType, Device, Error, Result, Tensor};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// Whether a named tensor is a trainable parameter or a buffer (running statistics).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,40 +58,32 @@ pub struct LoadReport {
 
 /// Methods every module gets.
 pub trait ModuleExt: Module {
-    /// Parameters with hierarchical names (`features.0.weight`).
+    /// Parameters with hierarchical names (`features.0.weight`). A tensor held by several
+    /// modules (tied weights: the same `Tensor` handle, one [`Tensor::id`]) is listed once,
+    /// under the first name that reaches it, as PyTorch's `remove_duplicate=True`; so an
+    /// optimizer updates it once, with the gradient summed over its uses.
     fn named_parameters(&self) -> Vec<(String, Tensor)> {
-        let mut v = Vec::new();
-        self.visit(&mut |n, t, k| {
-            if k == Kind::Param {
-                v.push((n.to_string(), t.clone()))
-            }
-        });
-        v
+        named_unique(self, Kind::Param)
     }
-    /// Parameters (handles sharing the module's tensors).
+    /// Parameters (handles sharing the module's tensors), each tied tensor once.
     fn parameters(&self) -> Vec<Tensor> {
         self.named_parameters()
             .into_iter()
             .map(|(_, t)| t)
             .collect()
     }
-    /// Buffers with names.
+    /// Buffers with names, each shared buffer once (under its first name).
     fn named_buffers(&self) -> Vec<(String, Tensor)> {
-        let mut v = Vec::new();
-        self.visit(&mut |n, t, k| {
-            if k == Kind::Buffer {
-                v.push((n.to_string(), t.clone()))
-            }
-        });
-        v
+        named_unique(self, Kind::Buffer)
     }
-    /// Parameters and buffers, PyTorch's state_dict order.
+    /// Parameters and buffers, PyTorch's state_dict order. A tied tensor appears under each of
+    /// its names (the same tensor), as in PyTorch.
     fn state_dict(&self) -> Vec<(String, Tensor)> {
         let mut v = Vec::new();
         self.visit(&mut |n, t, _| v.push((n.to_string(), t.clone())));
         v
     }
-    /// Number of trainable scalars.
+    /// Number of trainable scalars (a tied tensor counted once).
     fn num_parameters(&self) -> usize {
         self.parameters().iter().map(|p| p.numel()).sum()
     }
@@ -111,10 +103,12 @@ pub trait ModuleExt: Module {
     }
     /// Copy values from `state` into the module's tensors (converted to each tensor's device and
     /// dtype). With `strict`, missing or unexpected keys are an error; shape mismatches always are.
+    /// A tied tensor is loaded under each of its names, in state_dict order (the last one wins,
+    /// as in PyTorch); a state_dict saved from the tied model holds the same values under both.
     fn load_state_dict(&mut self, state: &[(String, Tensor)], strict: bool) -> Result<LoadReport> {
         let map: HashMap<&str, &Tensor> = state.iter().map(|(k, v)| (k.as_str(), v)).collect();
         let mut report = LoadReport::default();
-        let mut seen = std::collections::HashSet::new();
+        let mut seen = HashSet::new();
         let mut mismatch = Vec::new();
         self.visit(&mut |n, t, _| match map.get(n) {
             Some(src) => {
@@ -177,10 +171,13 @@ pub trait ModuleExt: Module {
         }
     }
     /// Move every parameter and buffer to `device` (create optimizers afterwards, as in PyTorch).
+    /// Tied tensors stay tied (one moved tensor in every slot that held the original), and a
+    /// tensor already there is kept as it is (the same tensor, its gradient included).
     fn to_device(&mut self, device: &Device) -> Result<()> {
         self.convert(&|t| t.to(device))
     }
-    /// Convert floating-point parameters and buffers to `dtype` (e.g. F16 for inference).
+    /// Convert floating-point parameters and buffers to `dtype` (e.g. F16 for inference); tied
+    /// tensors stay tied, as in [`ModuleExt::to_device`].
     fn to_dtype(&mut self, dtype: DType) -> Result<()> {
         self.convert(&|t| {
             if t.dtype().is_float() {
@@ -190,25 +187,49 @@ pub trait ModuleExt: Module {
             }
         })
     }
+    /// Replace every tensor by `f(tensor)`, detached (a parameter keeps `requires_grad`). `f` runs
+    /// once per distinct tensor and its result fills every slot that held it, so ties survive;
+    /// a tensor `f` returns unchanged stays in place.
     #[doc(hidden)]
     fn convert(&mut self, f: &dyn Fn(&Tensor) -> Result<Tensor>) -> Result<()> {
         let _g = crate::no_grad();
+        let mut done: HashMap<u64, Tensor> = HashMap::new();
         let mut err = None;
-        self.visit_mut(&mut |_, t, k| match f(t) {
-            Ok(n) => {
-                let n = n.detach();
-                *t = if k == Kind::Param {
-                    n.requires_grad_(true)
-                } else {
-                    n
-                };
+        self.visit_mut(&mut |_, t, k| {
+            if err.is_some() {
+                return;
             }
-            Err(e) => {
-                err.get_or_insert(e);
+            if let Some(n) = done.get(&t.id()) {
+                *t = n.clone();
+                return;
+            }
+            match f(t) {
+                Ok(n) if n.id() == t.id() => {}
+                Ok(n) => {
+                    // A parameter keeps its flag (a frozen one stays frozen), as in PyTorch.
+                    let n = n
+                        .detach()
+                        .requires_grad_(k == Kind::Param && t.requires_grad());
+                    done.insert(t.id(), n.clone());
+                    *t = n;
+                }
+                Err(e) => err = Some(e),
             }
         });
         err.map_or(Ok(()), Err)
     }
+}
+
+/// The tensors of one kind, each distinct tensor once, under the first name that reaches it.
+fn named_unique<M: Module + ?Sized>(m: &M, kind: Kind) -> Vec<(String, Tensor)> {
+    let mut seen = HashSet::new();
+    let mut v = Vec::new();
+    m.visit(&mut |n, t, k| {
+        if k == kind && seen.insert(t.id()) {
+            v.push((n.to_string(), t.clone()))
+        }
+    });
+    v
 }
 
 impl<M: Module + ?Sized> ModuleExt for M {}

@@ -1,15 +1,20 @@
 //! Gradient clipping, computed on the device without reading gradients back.
 
 use crate::{Result, Tensor};
+use std::collections::HashSet;
 
 /// Scale all gradients so that their joint `norm_type`-norm is at most `max_norm`; returns the
-/// total norm before clipping (a 0-d tensor on the gradients' device).
+/// total norm before clipping (a 0-d tensor on the gradients' device). A tensor listed more than
+/// once (the same [`Tensor::id`], e.g. tied weights gathered from two modules) is counted and
+/// scaled once.
 pub fn clip_grad_norm_(params: &[Tensor], max_norm: f64, norm_type: f64) -> Result<Option<Tensor>> {
     let _g = crate::no_grad();
-    let grads: Vec<Tensor> = params.iter().filter_map(|p| p.grad()).collect();
-    if grads.is_empty() {
-        return Ok(None);
-    }
+    let mut seen = HashSet::new();
+    let grads: Vec<Tensor> = params
+        .iter()
+        .filter(|p| seen.insert(p.id()))
+        .filter_map(|p| p.grad())
+        .collect();
     let mut total: Option<Tensor> = None;
     for g in &grads {
         let n = if norm_type.is_infinite() {
@@ -19,16 +24,13 @@ pub fn clip_grad_norm_(params: &[Tensor], max_norm: f64, norm_type: f64) -> Resu
         };
         total = Some(match total {
             None => n,
-            Some(t) => {
-                if norm_type.is_infinite() {
-                    t.maximum(&n)?
-                } else {
-                    t.add(&n)?
-                }
-            }
+            Some(t) if norm_type.is_infinite() => t.maximum(&n)?,
+            Some(t) => t.add(&n)?,
         });
     }
-    let total = total.expect("at least one gradient");
+    let Some(total) = total else {
+        return Ok(None);
+    };
     let total = if norm_type.is_infinite() {
         total
     } else {
