@@ -11,6 +11,38 @@ fn col_major(t: &Tensor) -> bool {
     sh[1] > 1 && sh[2] > 1 && st[1] == 1 && st[2] == sh[1]
 }
 
+/// PyTorch's fold (`should_fold`): when one operand (after 1-D promotion) is a matrix and the
+/// other has batch dims, fold the batch into the other's rows and multiply once, returning
+/// `out_full` (`[batch.., m, n]`). A matrix on the left is handled transposed
+/// (`(Bᵀ Aᵀ)ᵀ`). The batched operand folds as a view when its layout allows; a copy is made only
+/// when the matrix needs a gradient (the copy is the batched operand's size, the broadcast
+/// gradient it avoids is `batch` matrices); otherwise `None`, and the caller runs a batched product.
+fn fold(a: &Tensor, b: &Tensor, out_full: &[usize]) -> Result<Option<Tensor>> {
+    let (big, mat, transpose) = match (a.ndim(), b.ndim()) {
+        (3.., 2) => (a.clone(), b.clone(), false),
+        (2, 3..) => (b.transpose(-1, -2)?, a.t()?, true),
+        _ => return Ok(None),
+    };
+    let (k, n) = (mat.shape()[0], mat.shape()[1]);
+    // A sub-product of an existing tensor's sizes: no overflow.
+    let rows: usize = big.shape()[..big.ndim() - 1].iter().product();
+    let needs_grad = mat.requires_grad() && crate::autograd::is_grad_enabled();
+    if !needs_grad && big.layout().view_strides(&[rows, k]).is_none() {
+        return Ok(None);
+    }
+    let c = big
+        .reshape_to(&[1, rows, k])?
+        .bmm_raw(&mat.reshape_to(&[1, k, n])?)?;
+    Ok(Some(if transpose {
+        let mut shape = big.shape().to_vec();
+        shape.pop();
+        shape.push(n);
+        c.reshape_to(&shape)?.transpose(-1, -2)?.contiguous()?
+    } else {
+        c.reshape_to(out_full)?
+    }))
+}
+
 impl Tensor {
     /// `[B, M, K] @ [B, K, N]` on the backend, with autograd (operands may be strided).
     fn bmm_raw(&self, other: &Tensor) -> Result<Tensor> {
@@ -104,7 +136,10 @@ impl Tensor {
     }
 
     /// Matrix product with PyTorch's rules: 1-D operands are promoted and the added dimension
-    /// removed; batch dimensions broadcast.
+    /// removed; batch dimensions broadcast. A batched operand times a matrix is computed as one
+    /// matrix product with the batch folded into rows (`[B, T, K] @ [K, N]` as
+    /// `[B*T, K] @ [K, N]`), so the matrix's gradient is one product too, never a
+    /// `[B, K, N]` broadcast summed afterwards.
     pub fn matmul(&self, other: &Tensor) -> Result<Tensor> {
         let (a, b) = (crate::amp::lower(self)?, crate::amp::lower(other)?);
         a.matmul_impl(&b)
@@ -144,20 +179,18 @@ impl Tensor {
         let mut out_full = batch.clone();
         out_full.extend([m, n]);
         checked_numel("matmul", &out_full)?;
-        let bsz: usize = batch.iter().product();
-        let to3 = |t: &Tensor, r: usize, c: usize| -> Result<Tensor> {
-            let mut full = batch.clone();
-            full.extend([r, c]);
-            let e = t.expand(&full)?;
-            let shape3 = [bsz, r, c];
-            match e.layout().view_strides(&shape3) {
-                Some(_) => e.reshape_to(&shape3),
-                None => e.contiguous()?.reshape_to(&shape3),
+        let c = match fold(&a, &b, &out_full)? {
+            Some(c) => c,
+            None => {
+                let bsz: usize = batch.iter().product();
+                let to3 = |t: &Tensor, r: usize, c: usize| -> Result<Tensor> {
+                    let mut full = batch.clone();
+                    full.extend([r, c]);
+                    t.expand(&full)?.reshape_to(&[bsz, r, c])
+                };
+                to3(&a, m, k)?.bmm_raw(&to3(&b, k, n)?)?
             }
         };
-        let a3 = to3(&a, m, k)?;
-        let b3 = to3(&b, k, n)?;
-        let c = a3.bmm_raw(&b3)?;
         let mut out: Vec<usize> = batch.clone();
         if da > 1 {
             out.push(m);
@@ -168,7 +201,8 @@ impl Tensor {
         c.reshape_to(&out)
     }
 
-    /// `x @ weight^T + bias` (torch.nn.functional.linear).
+    /// `x @ weight^T + bias` (torch.nn.functional.linear). Leading dims of `x` fold into rows
+    /// (one GEMM each way, see [`Tensor::matmul`]).
     pub fn linear(&self, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
         let y = self.matmul(&weight.t()?).in_op("linear")?;
         match bias {
