@@ -529,3 +529,31 @@ fn linear_3d_backward_does_not_materialise_broadcast_weight_grad() -> Result<()>
     assert_eq!(fc.weight.grad().expect("grad").shape(), &[n, k]);
     Ok(())
 }
+
+#[test]
+fn optimizer_refuses_a_tied_tensor_listed_twice() -> Result<()> {
+    // A list built by hand from both modules names the tie twice: stepping it twice would be a
+    // silently wrong update, so the optimizers refuse it (PyTorch's messages).
+    let m = TiedLm::new(&Device::Cpu)?;
+    let twice = vec![m.wte.weight.clone(), m.head.weight.clone()];
+    let err = Adam::new(twice.clone(), 1e-3).err().expect("refused");
+    assert!(err.to_string().contains("duplicate parameters"), "{err}");
+    let err = Sgd::with_options(
+        vec![
+            ParamGroup::new(vec![twice[0].clone()]),
+            ParamGroup::new(vec![twice[1].clone()]),
+        ],
+        0.1,
+        0.0,
+        0.0,
+        0.0,
+        false,
+    )
+    .err()
+    .expect("refused");
+    assert!(
+        err.to_string().contains("more than one parameter group"),
+        "{err}"
+    );
+    Ok(())
+}

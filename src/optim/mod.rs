@@ -93,6 +93,18 @@ pub(crate) fn resolve_groups(
     if lr.is_nan() || lr < 0.0 {
         return Err(Error::arg(op, format!("Invalid learning rate: {lr}")));
     }
+    // A tensor listed twice (a tied weight gathered from two modules) would be stepped twice.
+    let mut seen = std::collections::HashMap::new();
+    for (i, g) in groups.iter().enumerate() {
+        for p in &g.params {
+            let msg = match seen.insert(p.id(), i) {
+                None => continue,
+                Some(j) if j == i => "optimizer contains a parameter group with duplicate parameters (a tensor listed twice, e.g. a tied weight; Module::parameters() lists it once)",
+                Some(_) => "some parameters appear in more than one parameter group",
+            };
+            return Err(Error::arg(op, msg));
+        }
+    }
     groups
         .into_iter()
         .map(|mut g| {
