@@ -54,6 +54,21 @@ fn expect_err(loss: &Tensor, want: &str, op: &str) {
     assert!(m.contains(&format!("saved for {op}Backward")), "{m}");
 }
 
+/// Run `loss.backward()`, which must fail with the in-place message for a saved tensor now at
+/// version `now` (recorded at `was`); the message, for further checks.
+fn expect_version_err(loss: &Tensor, now: u64, was: u64) -> String {
+    let m = loss
+        .backward()
+        .expect_err("backward after an in-place change of a saved tensor must fail")
+        .to_string();
+    let want = format!("is at version {now}; expected version {was} instead");
+    assert!(
+        m.contains("modified by an inplace operation") && m.contains(&want),
+        "got:  {m}\nwant: {want}"
+    );
+    m
+}
+
 /// `x.grad()` as f32s.
 fn grad(x: &Tensor) -> Vec<f32> {
     x.grad().expect("a gradient").to_vec::<f32>().unwrap()
@@ -215,13 +230,8 @@ fn matmul_operand_changed_in_place() -> Result<()> {
         let (a, b) = (seq(&[2, 3], true, &dev), seq(&[3, 2], true, &dev));
         let loss = a.matmul(&b)?.sum_all()?;
         bump(&b);
-        let m = loss.backward().unwrap_err().to_string();
-        assert!(
-            m.contains("modified by an inplace operation")
-                && m.contains("is at version 1; expected version 0 instead")
-                && m.contains("saved for bmmBackward"),
-            "{m}"
-        );
+        let m = expect_version_err(&loss, 1, 0);
+        assert!(m.contains("saved for bmmBackward"), "{m}");
         // bmm, directly: the saved operand is the tensor itself.
         let (a, b) = (seq(&[2, 2, 3], true, &dev), seq(&[2, 3, 2], true, &dev));
         let loss = a.bmm(&b)?.sum_all()?;
@@ -238,13 +248,8 @@ fn linear_weight_changed_in_place() -> Result<()> {
         let x = seq(&[4, 3], true, &dev);
         let loss = lin.forward(&x)?.sum_all()?;
         bump(&lin.weight);
-        let m = loss.backward().unwrap_err().to_string();
-        assert!(
-            m.contains("modified by an inplace operation")
-                && m.contains("is at version 2; expected version 1 instead")
-                && m.contains("saved for bmmBackward"),
-            "{m}"
-        );
+        let m = expect_version_err(&loss, 2, 1);
+        assert!(m.contains("saved for bmmBackward"), "{m}");
         // With an input that needs no gradient the weight is never read (PyTorch saves it only
         // for the input's gradient): no error, and the weight's gradient is right.
         let x = seq(&[4, 3], false, &dev);
@@ -268,12 +273,7 @@ fn einsum_operand_changed_in_place() -> Result<()> {
         let (a, b) = (seq(&[2, 3], true, &dev), seq(&[3, 4], true, &dev));
         let loss = Tensor::einsum("ij,jk->ik", &[a.clone(), b.clone()])?.sum_all()?;
         bump(&a);
-        let m = loss.backward().unwrap_err().to_string();
-        assert!(
-            m.contains("modified by an inplace operation")
-                && m.contains("is at version 1; expected version 0 instead"),
-            "{m}"
-        );
+        expect_version_err(&loss, 1, 0);
     }
     Ok(())
 }
@@ -333,23 +333,13 @@ fn norm_weights_changed_in_place() -> Result<()> {
         let (w, b) = (seq(&[3], true, &dev), seq(&[3], true, &dev));
         let loss = F::batch_norm(&x, None, None, Some(&w), Some(&b), true, 0.1, 1e-5)?.sum_all()?;
         bump(&w);
-        let m = loss.backward().unwrap_err().to_string();
-        assert!(
-            m.contains("modified by an inplace operation")
-                && m.contains("is at version 1; expected version 0 instead"),
-            "batch_norm: {m}"
-        );
+        expect_version_err(&loss, 1, 0); // batch_norm
 
         let x = seq(&[2, 4], true, &dev);
         let (w, b) = (seq(&[4], true, &dev), seq(&[4], true, &dev));
         let loss = F::layer_norm(&x, &[4], Some(&w), Some(&b), 1e-5)?.sum_all()?;
         bump(&w);
-        let m = loss.backward().unwrap_err().to_string();
-        assert!(
-            m.contains("modified by an inplace operation")
-                && m.contains("is at version 1; expected version 0 instead"),
-            "layer_norm: {m}"
-        );
+        expect_version_err(&loss, 1, 0); // layer_norm
     }
     Ok(())
 }
