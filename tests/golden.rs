@@ -1,5 +1,6 @@
-//! Runs every case of every `*.json` op file in ../shared/golden (or $WGTORCH_GOLDEN_DIR) on the
-//! CPU and on the GPU: forward outputs and input gradients against PyTorch's numbers.
+//! Runs every case of every op file (`../shared/golden/ops.json`, or $WGTORCH_GOLDEN_DIR, and the
+//! repo's own `tests/golden/*.json`) on the CPU and on the GPU: forward outputs and input gradients
+//! against PyTorch's numbers.
 
 mod common;
 
@@ -450,8 +451,28 @@ fn run_case(case: &Value, dev: &Device) -> Outcome {
 
 #[test]
 fn golden_ops_match_pytorch() {
-    let path = golden_dir().join("ops.json");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    run_file(&golden_dir().join("ops.json"));
+}
+
+/// The repo's own cases (`tests/golden/*.json`, written by the generators in `tools/golden/`).
+#[test]
+fn golden_repo_ops_match_pytorch() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    for f in files {
+        run_file(&f);
+    }
+}
+
+/// Run every case of one op file on every device (`GOLDEN_ONLY=substr` filters by name).
+fn run_file(path: &std::path::Path) {
+    let file = path.file_name().map(std::path::Path::new).unwrap_or(path);
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let doc: Value = serde_json::from_str(&text).unwrap();
     let cases = doc["cases"].as_array().unwrap();
     let only = std::env::var("GOLDEN_ONLY").ok();
@@ -501,13 +522,15 @@ fn golden_ops_match_pytorch() {
             }
         }
         println!(
-            "golden ops on {}{path}: {pass} passed, {fail} failed, {pending} pending",
+            "{}: golden ops on {}{path}: {pass} passed, {fail} failed, {pending} pending",
+            file.display(),
             dev.describe()
         );
         failed_total += fail;
     }
     assert_eq!(
         failed_total, 0,
-        "golden cases failed (see FAIL lines above)"
+        "golden cases of {} failed (see FAIL lines above)",
+        file.display()
     );
 }
