@@ -191,6 +191,31 @@ impl Tensor {
     pub fn randn_like(&self) -> Result<Tensor> {
         Tensor::randn(self.shape(), &self.device())?.to_dtype(self.dtype())
     }
+    /// `shape` filled with `value`, with this tensor's dtype and device (torch.Tensor.new_full).
+    ///
+    /// ```
+    /// use wgtorch::{DType, Device, Tensor};
+    /// let x = Tensor::from_vec(vec![1i32, 2], [2], &Device::Cpu)?;
+    /// let y = x.new_full([2, 3], 7.0)?;
+    /// assert_eq!((y.shape(), y.dtype()), (&[2usize, 3][..], DType::I32));
+    /// # Ok::<(), wgtorch::Error>(())
+    /// ```
+    pub fn new_full(&self, shape: impl AsRef<[usize]>, value: f64) -> Result<Tensor> {
+        Tensor::full_dtype(shape, value, self.dtype(), &self.device()).in_op("new_full")
+    }
+    /// Zeros of `shape` with this tensor's dtype and device (torch.Tensor.new_zeros).
+    pub fn new_zeros(&self, shape: impl AsRef<[usize]>) -> Result<Tensor> {
+        self.new_full(shape, 0.0).in_op("new_zeros")
+    }
+    /// Ones of `shape` with this tensor's dtype and device (torch.Tensor.new_ones).
+    pub fn new_ones(&self, shape: impl AsRef<[usize]>) -> Result<Tensor> {
+        self.new_full(shape, 1.0).in_op("new_ones")
+    }
+    /// A tensor of `shape` with this tensor's dtype and device whose values are unspecified
+    /// (torch.Tensor.new_empty); here they are zeros, as every new buffer is initialised.
+    pub fn new_empty(&self, shape: impl AsRef<[usize]>) -> Result<Tensor> {
+        self.new_full(shape, 0.0).in_op("new_empty")
+    }
     /// A 0-d tensor of `value` with this tensor's dtype and device.
     pub(crate) fn scalar_like(&self, value: f64) -> Result<Tensor> {
         Tensor::full_dtype([], value, self.dtype(), &self.device())
