@@ -331,13 +331,15 @@ impl Tensor {
             count += match t.dtype() {
                 DType::Bool => t.ndim().max(1),
                 DType::I32 => 1,
-                _ => return Err(Error::arg(
-                    op,
-                    format!(
+                _ => {
+                    return Err(Error::arg(
+                        op,
+                        format!(
                         "tensors used as indices must be long, int, byte or bool tensors (got {})",
                         t.dtype()
                     ),
-                )),
+                    ))
+                }
             };
         }
         count += indices.iter().filter(|t| t.is_none()).count();

@@ -207,7 +207,7 @@ impl Tensor {
 
     /// 1 with probability `self[i]`, else 0, elementwise (torch.bernoulli; `self` holds the
     /// probabilities, floating point, in [0, 1]). Same dtype as `self`. The uniforms are drawn
-    /// on the host and compared on the device; the range check reads one number back.
+    /// on the host and compared on the device; the range checks read two numbers back.
     ///
     /// ```
     /// use wgtorch::{Device, Tensor};
@@ -225,14 +225,14 @@ impl Tensor {
             });
         }
         let p = self.detach();
-        let bad = p
+        let out_of_range = p
             .lt_scalar(0)?
             .logical_or(&p.gt_scalar(1)?)?
-            .logical_or(&p.ne(&p)?)?
             .to_dtype(DType::F32)?
             .sum_all()?
             .item()?;
-        if bad != 0.0 {
+        // NaN compares false both ways (and x != x may be folded away by a driver).
+        if out_of_range != 0.0 || p.has_non_finite()? {
             return Err(Error::arg(
                 OP,
                 "Expected p_in >= 0 && p_in <= 1 to be true, but got false.",
