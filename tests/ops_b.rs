@@ -175,6 +175,27 @@ fn index_put_checks_inputs() {
         let e = Tensor::from_vec(Vec::<i32>::new(), [0], &dev).unwrap();
         let y = x.index_put(&[Some(&e)], &one, false).unwrap();
         assert_eq!(vals(&y), [0.0; 12]);
+        let z = Tensor::zeros([3, 0], &dev).unwrap();
+        let v0 = Tensor::ones([2, 0], &dev).unwrap();
+        for acc in [false, true] {
+            let y = z.index_put(&[Some(&i)], &v0, acc).unwrap();
+            assert_eq!(y.shape(), [3, 0]);
+        }
+        let e0 = Tensor::zeros([0, 3], &dev).unwrap();
+        let y = e0
+            .index_add(
+                1,
+                &ints(&[0, 0], &dev),
+                &Tensor::ones([0, 2], &dev).unwrap(),
+            )
+            .unwrap();
+        assert_eq!(y.shape(), [0, 3]);
+        let m0 = Tensor::from_vec(Vec::<bool>::new(), [0], &dev).unwrap();
+        let y = Tensor::zeros([0], &dev)
+            .unwrap()
+            .masked_scatter(&m0, &Tensor::ones([0], &dev).unwrap())
+            .unwrap();
+        assert_eq!(y.shape(), [0]);
     }
 }
 

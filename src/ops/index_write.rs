@@ -30,8 +30,9 @@ struct Plan {
     perm: Vec<usize>,
     /// Self's sizes in `perm` order.
     p_shape: Vec<usize>,
-    /// Elements of the indexed dims and of the rest.
+    /// Elements of the indexed dims, of the index shape and of the rest.
     n_d: usize,
+    n_b: usize,
     n_r: usize,
     /// The index tensors' broadcast shape and the sizes of the dims not indexed.
     b_shape: Vec<usize>,
@@ -81,7 +82,7 @@ impl Plan {
         } else {
             v.clone()
         };
-        v.reshape(&[-1, self.n_r as isize])
+        v.reshape(&[self.n_b as isize, self.n_r as isize])
     }
     /// `[n_b, n_r]` rows back to the indexing result's shape.
     fn unrows(&self, r: &Tensor) -> Result<Tensor> {
@@ -256,7 +257,10 @@ impl Tensor {
             let flat = plan.flatten(&self.detach())?;
             let vals = plan.rows(&values.detach().expand(&plan.result_shape)?)?;
             let nr = plan.n_r;
-            let spread = |l: &Tensor| l.reshape(&[-1, 1])?.expand(&[l.numel(), nr]);
+            let spread = |l: &Tensor| {
+                l.reshape(&[l.numel() as isize, 1])?
+                    .expand(&[l.numel(), nr])
+            };
             if accumulate {
                 let out = flat.scatter_add_as(OP, 0, &spread(&lin)?, &vals)?;
                 (plan.unflatten(&out)?, None, lin)
@@ -441,6 +445,7 @@ impl Tensor {
             p_shape: perm.iter().map(size).collect(),
             perm,
             n_d: d_shape.iter().product(),
+            n_b,
             n_r: r_shape.iter().product(),
             b_shape,
             r_shape,
