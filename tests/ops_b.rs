@@ -520,3 +520,66 @@ fn bernoulli_statistics_and_errors() {
         "devices disagree"
     );
 }
+
+#[test]
+fn rand_like_stays_below_one_in_every_float_dtype() {
+    let _l = seed_lock();
+    for dev in devices() {
+        wgtorch::manual_seed(2);
+        for dt in [DType::F32, DType::F16, DType::BF16] {
+            let x = Tensor::zeros([20_000], &dev).unwrap().to_dtype(dt).unwrap();
+            let u = x.rand_like().unwrap();
+            assert_eq!((u.dtype(), u.device()), (dt, dev));
+            let v = vals(&u);
+            assert!(
+                v.iter().all(|&x| (0.0..1.0).contains(&x)),
+                "{dt}: a draw outside [0, 1)"
+            );
+            let mean = v.iter().sum::<f64>() / v.len() as f64;
+            // sd of the mean: 0.29 / sqrt(20000) = 0.002.
+            assert!((mean - 0.5).abs() < 0.015, "{dt}: mean {mean}");
+        }
+        let i = Tensor::full_dtype([2], 0.0, DType::I32, &dev).unwrap();
+        assert!(msg(i.rand_like()).contains("rand: not implemented for dtype int32"));
+        let n = Tensor::zeros([3], &dev).unwrap().randn_like().unwrap();
+        assert_eq!(n.shape(), [3]);
+    }
+}
+
+#[test]
+fn strided_sources_and_indices_match_contiguous_ones() {
+    for dev in devices() {
+        let x = arange(12, &[3, 4], &dev);
+        let st = arange(12, &[4, 3], &dev).t().unwrap(); // [3, 4], strided
+        let sc = st.contiguous().unwrap();
+        let i = ints(&[3, 0, 3, 1, 0, 2], &dev).slice(0, 0, 6, 2).unwrap(); // [3, 3, 0]
+        let ic = i.contiguous().unwrap();
+        let m = index_error(x.index_add(0, &i, &sc.slice(0, 0, 3, 1).unwrap()));
+        assert_eq!(
+            m,
+            "index_add: index 3 is out of bounds for dimension 0 with size 3"
+        );
+        let j = ints(&[2, 0, 2], &dev);
+        let jt = ints(&[2, 9, 0, 9, 2, 9], &dev).slice(0, 0, 6, 2).unwrap();
+        assert_eq!(
+            vals(&x.index_add(0, &jt, &st).unwrap()),
+            vals(&x.index_add(0, &j, &sc).unwrap())
+        );
+        let v = arange(8, &[4, 2], &dev).t().unwrap(); // [2, 4], strided
+        let r = ints(&[2, 0], &dev);
+        for acc in [false, true] {
+            assert_eq!(
+                vals(&x.index_put(&[Some(&r)], &v, acc).unwrap()),
+                vals(
+                    &x.index_put(&[Some(&r)], &v.contiguous().unwrap(), acc)
+                        .unwrap()
+                )
+            );
+        }
+        let cols = ic.slice(0, 0, 2, 1).unwrap(); // [3, 3]
+        let y = x
+            .index_put(&[None, Some(&cols)], &f32s(&[5.], &[1], &dev), true)
+            .unwrap();
+        assert_eq!(vals(&y)[3], 3.0 + 10.0);
+    }
+}
