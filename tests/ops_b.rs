@@ -583,3 +583,26 @@ fn strided_sources_and_indices_match_contiguous_ones() {
         assert_eq!(vals(&y)[3], 3.0 + 10.0);
     }
 }
+
+#[test]
+fn half_dtypes_match_f32() {
+    for dev in devices() {
+        for dt in [DType::F16, DType::BF16] {
+            let x = arange(6, &[2, 3], &dev);
+            let s = arange(4, &[2, 2], &dev);
+            let (xh, sh) = (x.to_dtype(dt).unwrap(), s.to_dtype(dt).unwrap());
+            let i = ints(&[2, 0], &dev);
+            let a = xh.index_add(1, &i, &sh).unwrap();
+            assert_eq!(a.dtype(), dt);
+            assert_eq!(vals(&a), vals(&x.index_add(1, &i, &s).unwrap()));
+            let p = xh.index_put(&[None, Some(&i)], &sh, false).unwrap();
+            assert_eq!(
+                vals(&p),
+                vals(&x.index_put(&[None, Some(&i)], &s, false).unwrap())
+            );
+            let m = bools(&[true, false, false, true, true, false], &[2, 3], &dev);
+            let q = xh.masked_scatter(&m, &sh).unwrap();
+            assert_eq!(vals(&q), vals(&x.masked_scatter(&m, &s).unwrap()));
+        }
+    }
+}
