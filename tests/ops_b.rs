@@ -541,6 +541,7 @@ fn rand_like_stays_below_one_in_every_float_dtype() {
         }
         let i = Tensor::full_dtype([2], 0.0, DType::I32, &dev).unwrap();
         assert!(msg(i.rand_like()).contains("rand: not implemented for dtype int32"));
+        assert!(msg(i.randn_like()).contains("randn: not implemented for dtype int32"));
         let n = Tensor::zeros([3], &dev).unwrap().randn_like().unwrap();
         assert_eq!(n.shape(), [3]);
     }

@@ -216,8 +216,16 @@ impl Tensor {
     pub fn rand_like(&self) -> Result<Tensor> {
         Tensor::rand_dtype(self.shape(), self.dtype(), &self.device())
     }
-    /// Standard normal like `self`.
+    /// Standard normal with `self`'s shape, dtype and device (torch.randn_like; drawn as f32,
+    /// then converted). Integer and bool dtypes are an error, as in PyTorch.
     pub fn randn_like(&self) -> Result<Tensor> {
+        if !self.dtype().is_float() {
+            return Err(Error::UnsupportedDType {
+                op: "randn",
+                dtype: self.dtype(),
+                hint: " (normal draws need a floating dtype)",
+            });
+        }
         Tensor::randn(self.shape(), &self.device())?.to_dtype(self.dtype())
     }
     /// `shape` filled with `value`, with this tensor's dtype and device (torch.Tensor.new_full).
