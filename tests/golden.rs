@@ -335,6 +335,39 @@ fn run_op(op: &str, kw: &Value, x: &[Tensor]) -> Result<Option<Vec<Tensor>>> {
             let (out, (h, c)) = lstm.forward_with_state(&x[0], Some((&x[1], &x[2])))?;
             Ok(Some(vec![out, h, c]))
         }
+        // ops_b
+        "torch.index_add" => {
+            let alpha = match &kw["alpha"] {
+                Value::Null => wgtorch::Scalar::Int(1),
+                v if v.is_i64() => wgtorch::Scalar::Int(v.as_i64().unwrap()),
+                v => wgtorch::Scalar::Float(v.as_f64().unwrap()),
+            };
+            let opts = wgtorch::ops::IndexAddOptions { alpha };
+            one(x[0].index_add_with(dim(), &x[1], &x[2], opts)?)
+        }
+        "torch.index_put" => {
+            let mut next = x[2..].iter();
+            let indices: Vec<Option<&Tensor>> = kw["indices"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| if p.is_null() { None } else { next.next() })
+                .collect();
+            let acc = kw["accumulate"].as_bool().unwrap_or(false);
+            one(x[0].index_put(&indices, &x[1], acc)?)
+        }
+        "torch.Tensor.masked_scatter" => one(x[0].masked_scatter(&x[1], &x[2])?),
+        "torch.meshgrid" => {
+            let ix = match kw["indexing"].as_str() {
+                Some("xy") => wgtorch::ops::Indexing::Xy,
+                _ => wgtorch::ops::Indexing::Ij,
+            };
+            Ok(Some(Tensor::meshgrid(&x.iter().collect::<Vec<_>>(), ix)?))
+        }
+        "torch.Tensor.view_as" => one(x[0].view_as(&x[1])?),
+        "torch.Tensor.new_full" => one(x[0].new_full(ints(&kw["size"]), f("fill_value").unwrap())?),
+        "torch.Tensor.new_zeros" => one(x[0].new_zeros(ints(&kw["size"]))?),
+        "torch.Tensor.new_ones" => one(x[0].new_ones(ints(&kw["size"]))?),
         _ => Ok(None),
     }
 }
@@ -529,7 +562,8 @@ fn run_file(path: &std::path::Path) {
         failed_total += fail;
     }
     assert_eq!(
-        failed_total, 0,
+        failed_total,
+        0,
         "golden cases of {} failed (see FAIL lines above)",
         file.display()
     );

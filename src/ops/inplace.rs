@@ -50,7 +50,7 @@ impl Tensor {
         self.0.storage.bump();
         Ok(self)
     }
-    fn assign(
+    pub(crate) fn assign(
         &self,
         op: &'static str,
         f: impl FnOnce(&Tensor) -> Result<Tensor>,

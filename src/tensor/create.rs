@@ -159,10 +159,38 @@ impl Tensor {
     }
     /// Uniform in [0, 1), from the default generator.
     pub fn rand(shape: impl AsRef<[usize]>, device: &Device) -> Result<Tensor> {
-        let n = admit("rand", shape.as_ref(), DType::F32, device)?;
-        let v =
-            crate::rng::with_default_generator(|g| generate("rand", n, |_| g.uniform() as f32))?;
-        Tensor::from_vec(v, shape, device)
+        Tensor::rand_dtype(shape.as_ref(), DType::F32, device)
+    }
+    /// Uniform in [0, 1) of a floating `dtype`, drawn at that type's precision (as PyTorch's
+    /// `uniform_`: a draw rounded to a coarser type could land on 1). f32 keeps the stream
+    /// `rand` has always had, with the draws that round up to 1 kept just below it.
+    fn rand_dtype(shape: &[usize], dtype: DType, device: &Device) -> Result<Tensor> {
+        let n = admit("rand", shape, dtype, device)?;
+        // Random bits per draw: the type's significand.
+        let bits = match dtype {
+            DType::F16 => 11,
+            DType::BF16 => 8,
+            DType::F32 => {
+                let below_one = 1.0 - f32::EPSILON / 2.0;
+                let v = crate::rng::with_default_generator(|g| {
+                    generate("rand", n, |_| (g.uniform() as f32).min(below_one))
+                })?;
+                return Tensor::from_vec(v, shape, device);
+            }
+            DType::F64 => 53,
+            DType::Bool | DType::I32 => {
+                return Err(Error::UnsupportedDType {
+                    op: "rand",
+                    dtype,
+                    hint: " (uniform draws in [0, 1) need a floating dtype; use randint_like)",
+                })
+            }
+        };
+        let scale = 1.0 / (1u64 << bits) as f64;
+        let v = crate::rng::with_default_generator(|g| {
+            generate("rand", n, |_| (g.next_u64() >> (64 - bits)) as f64 * scale)
+        })?;
+        Tensor::from_f64(&v, shape, dtype, device)
     }
     /// Standard normal, from the default generator.
     pub fn randn(shape: impl AsRef<[usize]>, device: &Device) -> Result<Tensor> {
@@ -183,13 +211,47 @@ impl Tensor {
     pub fn ones_like(&self) -> Result<Tensor> {
         self.full_like(1.0)
     }
-    /// Uniform like `self` (f32 then converted).
+    /// Uniform in [0, 1) with `self`'s shape, dtype and device (torch.rand_like), drawn at the
+    /// dtype's precision, so a half draw is never 1. Integer and bool dtypes are an error.
     pub fn rand_like(&self) -> Result<Tensor> {
-        Tensor::rand(self.shape(), &self.device())?.to_dtype(self.dtype())
+        Tensor::rand_dtype(self.shape(), self.dtype(), &self.device())
     }
-    /// Standard normal like `self`.
+    /// Standard normal with `self`'s shape, dtype and device (torch.randn_like; drawn as f32,
+    /// then converted). Integer and bool dtypes are an error, as in PyTorch.
     pub fn randn_like(&self) -> Result<Tensor> {
+        if !self.dtype().is_float() {
+            return Err(Error::UnsupportedDType {
+                op: "randn",
+                dtype: self.dtype(),
+                hint: " (normal draws need a floating dtype)",
+            });
+        }
         Tensor::randn(self.shape(), &self.device())?.to_dtype(self.dtype())
+    }
+    /// `shape` filled with `value`, with this tensor's dtype and device (torch.Tensor.new_full).
+    ///
+    /// ```
+    /// use wgtorch::{DType, Device, Tensor};
+    /// let x = Tensor::from_vec(vec![1i32, 2], [2], &Device::Cpu)?;
+    /// let y = x.new_full([2, 3], 7.0)?;
+    /// assert_eq!((y.shape(), y.dtype()), (&[2usize, 3][..], DType::I32));
+    /// # Ok::<(), wgtorch::Error>(())
+    /// ```
+    pub fn new_full(&self, shape: impl AsRef<[usize]>, value: f64) -> Result<Tensor> {
+        Tensor::full_dtype(shape, value, self.dtype(), &self.device()).in_op("new_full")
+    }
+    /// Zeros of `shape` with this tensor's dtype and device (torch.Tensor.new_zeros).
+    pub fn new_zeros(&self, shape: impl AsRef<[usize]>) -> Result<Tensor> {
+        self.new_full(shape, 0.0).in_op("new_zeros")
+    }
+    /// Ones of `shape` with this tensor's dtype and device (torch.Tensor.new_ones).
+    pub fn new_ones(&self, shape: impl AsRef<[usize]>) -> Result<Tensor> {
+        self.new_full(shape, 1.0).in_op("new_ones")
+    }
+    /// A tensor of `shape` with this tensor's dtype and device whose values are unspecified
+    /// (torch.Tensor.new_empty); here they are zeros, as every new buffer is initialised.
+    pub fn new_empty(&self, shape: impl AsRef<[usize]>) -> Result<Tensor> {
+        self.new_full(shape, 0.0).in_op("new_empty")
     }
     /// A 0-d tensor of `value` with this tensor's dtype and device.
     pub(crate) fn scalar_like(&self, value: f64) -> Result<Tensor> {
