@@ -1,5 +1,7 @@
 //! Sequence layers beyond the goldens (tests/golden/seq.json): PyTorch's state_dict names,
-//! initialisation, dropout in train vs eval mode, bad shapes and masks, GPU against CPU.
+//! initialisation, dropout in train vs eval mode, bad shapes and masks, GPU against CPU, and
+//! state_dicts saved by PyTorch. Every test holds the seed lock: module construction draws from
+//! the global generator, which `gpu_matches_cpu` reseeds to build equal models.
 
 mod common;
 
@@ -627,5 +629,89 @@ fn gpu_matches_cpu() -> Result<()> {
             Ok(vec![m.forward(&src.to(d)?, &tgt.to(d)?, args)?])
         },
     )?;
+    Ok(())
+}
+
+fn golden() -> std::path::PathBuf {
+    std::env::var("WGTORCH_GOLDEN_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| {
+            std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/golden")
+        })
+}
+
+/// The tensors of `ts` under `prefix`, renamed without it.
+fn under(ts: &[(String, Tensor)], prefix: &str) -> Vec<(String, Tensor)> {
+    ts.iter()
+        .filter_map(|(k, t)| k.strip_prefix(prefix).map(|n| (n.to_string(), t.clone())))
+        .collect()
+}
+
+fn get<'a>(ts: &'a [(String, Tensor)], k: &str) -> &'a Tensor {
+    &ts.iter()
+        .find(|(n, _)| n == k)
+        .unwrap_or_else(|| panic!("missing {k}"))
+        .1
+}
+
+/// State_dicts saved by PyTorch (../shared/golden/onnx: a 2-layer GELU TransformerEncoder and an
+/// LSTM tagger) load strictly by name and reproduce PyTorch's outputs.
+#[test]
+fn pytorch_state_dicts_load_and_match() -> Result<()> {
+    let _seed = common::seed_lock();
+    let dir = golden().join("onnx");
+    for dev in common::devices() {
+        let load = |n: &str| wgtorch::io::load(dir.join(n), &dev);
+        // emb + pos -> TransformerEncoder(2 x (d 32, nhead 4, ff 64, gelu, batch_first)) -> mean over time -> cls
+        let sd = load("transformer_encoder.state_dict.safetensors")?;
+        let io = load("transformer_encoder.io.safetensors")?;
+        let opts = TransformerLayerOptions {
+            dim_feedforward: 64,
+            dropout: 0.0,
+            activation: Activation::Gelu,
+            batch_first: true,
+            ..Default::default()
+        };
+        let mut enc =
+            TransformerEncoder::new(TransformerEncoderLayer::with_options(32, 4, opts, &dev)?, 2)?;
+        enc.load_state_dict(&under(&sd, "enc."), true)?;
+        enc.eval();
+        let ids = get(&io, "input.0");
+        let t = ids.shape()[1];
+        let h = ids
+            .embedding(get(&sd, "emb.weight"))?
+            .add(&get(&sd, "pos").narrow(1, 0, t)?)?;
+        let y = enc
+            .forward(&h, EncoderArgs::default())?
+            .mean_dims(&[1], false)?;
+        let y = y.linear(get(&sd, "cls.weight"), Some(get(&sd, "cls.bias")))?;
+        assert_close(
+            &format!("transformer_encoder on {dev}"),
+            &vals(&y),
+            &vals(get(&io, "output.0")),
+            1e-4,
+            1e-4,
+        );
+
+        // emb -> LSTM(12, 16, batch_first) -> tanh -> out
+        let sd = load("lstm_tagger.state_dict.safetensors")?;
+        let io = load("lstm_tagger.io.safetensors")?;
+        let bf = RNNOptions {
+            batch_first: true,
+            ..Default::default()
+        };
+        let mut lstm = LSTM::with_options(12, 16, bf, &dev)?;
+        lstm.load_state_dict(&under(&sd, "lstm."), true)?;
+        let h = get(&io, "input.0").embedding(get(&sd, "emb.weight"))?;
+        let y = lstm.forward(&h)?.tanh()?;
+        let y = y.linear(get(&sd, "out.weight"), Some(get(&sd, "out.bias")))?;
+        assert_close(
+            &format!("lstm_tagger on {dev}"),
+            &vals(&y),
+            &vals(get(&io, "output.0")),
+            1e-4,
+            1e-4,
+        );
+    }
     Ok(())
 }
