@@ -618,11 +618,13 @@ mod seq {
             batch_first: b("batch_first", false),
             dropout: f("dropout", 0.0),
             bidirectional: b("bidirectional", false),
+            proj_size: u("proj_size").unwrap_or(0),
         };
         let mha = MultiheadAttentionOptions {
             dropout: f("dropout", 0.0),
             bias: b("bias", true),
             add_bias_kv: b("add_bias_kv", false),
+            add_zero_attn: b("add_zero_attn", false),
             kdim: u("kdim"),
             vdim: u("vdim"),
             batch_first: b("batch_first", false),

@@ -343,6 +343,21 @@ fn bad_shapes_and_masks_are_errors() -> Result<()> {
         assert!(msg(RNN::with_options(3, 4, bad, d))
             .contains("dropout should be a number in range [0, 1]"));
         assert!(msg(RNN::new(3, 0, d)).contains("hidden_size must be greater than zero"));
+        let proj = RNNOptions {
+            proj_size: 2,
+            ..Default::default()
+        };
+        assert!(msg(GRU::with_options(3, 4, proj, d))
+            .contains("proj_size argument is only supported for LSTM"));
+        assert!(msg(LSTM::with_options(3, 2, proj, d))
+            .contains("proj_size has to be smaller than hidden_size"));
+        let lstm = LSTM::with_options(3, 4, proj, d)?;
+        let (h, c) = (shaped(&[1, 2, 4], d)?, shaped(&[1, 2, 4], d)?);
+        let m = msg(lstm.forward_with_state(&shaped(&[5, 2, 3], d)?, Some((&h, &c))));
+        assert!(
+            m.contains("Expected hidden[0] size [1, 2, 2], got [1, 2, 4]"),
+            "{m}"
+        );
 
         let mha = MultiheadAttention::new(8, 2, d)?;
         assert!(msg(MultiheadAttention::new(8, 3, d))

@@ -175,7 +175,7 @@ fn attend(
 }
 
 /// Keyword arguments of `nn.MultiheadAttention(embed_dim, num_heads, ...)`; `Default` is
-/// PyTorch's. (`add_zero_attn` is not supported.)
+/// PyTorch's.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct MultiheadAttentionOptions {
     /// Dropout on the attention weights in training mode (default 0).
@@ -184,6 +184,8 @@ pub struct MultiheadAttentionOptions {
     pub bias: bool,
     /// Learned `bias_k` / `bias_v` appended to the keys and values (default false).
     pub add_bias_kv: bool,
+    /// Append a zero key and value (after `bias_k` / `bias_v`) (default false).
+    pub add_zero_attn: bool,
     /// Key features (default `embed_dim`); when kdim or vdim differ from it the projections are
     /// separate (`q_proj_weight`, `k_proj_weight`, `v_proj_weight`).
     pub kdim: Option<usize>,
@@ -199,6 +201,7 @@ impl Default for MultiheadAttentionOptions {
             dropout: 0.0,
             bias: true,
             add_bias_kv: false,
+            add_zero_attn: false,
             kdim: None,
             vdim: None,
             batch_first: false,
@@ -460,21 +463,32 @@ impl MultiheadAttention {
                 Some(float_mask(&m, &q, "key_padding_mask")?)
             }
         };
+        // bias_k / bias_v, then a zero key and value: one more key, masks padded with 0 (kept).
+        let zero_col = |m: Tensor| -> Result<Tensor> {
+            let mut sh = m.shape().to_vec();
+            if let Some(x) = sh.last_mut() {
+                *x = 1;
+            }
+            let z = Tensor::zeros(&sh, &m.device())?.to_dtype(m.dtype())?;
+            Tensor::cat(&[m, z], -1)
+        };
+        let zero_kv = Tensor::zeros([1, n, e], &k.device())?.to_dtype(k.dtype())?;
+        let extra = [
+            (self.bias_k.as_ref(), self.bias_v.as_ref()),
+            self.options
+                .add_zero_attn
+                .then_some((&zero_kv, &zero_kv))
+                .unzip(),
+        ];
         let mut s = s;
-        if let (Some(bk), Some(bv)) = (&self.bias_k, &self.bias_v) {
-            k = Tensor::cat(&[k, bk.expand(&[1, n, e])?], 0)?;
-            v = Tensor::cat(&[v, bv.expand(&[1, n, e])?], 0)?;
-            let zero_col = |m: Tensor| -> Result<Tensor> {
-                let mut sh = m.shape().to_vec();
-                if let Some(x) = sh.last_mut() {
-                    *x = 1;
-                }
-                let z = Tensor::zeros(&sh, &m.device())?.to_dtype(m.dtype())?;
-                Tensor::cat(&[m, z], -1)
-            };
-            attn = attn.map(zero_col).transpose()?;
-            pad = pad.map(zero_col).transpose()?;
-            s += 1;
+        for (bk, bv) in extra {
+            if let (Some(bk), Some(bv)) = (bk, bv) {
+                k = Tensor::cat(&[k, bk.expand(&[1, n, e])?], 0)?;
+                v = Tensor::cat(&[v, bv.expand(&[1, n, e])?], 0)?;
+                attn = attn.map(zero_col).transpose()?;
+                pad = pad.map(zero_col).transpose()?;
+                s += 1;
+            }
         }
         let hd = e / h;
         let pad = pad

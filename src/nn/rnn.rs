@@ -38,6 +38,9 @@ pub struct RNNOptions {
     /// Run a second direction from the end of the sequence (default false); outputs concatenate
     /// both directions' hidden states.
     pub bidirectional: bool,
+    /// LSTM only: project each hidden state to `proj_size` features with `weight_hr_l*`
+    /// (default 0: no projection); `h` then has `proj_size` features, `c` keeps `hidden_size`.
+    pub proj_size: usize,
 }
 
 impl Default for RNNOptions {
@@ -49,6 +52,7 @@ impl Default for RNNOptions {
             batch_first: false,
             dropout: 0.0,
             bidirectional: false,
+            proj_size: 0,
         }
     }
 }
@@ -83,6 +87,7 @@ struct Weights {
     w_hh: Tensor,
     b_ih: Option<Tensor>,
     b_hh: Option<Tensor>,
+    w_hr: Option<Tensor>,
 }
 
 /// What the three layers share: the weights (layer-major, then direction) and the loop.
@@ -116,7 +121,21 @@ impl RNNBase {
         if !(0.0..=1.0).contains(&options.dropout) {
             return Err(Error::arg(op, format!("dropout should be a number in range [0, 1] representing the probability of an element being zeroed, got {}", options.dropout)));
         }
+        if options.proj_size > 0 && cell != Cell::Lstm {
+            return Err(Error::arg(
+                op,
+                "proj_size argument is only supported for LSTM, not RNN or GRU",
+            ));
+        }
+        if options.proj_size >= hidden_size {
+            return Err(Error::arg(op, format!("proj_size has to be smaller than hidden_size (proj_size {}, hidden_size {hidden_size})", options.proj_size)));
+        }
         let dirs = if options.bidirectional { 2 } else { 1 };
+        let real = if options.proj_size > 0 {
+            options.proj_size
+        } else {
+            hidden_size
+        };
         let g = crate::shape::checked_mul(op, cell.gates(), hidden_size, &[hidden_size])?;
         let k = 1.0 / (hidden_size as f64).sqrt();
         let p = |shape: &[usize]| -> Result<Tensor> {
@@ -127,17 +146,16 @@ impl RNNBase {
         };
         let mut weights = Vec::new();
         for l in 0..options.num_layers {
-            let inp = if l == 0 {
-                input_size
-            } else {
-                hidden_size * dirs
-            };
+            let inp = if l == 0 { input_size } else { real * dirs };
             for _ in 0..dirs {
                 weights.push(Weights {
                     w_ih: p(&[g, inp])?,
-                    w_hh: p(&[g, hidden_size])?,
+                    w_hh: p(&[g, real])?,
                     b_ih: options.bias.then(|| p(&[g])).transpose()?,
                     b_hh: options.bias.then(|| p(&[g])).transpose()?,
+                    w_hr: (options.proj_size > 0)
+                        .then(|| p(&[real, hidden_size]))
+                        .transpose()?,
                 });
             }
         }
@@ -159,18 +177,27 @@ impl RNNBase {
         }
     }
 
-    /// Check an initial state against `[layers * dirs, (batch,) hidden]`, or make zeros.
+    /// Features of `h` (and of each direction's output): `proj_size` when projecting.
+    fn h_size(&self) -> usize {
+        if self.options.proj_size > 0 {
+            self.options.proj_size
+        } else {
+            self.hidden_size
+        }
+    }
+
+    /// Check an initial state against `[layers * dirs, (batch,) features]`, or make zeros.
     fn state(
         &self,
         s: Option<&Tensor>,
         batch: Option<usize>,
-        which: &str,
+        (which, features): (&str, usize),
         x: &Tensor,
     ) -> Result<Tensor> {
         let op = self.cell.name();
         let mut want = vec![self.options.num_layers * self.dirs()];
         want.extend(batch);
-        want.push(self.hidden_size);
+        want.push(features);
         let Some(s) = s else {
             return Tensor::zeros(&want, &x.device())?.to_dtype(x.dtype());
         };
@@ -239,9 +266,14 @@ impl RNNBase {
             "hx"
         };
         let lift = |s: Tensor| if batched { Ok(s) } else { s.unsqueeze(1) };
-        let h0 = lift(self.state(h0, batch, hidden, x)?)?;
+        let h0 = lift(self.state(h0, batch, (hidden, self.h_size()), x)?)?;
         let c0 = match self.cell {
-            Cell::Lstm => Some(lift(self.state(c0, batch, "hidden[1]", x)?)?),
+            Cell::Lstm => Some(lift(self.state(
+                c0,
+                batch,
+                ("hidden[1]", self.hidden_size),
+                x,
+            )?)?),
             _ => None,
         };
         let (t_len, dirs) = (seq.shape()[0], self.dirs());
@@ -318,7 +350,11 @@ impl RNNBase {
                         g[3].sigmoid()?,
                     );
                     *c = f.mul(c)?.add(&i.mul(&gg)?)?;
-                    o.mul(&c.tanh()?)?
+                    let h = o.mul(&c.tanh()?)?;
+                    match &w.w_hr {
+                        Some(w_hr) => h.matmul(&w_hr.t()?)?,
+                        None => h,
+                    }
                 }
                 (Cell::Gru, _) => {
                     let hh = match &w.b_hh {
@@ -338,7 +374,7 @@ impl RNNBase {
         }
         let outs: Vec<Tensor> = outs.into_iter().flatten().collect();
         let out = if outs.is_empty() {
-            Tensor::zeros([0, h.shape()[0], self.hidden_size], &h.device())?.to_dtype(h.dtype())?
+            Tensor::zeros([0, h.shape()[0], self.h_size()], &h.device())?.to_dtype(h.dtype())?
         } else {
             Tensor::stack(&outs, 0)?
         };
@@ -362,6 +398,9 @@ impl RNNBase {
                 f(&format!("bias_ih_{s}"), bi, Kind::Param);
                 f(&format!("bias_hh_{s}"), bh, Kind::Param);
             }
+            if let Some(w) = &w.w_hr {
+                f(&format!("weight_hr_{s}"), w, Kind::Param);
+            }
         }
     }
 
@@ -374,6 +413,9 @@ impl RNNBase {
             if let (Some(bi), Some(bh)) = (&mut w.b_ih, &mut w.b_hh) {
                 f(&format!("bias_ih_{s}"), bi, Kind::Param);
                 f(&format!("bias_hh_{s}"), bh, Kind::Param);
+            }
+            if let Some(w) = &mut w.w_hr {
+                f(&format!("weight_hr_{s}"), w, Kind::Param);
             }
         }
     }
@@ -436,7 +478,7 @@ recurrent!(
     RNN
 );
 recurrent!(
-    /// Long short-term memory (PyTorch's `nn.LSTM`; gates i, f, g, o). `proj_size` is not supported.
+    /// Long short-term memory (PyTorch's `nn.LSTM`; gates i, f, g, o; `proj_size` projections).
     ///
     /// ```
     /// use wgtorch::nn::{RNNOptions, LSTM};

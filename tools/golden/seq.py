@@ -77,6 +77,8 @@ def recurrent():
          (4, 2, 3), True, False),
         ("lstm_batch_first_bidir_nobias", nn.LSTM,
          dict(input_size=3, hidden_size=4, batch_first=True, bidirectional=True, bias=False), (2, 3, 3), True, False),
+        ("lstm_proj_2layer_bidir", nn.LSTM,
+         dict(input_size=3, hidden_size=4, num_layers=2, bidirectional=True, proj_size=2), (3, 2, 3), True, False),
         ("lstm_dropout_eval", nn.LSTM, dict(input_size=3, hidden_size=4, num_layers=3, dropout=0.5), (3, 2, 3),
          False, True),
     ]:
@@ -87,10 +89,10 @@ def recurrent():
         if with_h0:
             d = 2 if ctor.get("bidirectional") else 1
             hs = (ctor.get("num_layers", 1) * d,) + ((seq_shape[0 if ctor.get("batch_first") else 1],)
-                                                     if len(seq_shape) == 3 else ()) + (ctor["hidden_size"],)
-            data["h0"] = randn(*hs)
+                                                     if len(seq_shape) == 3 else ())
+            data["h0"] = randn(*hs, ctor.get("proj_size") or ctor["hidden_size"])
             if cls is nn.LSTM:
-                data["c0"] = randn(*hs)
+                data["c0"] = randn(*hs, ctor["hidden_size"])
         ctor_kw = dict(ctor)
         module_case(name, f"torch.nn.{cls.__name__}", m, data, ctor_kw, {}, positional=("input",), eval_mode=ev)
 
@@ -116,6 +118,9 @@ def mha():
         ("mha_kdim_vdim_bias_kv", {"kdim": 5, "vdim": 3, "add_bias_kv": True},
          {"query": x, "key": randn(S, N, 5), "value": randn(S, N, 3), "key_padding_mask": pad, "attn_mask": bmask},
          {}),
+        ("mha_zero_attn_bias_kv", {"add_zero_attn": True, "add_bias_kv": True},
+         {"query": x, "key": randn(S, N, E), "value": randn(S, N, E), "key_padding_mask": pad, "attn_mask": bmask},
+         {"average_attn_weights": False}),
         ("mha_causal_hint_no_weights", {}, {"query": x, "key": x, "value": x, "attn_mask": causal},
          {"is_causal": True, "need_weights": False}),
         ("mha_unbatched_nobias", {"bias": False}, {"query": randn(L, E), "key": randn(S, E), "value": randn(S, E),
