@@ -420,7 +420,8 @@ impl TransformerEncoder {
     ) -> Result<TransformerEncoder> {
         TransformerEncoder::with_options(encoder_layer, num_layers, Default::default())
     }
-    /// With a final norm.
+    /// With a final norm. The copies are built fresh (so they draw from the default generator)
+    /// and then take `encoder_layer`'s values, dtype and training mode.
     pub fn with_options(
         encoder_layer: TransformerEncoderLayer,
         num_layers: usize,
