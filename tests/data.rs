@@ -13,7 +13,9 @@ use wgtorch::data::download_cifar10;
 use wgtorch::data::{Cifar10, DataLoader, Dataset, Digits, ImageFolder};
 use wgtorch::io::Checkpoint;
 use wgtorch::nn::functional as F;
-use wgtorch::nn::{BatchNorm2d, Dropout, Linear, Lstm, Module, ModuleExt, ReLU, Sequential};
+use wgtorch::nn::{
+    BatchNorm2d, Dropout, Linear, Module, ModuleExt, RNNOptions, ReLU, Sequential, LSTM,
+};
 use wgtorch::{Device, Result, Tensor};
 
 fn tmpdir(name: &str) -> PathBuf {
@@ -322,7 +324,12 @@ fn lstm_shapes_and_gradients() -> Result<()> {
     let _seed = common::seed_lock();
     let dev = Device::Cpu;
     wgtorch::manual_seed(4);
-    let lstm = Lstm::new(3, 5, 2, true, &dev)?;
+    let opts = RNNOptions {
+        num_layers: 2,
+        batch_first: true,
+        ..Default::default()
+    };
+    let lstm = LSTM::with_options(3, 5, opts, &dev)?;
     let names: Vec<String> = lstm
         .named_parameters()
         .into_iter()

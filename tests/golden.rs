@@ -317,23 +317,25 @@ fn run_op(op: &str, kw: &Value, x: &[Tensor]) -> Result<Option<Vec<Tensor>>> {
         "torch.nn.functional.binary_cross_entropy_with_logits" => one(
             F::binary_cross_entropy_with_logits(&x[0], &x[1], x.get(2), red()?)?,
         ),
-        "torch.nn.LSTM" => {
-            let u = |k: &str| kw[k].as_u64().unwrap() as usize;
-            let mut lstm = wgtorch::nn::Lstm::new(
-                u("input_size"),
-                u("hidden_size"),
-                u("num_layers"),
-                kw["batch_first"].as_bool().unwrap_or(false),
-                &x[0].device(),
-            )?;
-            // Put the case's leaves in the layer's parameter slots (inputs 3.. in PyTorch's order).
-            let mut k = 3;
-            wgtorch::nn::Module::visit_mut(&mut lstm, &mut |_, t, _| {
-                *t = x[k].clone();
-                k += 1;
-            });
-            let (out, (h, c)) = lstm.forward_with_state(&x[0], Some((&x[1], &x[2])))?;
-            Ok(Some(vec![out, h, c]))
+        // seq
+        "torch.nn.RNN"
+        | "torch.nn.LSTM"
+        | "torch.nn.GRU"
+        | "torch.nn.MultiheadAttention"
+        | "torch.nn.TransformerEncoderLayer"
+        | "torch.nn.TransformerDecoderLayer"
+        | "torch.nn.Transformer" => seq::module(op, kw, x).map(Some),
+        "torch.nn.functional.scaled_dot_product_attention" => {
+            let x = seq::Named::new(kw, x, &["query", "key", "value"]);
+            let o = F::SdpaOptions {
+                attn_mask: x.get("attn_mask"),
+                dropout_p: 0.0,
+                is_causal: kw["is_causal"].as_bool().unwrap_or(false),
+                scale: kw["scale"].as_f64(),
+                enable_gqa: kw["enable_gqa"].as_bool().unwrap_or(false),
+            };
+            let (q, k, v) = (x.req("query")?, x.req("key")?, x.req("value")?);
+            one(F::scaled_dot_product_attention_with(q, k, v, o)?)
         }
         // ops_b
         "torch.index_add" => {
@@ -567,4 +569,197 @@ fn run_file(path: &std::path::Path) {
         "golden cases of {} failed (see FAIL lines above)",
         file.display()
     );
+}
+
+// seq: the sequence layers' cases (tools/golden/seq.py). Data tensors first (names in
+// `kwargs.inputs`), then the module's parameters in state_dict order (names in `kwargs.params`).
+mod seq {
+    use super::Value;
+    use wgtorch::nn::*;
+    use wgtorch::{Error, Result, Tensor};
+
+    /// The case's data tensors by name.
+    pub struct Named<'a> {
+        names: Vec<String>,
+        x: &'a [Tensor],
+    }
+
+    impl<'a> Named<'a> {
+        pub fn new(kw: &Value, x: &'a [Tensor], default: &[&str]) -> Named<'a> {
+            let names = match kw["inputs"].as_array() {
+                Some(a) => a.iter().map(|v| v.as_str().unwrap().to_string()).collect(),
+                None => default.iter().map(|s| s.to_string()).collect(),
+            };
+            Named { names, x }
+        }
+        pub fn get(&self, name: &str) -> Option<&'a Tensor> {
+            self.names
+                .iter()
+                .position(|n| n == name)
+                .map(|i| &self.x[i])
+        }
+        pub fn req(&self, name: &str) -> Result<&'a Tensor> {
+            self.get(name).ok_or_else(|| Error::InvalidArgument {
+                op: "golden",
+                msg: format!("case has no input {name}"),
+            })
+        }
+        fn params(&self) -> &'a [Tensor] {
+            &self.x[self.names.len()..]
+        }
+    }
+
+    /// Put the case's parameter leaves into the module's slots, checking PyTorch's names.
+    fn load<M: Module>(mut m: M, kw: &Value, x: &Named) -> Result<M> {
+        let params = x.params();
+        let want: Option<Vec<&str>> = kw["params"]
+            .as_array()
+            .map(|a| a.iter().map(|v| v.as_str().unwrap()).collect());
+        let mut got = Vec::new();
+        m.visit_mut(&mut |n, t, _| {
+            if let Some(p) = params.get(got.len()) {
+                *t = p.clone();
+            }
+            got.push(n.to_string());
+        });
+        if got.len() != params.len() || want.is_some_and(|w| w != got) {
+            return Err(Error::InvalidArgument {
+                op: "golden",
+                msg: format!("parameter names {got:?}, PyTorch's {:?}", kw["params"]),
+            });
+        }
+        if kw["eval"].as_bool().unwrap_or(false) {
+            m.eval();
+        }
+        Ok(m)
+    }
+
+    pub fn module(op: &str, kw: &Value, x: &[Tensor]) -> Result<Vec<Tensor>> {
+        let u = |k: &str| kw[k].as_u64().map(|v| v as usize);
+        let b = |k: &str, d: bool| kw[k].as_bool().unwrap_or(d);
+        let f = |k: &str, d: f64| kw[k].as_f64().unwrap_or(d);
+        let d = |k: &str| u(k).unwrap();
+        let x = Named::new(kw, x, &["input", "h0", "c0"]);
+        let dev = x.req(x.names[0].as_str())?.device();
+        let rnn = RNNOptions {
+            num_layers: u("num_layers").unwrap_or(1),
+            nonlinearity: match kw["nonlinearity"].as_str() {
+                Some("relu") => Nonlinearity::Relu,
+                _ => Nonlinearity::Tanh,
+            },
+            bias: b("bias", true),
+            batch_first: b("batch_first", false),
+            dropout: f("dropout", 0.0),
+            bidirectional: b("bidirectional", false),
+            proj_size: u("proj_size").unwrap_or(0),
+        };
+        let mha = MultiheadAttentionOptions {
+            dropout: f("dropout", 0.0),
+            bias: b("bias", true),
+            add_bias_kv: b("add_bias_kv", false),
+            add_zero_attn: b("add_zero_attn", false),
+            kdim: u("kdim"),
+            vdim: u("vdim"),
+            batch_first: b("batch_first", false),
+        };
+        let layer = TransformerLayerOptions {
+            dim_feedforward: u("dim_feedforward").unwrap_or(2048),
+            dropout: f("dropout", 0.1),
+            activation: match kw["activation"].as_str() {
+                Some("gelu") => Activation::Gelu,
+                _ => Activation::Relu,
+            },
+            layer_norm_eps: f("layer_norm_eps", 1e-5),
+            batch_first: b("batch_first", false),
+            norm_first: b("norm_first", false),
+        };
+        let (input, h0) = (x.get("input"), x.get("h0"));
+        Ok(match op {
+            "torch.nn.RNN" | "torch.nn.GRU" => {
+                let (i, h) = (d("input_size"), d("hidden_size"));
+                let (out, h_n) = if op == "torch.nn.RNN" {
+                    let m = load(RNN::with_options(i, h, rnn, &dev)?, kw, &x)?;
+                    m.forward_with_state(x.req("input")?, h0)?
+                } else {
+                    let m = load(GRU::with_options(i, h, rnn, &dev)?, kw, &x)?;
+                    m.forward_with_state(x.req("input")?, h0)?
+                };
+                vec![out, h_n]
+            }
+            "torch.nn.LSTM" => {
+                let m = LSTM::with_options(d("input_size"), d("hidden_size"), rnn, &dev)?;
+                let m = load(m, kw, &x)?;
+                let state = h0.zip(x.get("c0"));
+                let (out, (h, c)) = m.forward_with_state(input.unwrap(), state)?;
+                vec![out, h, c]
+            }
+            "torch.nn.MultiheadAttention" => {
+                let m =
+                    MultiheadAttention::with_options(d("embed_dim"), d("num_heads"), mha, &dev)?;
+                let m = load(m, kw, &x)?;
+                let args = MhaArgs {
+                    key_padding_mask: x.get("key_padding_mask"),
+                    need_weights: b("need_weights", true),
+                    attn_mask: x.get("attn_mask"),
+                    average_attn_weights: b("average_attn_weights", true),
+                    is_causal: b("is_causal", false),
+                };
+                let (q, k, v) = (x.req("query")?, x.req("key")?, x.req("value")?);
+                let (o, w) = m.forward(q, k, v, args)?;
+                std::iter::once(o).chain(w).collect()
+            }
+            "torch.nn.TransformerEncoderLayer" => {
+                let m =
+                    TransformerEncoderLayer::with_options(d("d_model"), d("nhead"), layer, &dev)?;
+                let args = EncoderArgs {
+                    src_mask: x.get("src_mask"),
+                    src_key_padding_mask: x.get("src_key_padding_mask"),
+                    is_causal: b("is_causal", false),
+                };
+                vec![load(m, kw, &x)?.forward(x.req("src")?, args)?]
+            }
+            "torch.nn.TransformerDecoderLayer" => {
+                let m =
+                    TransformerDecoderLayer::with_options(d("d_model"), d("nhead"), layer, &dev)?;
+                vec![load(m, kw, &x)?.forward(x.req("tgt")?, x.req("memory")?, dec_args(kw, &x))?]
+            }
+            "torch.nn.Transformer" => {
+                let opts = TransformerOptions {
+                    num_encoder_layers: d("num_encoder_layers"),
+                    num_decoder_layers: d("num_decoder_layers"),
+                    layer,
+                };
+                let m = load(
+                    Transformer::with_options(d("d_model"), d("nhead"), opts, &dev)?,
+                    kw,
+                    &x,
+                )?;
+                let a = dec_args(kw, &x);
+                let args = TransformerArgs {
+                    src_mask: x.get("src_mask"),
+                    tgt_mask: a.tgt_mask,
+                    memory_mask: a.memory_mask,
+                    src_key_padding_mask: x.get("src_key_padding_mask"),
+                    tgt_key_padding_mask: a.tgt_key_padding_mask,
+                    memory_key_padding_mask: a.memory_key_padding_mask,
+                    src_is_causal: b("src_is_causal", false),
+                    tgt_is_causal: a.tgt_is_causal,
+                    memory_is_causal: a.memory_is_causal,
+                };
+                vec![m.forward(x.req("src")?, x.req("tgt")?, args)?]
+            }
+            other => unreachable!("{other}"),
+        })
+    }
+
+    fn dec_args<'a>(kw: &Value, x: &Named<'a>) -> DecoderArgs<'a> {
+        DecoderArgs {
+            tgt_mask: x.get("tgt_mask"),
+            memory_mask: x.get("memory_mask"),
+            tgt_key_padding_mask: x.get("tgt_key_padding_mask"),
+            memory_key_padding_mask: x.get("memory_key_padding_mask"),
+            tgt_is_causal: kw["tgt_is_causal"].as_bool().unwrap_or(false),
+            memory_is_causal: kw["memory_is_causal"].as_bool().unwrap_or(false),
+        }
+    }
 }
