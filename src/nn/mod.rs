@@ -1,4 +1,16 @@
-//! Neural-network building blocks: the [`Module`] trait, layers, initialisers and losses.
+//! Neural-network building blocks: the [`Module`] and [`Forward`] traits with
+//! `#[derive(Module)]`, layers, containers, initialisers and losses.
+//!
+//! `use wgtorch::nn::Module;` brings both the trait and the derive. A field holding a tensor
+//! must say what it is:
+//!
+//! ```compile_fail
+//! use wgtorch::nn::Module;
+//! #[derive(Module)]
+//! struct Scale {
+//!     gain: wgtorch::Tensor, // error: mark it #[param], #[buffer] or #[module(skip)]
+//! }
+//! ```
 
 mod container;
 pub mod functional;
@@ -9,9 +21,15 @@ mod module;
 mod norm;
 mod rnn;
 
-pub use container::{ModuleList, Sequential};
+pub use container::{ModuleDict, ModuleList, Sequential};
+pub use functional::Size2;
 pub use layers::*;
 pub use loss::*;
-pub use module::{Kind, LoadReport, Module, ModuleExt};
-pub use norm::{BatchNorm1d, BatchNorm2d, LayerNorm};
+#[doc(hidden)]
+pub use module::{join_name, ModuleBase};
+pub use module::{
+    visit_child, visit_child_mut, Forward, Kind, LoadReport, Module, ModuleExt, TensorSlots,
+};
+pub use norm::{BatchNorm1d, BatchNorm2d, BatchNormOptions, LayerNorm, LayerNormOptions};
 pub use rnn::Lstm;
+pub use wgtorch_derive::Module;

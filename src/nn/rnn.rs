@@ -1,7 +1,7 @@
 //! LSTM (multi-layer, optional batch_first), PyTorch's gate order (i, f, g, o) and parameter names.
 
 use super::init;
-use super::module::{Kind, Module};
+use super::module::{Forward, Kind, Module};
 use crate::{Device, Error, Result, Tensor};
 
 /// One LSTM layer's parameters.
@@ -129,10 +129,13 @@ impl Lstm {
     }
 }
 
-impl Module for Lstm {
+impl Forward for Lstm {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         Ok(self.forward_with_state(x, None)?.0)
     }
+}
+
+impl Module for Lstm {
     fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, Kind)) {
         for (l, p) in self.layers.iter().enumerate() {
             f(&format!("weight_ih_l{l}"), &p.w_ih, Kind::Param);
