@@ -243,15 +243,7 @@ fn run_op(op: &str, kw: &Value, x: &[Tensor]) -> Result<Option<Vec<Tensor>>> {
         "torch.nn.functional.one_hot" => {
             one(x[0].one_hot(kw["num_classes"].as_u64().unwrap() as usize)?)
         }
-        "torch.nn.functional.conv2d" => one(F::conv2d(
-            &x[0],
-            &x[1],
-            x.get(2),
-            pair(&kw["stride"], 1),
-            pair(&kw["padding"], 0),
-            pair(&kw["dilation"], 1),
-            kw["groups"].as_u64().unwrap_or(1) as usize,
-        )?),
+        "torch.nn.functional.conv2d" => one(F::conv2d_with(&x[0], &x[1], x.get(2), F::Conv2dFuncOptions { stride: pair(&kw["stride"], 1).into(), padding: pair(&kw["padding"], 0).into(), dilation: pair(&kw["dilation"], 1).into(), groups: kw["groups"].as_u64().unwrap_or(1) as usize })?),
         "torch.nn.functional.max_pool2d" | "torch.nn.functional.avg_pool2d" => {
             let k = pair(&kw["kernel_size"], 1);
             let s = if kw["stride"].is_null() {
@@ -261,9 +253,9 @@ fn run_op(op: &str, kw: &Value, x: &[Tensor]) -> Result<Option<Vec<Tensor>>> {
             };
             let p = pair(&kw["padding"], 0);
             one(if op.ends_with("max_pool2d") {
-                F::max_pool2d(&x[0], k, s, p)?
+                F::max_pool2d_with(&x[0], k, F::MaxPool2dOptions { stride: Some(s.into()), padding: p.into(), ..Default::default() })?
             } else {
-                F::avg_pool2d(&x[0], k, s, p)?
+                F::avg_pool2d_with(&x[0], k, F::AvgPool2dOptions { stride: Some(s.into()), padding: p.into(), ..Default::default() })?
             })
         }
         "torch.nn.functional.adaptive_avg_pool2d" => {
@@ -274,25 +266,10 @@ fn run_op(op: &str, kw: &Value, x: &[Tensor]) -> Result<Option<Vec<Tensor>>> {
             // Inputs: x, weight, bias, running_mean, running_var. Running stats are buffers (no grad).
             let rm = x[3].detach().mul_scalar(1.0)?;
             let rv = x[4].detach().mul_scalar(1.0)?;
-            let y = F::batch_norm(
-                &x[0],
-                Some(&rm),
-                Some(&rv),
-                Some(&x[1]),
-                Some(&x[2]),
-                train,
-                f("momentum").unwrap_or(0.1),
-                f("eps").unwrap_or(1e-5),
-            )?;
+            let y = F::batch_norm_with(&x[0], Some(&rm), Some(&rv), F::BatchNormFuncOptions { weight: Some(&x[1]), bias: Some(&x[2]), training: train, momentum: f("momentum").unwrap_or(0.1), eps: f("eps").unwrap_or(1e-5) })?;
             Ok(Some(if train { vec![y, rm, rv] } else { vec![y] }))
         }
-        "torch.nn.functional.layer_norm" => one(F::layer_norm(
-            &x[0],
-            &ints(&kw["normalized_shape"]),
-            x.get(1),
-            x.get(2),
-            f("eps").unwrap_or(1e-5),
-        )?),
+        "torch.nn.functional.layer_norm" => one(F::layer_norm_with(&x[0], &ints(&kw["normalized_shape"]), F::LayerNormFuncOptions { weight: x.get(1), bias: x.get(2), eps: f("eps").unwrap_or(1e-5) })?),
         "torch.nn.functional.cross_entropy" => one(F::cross_entropy(
             &x[0],
             &x[1],
