@@ -45,7 +45,17 @@ fn run(
 ) -> Result<Vec<Tensor>> {
     let leaf = |t: &Tensor| t.detach().requires_grad_(true);
     let (x, w, b) = (leaf(x), leaf(w), b.map(leaf));
-    let y = F::conv2d_with(&x, &w, b.as_ref(), F::Conv2dFuncOptions { stride: g.7.into(), padding: g.8.into(), dilation: g.9.into(), ..Default::default() })?;
+    let y = F::conv2d_with(
+        &x,
+        &w,
+        b.as_ref(),
+        F::Conv2dFuncOptions {
+            stride: g.7.into(),
+            padding: g.8.into(),
+            dilation: g.9.into(),
+            ..Default::default()
+        },
+    )?;
     y.mul(r)?
         .sum_all()?
         .backward_with(None, create_graph, create_graph)?;
@@ -72,7 +82,17 @@ fn primitive_matches_the_differentiable_formulation() -> Result<()> {
     wgtorch::manual_seed(5);
     for g in GEOMS {
         let (x, w, b) = inputs(g, &Device::Cpu, DType::F64)?;
-        let y = F::conv2d_with(&x, &w, b.as_ref(), F::Conv2dFuncOptions { stride: g.7.into(), padding: g.8.into(), dilation: g.9.into(), ..Default::default() })?;
+        let y = F::conv2d_with(
+            &x,
+            &w,
+            b.as_ref(),
+            F::Conv2dFuncOptions {
+                stride: g.7.into(),
+                padding: g.8.into(),
+                dilation: g.9.into(),
+                ..Default::default()
+            },
+        )?;
         let r = Tensor::randn(y.shape(), &Device::Cpu)?.to_dtype(DType::F64)?;
         // create_graph takes the composite (im2col + matmul) backward; plain backward the
         // primitive pair.
@@ -96,7 +116,19 @@ fn gradients_match_finite_differences() -> Result<()> {
         ins.extend(b);
         let geom = *g;
         gradcheck(
-            move |v: &[Tensor]| F::conv2d_with(&v[0], &v[1], v.get(2), F::Conv2dFuncOptions { stride: geom.7.into(), padding: geom.8.into(), dilation: geom.9.into(), ..Default::default() }),
+            move |v: &[Tensor]| {
+                F::conv2d_with(
+                    &v[0],
+                    &v[1],
+                    v.get(2),
+                    F::Conv2dFuncOptions {
+                        stride: geom.7.into(),
+                        padding: geom.8.into(),
+                        dilation: geom.9.into(),
+                        ..Default::default()
+                    },
+                )
+            },
             &ins,
             1e-6,
             1e-5,
@@ -115,7 +147,17 @@ fn gpu_matches_cpu() -> Result<()> {
     wgtorch::manual_seed(7);
     for g in GEOMS {
         let (x, w, b) = inputs(g, &Device::Cpu, DType::F32)?;
-        let y = F::conv2d_with(&x, &w, b.as_ref(), F::Conv2dFuncOptions { stride: g.7.into(), padding: g.8.into(), dilation: g.9.into(), ..Default::default() })?;
+        let y = F::conv2d_with(
+            &x,
+            &w,
+            b.as_ref(),
+            F::Conv2dFuncOptions {
+                stride: g.7.into(),
+                padding: g.8.into(),
+                dilation: g.9.into(),
+                ..Default::default()
+            },
+        )?;
         let r = Tensor::randn(y.shape(), &Device::Cpu)?;
         let cpu = run(&x, &w, b.as_ref(), &r, g, false)?;
         let on = |t: &Tensor| t.to(&gpu);
@@ -143,9 +185,29 @@ fn half_precision_on_both_backends() -> Result<()> {
     for dev in common::devices() {
         for dt in [DType::F16, DType::BF16] {
             let (x, w, b) = inputs(g, &Device::Cpu, DType::F32)?;
-            let want = F::conv2d_with(&x, &w, b.as_ref(), F::Conv2dFuncOptions { stride: g.7.into(), padding: g.8.into(), dilation: g.9.into(), ..Default::default() })?;
+            let want = F::conv2d_with(
+                &x,
+                &w,
+                b.as_ref(),
+                F::Conv2dFuncOptions {
+                    stride: g.7.into(),
+                    padding: g.8.into(),
+                    dilation: g.9.into(),
+                    ..Default::default()
+                },
+            )?;
             let h = |t: &Tensor| t.to_dtype(dt)?.to(&dev);
-            let got = F::conv2d_with(&h(&x)?, &h(&w)?, b.as_ref().map(h).transpose()?.as_ref(), F::Conv2dFuncOptions { stride: g.7.into(), padding: g.8.into(), dilation: g.9.into(), ..Default::default() })?;
+            let got = F::conv2d_with(
+                &h(&x)?,
+                &h(&w)?,
+                b.as_ref().map(h).transpose()?.as_ref(),
+                F::Conv2dFuncOptions {
+                    stride: g.7.into(),
+                    padding: g.8.into(),
+                    dilation: g.9.into(),
+                    ..Default::default()
+                },
+            )?;
             assert_eq!(got.dtype(), dt);
             assert_close(
                 &format!("{dev:?} {dt:?}"),

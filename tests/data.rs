@@ -13,9 +13,7 @@ use wgtorch::data::download_cifar10;
 use wgtorch::data::{Cifar10, DataLoader, Dataset, Digits, ImageFolder};
 use wgtorch::io::Checkpoint;
 use wgtorch::nn::functional as F;
-use wgtorch::nn::{
-    BatchNorm2d, Dropout, Linear, LinearOptions, Lstm, ModuleExt, ReLU, Sequential,
-};
+use wgtorch::nn::{BatchNorm2d, Dropout, Linear, LinearOptions, Lstm, ModuleExt, ReLU, Sequential};
 use wgtorch::{Device, Result, Tensor};
 
 fn tmpdir(name: &str) -> PathBuf {
@@ -197,7 +195,12 @@ fn modules_name_parameters_switch_modes_and_move() -> Result<()> {
         .append(BatchNorm2d::new(8, &dev)?)
         .append(ReLU {})
         .append(Dropout::new(0.5)?)
-        .append(Linear::with_options(8, 3, LinearOptions { bias: false }, &dev)?);
+        .append(Linear::with_options(
+            8,
+            3,
+            LinearOptions { bias: false },
+            &dev,
+        )?);
     let names: Vec<String> = net.state_dict().into_iter().map(|(n, _)| n).collect();
     assert_eq!(
         names,
@@ -259,7 +262,12 @@ fn state_dicts_round_trip_and_mismatches_are_reported() -> Result<()> {
         b.parameters()[0].to_vec::<f32>()?
     );
     // Missing and unexpected keys, shape mismatch.
-    let mut c = Sequential::new().append(Linear::with_options(3, 2, LinearOptions { bias: false }, &dev)?);
+    let mut c = Sequential::new().append(Linear::with_options(
+        3,
+        2,
+        LinearOptions { bias: false },
+        &dev,
+    )?);
     let e = c
         .load_state_dict(&a.state_dict(), true)
         .unwrap_err()

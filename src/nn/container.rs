@@ -92,8 +92,15 @@ impl Sequential {
     }
 }
 
-container_module!(Sequential, |s| s.layers.iter().enumerate().map(|(i, m)| (i.to_string(), m)),
-    |s| s.layers.iter_mut().enumerate().map(|(i, m)| (i.to_string(), m)));
+container_module!(
+    Sequential,
+    |s| s.layers.iter().enumerate().map(|(i, m)| (i.to_string(), m)),
+    |s| s
+        .layers
+        .iter_mut()
+        .enumerate()
+        .map(|(i, m)| (i.to_string(), m))
+);
 super::layers::forward_by_inherent!(Sequential);
 
 /// A list of modules that the owner calls itself (torch.nn.ModuleList); children named `0`,
@@ -132,8 +139,19 @@ impl ModuleList {
     }
 }
 
-container_module!(ModuleList, |s| s.modules.iter().enumerate().map(|(i, m)| (i.to_string(), m)),
-    |s| s.modules.iter_mut().enumerate().map(|(i, m)| (i.to_string(), m)));
+container_module!(
+    ModuleList,
+    |s| s
+        .modules
+        .iter()
+        .enumerate()
+        .map(|(i, m)| (i.to_string(), m)),
+    |s| s
+        .modules
+        .iter_mut()
+        .enumerate()
+        .map(|(i, m)| (i.to_string(), m))
+);
 
 /// Modules under string keys, in insertion order (torch.nn.ModuleDict): children named by
 /// their keys. Inserting an existing key replaces that module in place (keeping its position),
@@ -219,5 +237,8 @@ impl ModuleDict {
     }
 }
 
-container_module!(ModuleDict, |s| s.entries.iter().map(|(k, m)| (k.clone(), m)),
-    |s| s.entries.iter_mut().map(|(k, m)| (k.clone(), m)));
+container_module!(
+    ModuleDict,
+    |s| s.entries.iter().map(|(k, m)| (k.clone(), m)),
+    |s| s.entries.iter_mut().map(|(k, m)| (k.clone(), m))
+);

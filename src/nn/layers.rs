@@ -180,7 +180,10 @@ impl Conv2d {
             return Err(Error::arg("Conv2d", "groups must be a positive integer"));
         }
         if in_channels % groups != 0 {
-            return Err(Error::arg("Conv2d", "in_channels must be divisible by groups"));
+            return Err(Error::arg(
+                "Conv2d",
+                "in_channels must be divisible by groups",
+            ));
         }
         if out_channels % groups != 0 {
             return Err(Error::arg(

@@ -88,7 +88,11 @@ pub trait Module: ModuleBase + Send + Sync + 'static {
     }
     /// Mutable form of `visit_as_child`.
     #[doc(hidden)]
-    fn visit_as_child_mut<'a>(&'a mut self, name: &str, f: &mut dyn FnMut(&str, &'a mut dyn Module)) {
+    fn visit_as_child_mut<'a>(
+        &'a mut self,
+        name: &str,
+        f: &mut dyn FnMut(&str, &'a mut dyn Module),
+    ) {
         f(name, self.base_dyn_mut())
     }
     /// The module as `dyn Module` (a `Box` gives the module it holds).
@@ -361,7 +365,11 @@ impl<M: Module> Module for Option<M> {
             m.visit_as_child(name, f)
         }
     }
-    fn visit_as_child_mut<'a>(&'a mut self, name: &str, f: &mut dyn FnMut(&str, &'a mut dyn Module)) {
+    fn visit_as_child_mut<'a>(
+        &'a mut self,
+        name: &str,
+        f: &mut dyn FnMut(&str, &'a mut dyn Module),
+    ) {
         if let Some(m) = self {
             m.visit_as_child_mut(name, f)
         }
@@ -392,7 +400,11 @@ impl<M: Module + ?Sized> Module for Box<M> {
     fn visit_as_child<'a>(&'a self, name: &str, f: &mut dyn FnMut(&str, &'a dyn Module)) {
         (**self).visit_as_child(name, f)
     }
-    fn visit_as_child_mut<'a>(&'a mut self, name: &str, f: &mut dyn FnMut(&str, &'a mut dyn Module)) {
+    fn visit_as_child_mut<'a>(
+        &'a mut self,
+        name: &str,
+        f: &mut dyn FnMut(&str, &'a mut dyn Module),
+    ) {
         (**self).visit_as_child_mut(name, f)
     }
     fn as_dyn(&self) -> &dyn Module {

@@ -585,7 +585,9 @@ pub fn avg_pool2d_with(
     }
     // Taps inside the input per window: the same pooling of a ones plane, summed.
     let ones = Tensor::full_dtype([1, 1, g.h, g.w], 1.0, input.dtype(), &input.device())?;
-    let counts = ones.im2col(&ConvGeom { n: 1, c: 1, ..g }, 0.0)?.sum_dims(&[1], false)?;
+    let counts = ones
+        .im2col(&ConvGeom { n: 1, c: 1, ..g }, 0.0)?
+        .sum_dims(&[1], false)?;
     cols.sum_dims(&[1], false)?.div(&counts)?.reshape_to(&out)
 }
 

@@ -77,7 +77,16 @@ fn grad(x: &Tensor) -> Vec<f32> {
 #[test]
 fn conv2d_weight_changed_in_place_between_forward_and_backward() -> Result<()> {
     for dev in common::devices() {
-        let conv = Conv2d::with_options(3, 4, 3, Conv2dOptions { padding: 1.into(), ..Default::default() }, &dev)?;
+        let conv = Conv2d::with_options(
+            3,
+            4,
+            3,
+            Conv2dOptions {
+                padding: 1.into(),
+                ..Default::default()
+            },
+            &dev,
+        )?;
         let x = seq(&[2, 3, 5, 5], false, &dev);
         // The weight is at version 1 after its initialisation (as in PyTorch).
         let loss = conv.forward(&x)?.sum_all()?;
@@ -94,7 +103,16 @@ fn conv2d_input_changed_in_place() -> Result<()> {
             seq(&[1, 2, 4, 4], false, &dev),
             seq(&[3, 2, 3, 3], true, &dev),
         );
-        let loss = F::conv2d_with(&x, &w, None, F::Conv2dFuncOptions { padding: [1, 1].into(), ..Default::default() })?.sum_all()?;
+        let loss = F::conv2d_with(
+            &x,
+            &w,
+            None,
+            F::Conv2dFuncOptions {
+                padding: [1, 1].into(),
+                ..Default::default()
+            },
+        )?
+        .sum_all()?;
         bump(&x);
         expect_err(&loss, &modified(&x, "", 1, 0), "conv2d");
     }
@@ -331,13 +349,34 @@ fn norm_weights_changed_in_place() -> Result<()> {
     for dev in common::devices() {
         let x = seq(&[2, 3, 2, 2], true, &dev);
         let (w, b) = (seq(&[3], true, &dev), seq(&[3], true, &dev));
-        let loss = F::batch_norm_with(&x, None, None, F::BatchNormFuncOptions { weight: Some(&w), bias: Some(&b), training: true, momentum: 0.1, eps: 1e-5 })?.sum_all()?;
+        let loss = F::batch_norm_with(
+            &x,
+            None,
+            None,
+            F::BatchNormFuncOptions {
+                weight: Some(&w),
+                bias: Some(&b),
+                training: true,
+                momentum: 0.1,
+                eps: 1e-5,
+            },
+        )?
+        .sum_all()?;
         bump(&w);
         expect_version_err(&loss, 1, 0); // batch_norm
 
         let x = seq(&[2, 4], true, &dev);
         let (w, b) = (seq(&[4], true, &dev), seq(&[4], true, &dev));
-        let loss = F::layer_norm_with(&x, &[4], F::LayerNormFuncOptions { weight: Some(&w), bias: Some(&b), eps: 1e-5 })?.sum_all()?;
+        let loss = F::layer_norm_with(
+            &x,
+            &[4],
+            F::LayerNormFuncOptions {
+                weight: Some(&w),
+                bias: Some(&b),
+                eps: 1e-5,
+            },
+        )?
+        .sum_all()?;
         bump(&w);
         expect_version_err(&loss, 1, 0); // layer_norm
     }
@@ -466,7 +505,16 @@ fn ordinary_training_is_unaffected() -> Result<()> {
     // versions, so nothing is reported, and the loss goes down.
     for dev in common::devices() {
         wgtorch::manual_seed(0);
-        let conv = Conv2d::with_options(1, 2, 3, Conv2dOptions { padding: 1.into(), ..Default::default() }, &dev)?;
+        let conv = Conv2d::with_options(
+            1,
+            2,
+            3,
+            Conv2dOptions {
+                padding: 1.into(),
+                ..Default::default()
+            },
+            &dev,
+        )?;
         let lin = Linear::new(2 * 2 * 2, 3, &dev)?;
         let mut params = conv.parameters();
         params.extend(lin.parameters());

@@ -159,24 +159,56 @@ fn conv_window_arithmetic_never_wraps() {
         let huge = usize::MAX / 2 + 1;
         expect_err(
             "conv2d padding",
-            conv2d_with(&x, &w, None, Conv2dFuncOptions { padding: [huge, 0].into(), ..Default::default() }),
+            conv2d_with(
+                &x,
+                &w,
+                None,
+                Conv2dFuncOptions {
+                    padding: [huge, 0].into(),
+                    ..Default::default()
+                },
+            ),
             &["conv2d"],
         );
         let w3 = Tensor::zeros([1, 1, 3, 3], &dev).unwrap();
         expect_err(
             "conv2d dilation",
-            conv2d_with(&x, &w3, None, Conv2dFuncOptions { dilation: [huge, 1].into(), ..Default::default() }),
+            conv2d_with(
+                &x,
+                &w3,
+                None,
+                Conv2dFuncOptions {
+                    dilation: [huge, 1].into(),
+                    ..Default::default()
+                },
+            ),
             &["conv2d"],
         );
         // Padding that fits the arithmetic but whose output has too many elements.
         expect_err(
             "conv2d output",
-            conv2d_with(&x, &w, None, Conv2dFuncOptions { padding: [1 << 40, 1 << 40].into(), ..Default::default() }),
+            conv2d_with(
+                &x,
+                &w,
+                None,
+                Conv2dFuncOptions {
+                    padding: [1 << 40, 1 << 40].into(),
+                    ..Default::default()
+                },
+            ),
             &["conv2d", TOO_MANY],
         );
         expect_err(
             "max_pool2d",
-            max_pool2d_with(&x, [2, 2], MaxPool2dOptions { stride: Some([1, 1].into()), padding: [huge, 0].into(), ..Default::default() }),
+            max_pool2d_with(
+                &x,
+                [2, 2],
+                MaxPool2dOptions {
+                    stride: Some([1, 1].into()),
+                    padding: [huge, 0].into(),
+                    ..Default::default()
+                },
+            ),
             &["max_pool2d"],
         );
     }

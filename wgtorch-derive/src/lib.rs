@@ -6,7 +6,9 @@ use proc_macro::TokenStream;
 use proc_macro2::{Span, TokenStream as TokenStream2};
 use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
-use syn::{parse_macro_input, Data, DeriveInput, Fields, GenericArgument, Ident, PathArguments, Type};
+use syn::{
+    parse_macro_input, Data, DeriveInput, Fields, GenericArgument, Ident, PathArguments, Type,
+};
 
 /// Derive `wgtorch::nn::Module` for a struct with named fields.
 ///
@@ -115,7 +117,8 @@ fn expand(input: &DeriveInput) -> syn::Result<TokenStream2> {
         for i in &infos {
             if matches!(i.role, Role::Child) && mentions_any(&i.ty, &generic_idents) {
                 let ty = &i.ty;
-                wc.predicates.push(syn::parse_quote!(#ty: #krate::nn::Module));
+                wc.predicates
+                    .push(syn::parse_quote!(#ty: #krate::nn::Module));
             }
         }
     }
@@ -124,7 +127,11 @@ fn expand(input: &DeriveInput) -> syn::Result<TokenStream2> {
 
     let (mut visit, mut visit_mut) = (Vec::new(), Vec::new());
     for want_param in [true, false] {
-        let k = if want_param { quote!(Param) } else { quote!(Buffer) };
+        let k = if want_param {
+            quote!(Param)
+        } else {
+            quote!(Buffer)
+        };
         for i in &infos {
             if let Role::Slots(is_param) = i.role {
                 if is_param != want_param {
@@ -143,10 +150,11 @@ fn expand(input: &DeriveInput) -> syn::Result<TokenStream2> {
         match i.role {
             Role::Child => {
                 visit.push(quote_spanned!(sp=> #krate::nn::visit_child(&self.#a, #n, __f);));
-                visit_mut.push(
-                    quote_spanned!(sp=> #krate::nn::visit_child_mut(&mut self.#a, #n, __f);),
+                visit_mut
+                    .push(quote_spanned!(sp=> #krate::nn::visit_child_mut(&mut self.#a, #n, __f);));
+                kids.push(
+                    quote_spanned!(sp=> #krate::nn::Module::visit_as_child(&self.#a, #n, __f);),
                 );
-                kids.push(quote_spanned!(sp=> #krate::nn::Module::visit_as_child(&self.#a, #n, __f);));
                 kids_mut.push(quote_spanned!(sp=> #krate::nn::Module::visit_as_child_mut(&mut self.#a, #n, __f);));
                 train.push(
                     quote_spanned!(sp=> #krate::nn::Module::set_training(&mut self.#a, __on);),
@@ -265,7 +273,9 @@ fn field_info(f: &syn::Field) -> syn::Result<FieldInfo> {
     } else if mentions_tensor(&f.ty) {
         return Err(syn::Error::new(
             f.ty.span(),
-            format!("field `{ident}` holds a Tensor: mark it #[param], #[buffer] or #[module(skip)]"),
+            format!(
+                "field `{ident}` holds a Tensor: mark it #[param], #[buffer] or #[module(skip)]"
+            ),
         ));
     } else if is_config(&f.ty) {
         Role::Skip
@@ -319,8 +329,27 @@ fn mentions_tensor(ty: &Type) -> bool {
 /// Plain configuration (numbers, flags, strings, devices, dtypes and containers of them).
 fn is_config(ty: &Type) -> bool {
     const LEAVES: &[&str] = &[
-        "u8", "u16", "u32", "u64", "u128", "usize", "i8", "i16", "i32", "i64", "i128", "isize",
-        "f32", "f64", "bool", "char", "String", "str", "Device", "DType", "PhantomData",
+        "u8",
+        "u16",
+        "u32",
+        "u64",
+        "u128",
+        "usize",
+        "i8",
+        "i16",
+        "i32",
+        "i64",
+        "i128",
+        "isize",
+        "f32",
+        "f64",
+        "bool",
+        "char",
+        "String",
+        "str",
+        "Device",
+        "DType",
+        "PhantomData",
     ];
     match ty {
         Type::Path(_) => match last_segment(ty) {
