@@ -552,7 +552,8 @@ fn run_file(path: &std::path::Path) {
         failed_total += fail;
     }
     assert_eq!(
-        failed_total, 0,
+        failed_total,
+        0,
         "golden cases of {} failed (see FAIL lines above)",
         file.display()
     );

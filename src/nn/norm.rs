@@ -123,7 +123,7 @@ impl BatchNorm2d {
                 nbt.copy_(&nbt.add_scalar(1)?)?;
                 if self.momentum.is_none() {
                     // Cumulative moving average: the new batch weighs 1/batches seen.
-                    let n = nbt.to_dtype(DType::F64)?.item()?;
+                    let n = nbt.item()?;
                     momentum = 1.0 / n;
                 }
             }
