@@ -11,6 +11,18 @@
 //!     gain: wgtorch::Tensor, // error: mark it #[param], #[buffer] or #[module(skip)]
 //! }
 //! ```
+//!
+//! `#[module(forward)]` implements [`Forward`] with the struct's inherent `forward`; without
+//! one it does not compile ("function cannot return without recursing", at the attribute):
+//!
+//! ```compile_fail
+//! use wgtorch::nn::{Linear, Module};
+//! #[derive(Module)]
+//! #[module(forward)]
+//! pub struct Head {
+//!     fc: Linear,
+//! }
+//! ```
 
 mod container;
 pub mod functional;

@@ -64,6 +64,10 @@ pub enum Kind {
 /// parameters, own buffers, then each child's, prefixed `child.`); `visit_children` names each
 /// direct child; `set_training` stores the flag (if the module keeps one) and passes it to
 /// every child.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a module",
+    note = "in a #[derive(Module)] struct, every field that is not a #[param], a #[buffer] or plain configuration (numbers, bool, String, Device, DType, ...) is a child module; mark other fields #[module(skip)]"
+)]
 pub trait Module: ModuleBase + Send + Sync + 'static {
     /// Call `f` for every parameter and buffer, named relative to this module.
     fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, Kind));

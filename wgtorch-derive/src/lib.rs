@@ -27,7 +27,8 @@ use syn::{
 ///   Children always receive it.
 ///
 /// On the struct, `#[module(forward)]` also implements `Forward` with the struct's inherent
-/// `fn forward(&self, &Tensor) -> Result<Tensor>` (so it can go into a `Sequential`).
+/// `fn forward(&self, &Tensor) -> Result<Tensor>` (so it can go into a `Sequential`); a struct
+/// without one fails to compile ("function cannot return without recursing", at the attribute).
 ///
 /// State_dict order is PyTorch's: the struct's parameters, then its buffers, then each child's
 /// entries, in field order.
@@ -58,12 +59,12 @@ struct FieldInfo {
 
 fn expand(input: &DeriveInput) -> syn::Result<TokenStream2> {
     let krate = quote!(::wgtorch);
-    let mut want_forward = false;
+    let mut want_forward = None;
     for attr in &input.attrs {
         if attr.path().is_ident("module") {
             attr.parse_nested_meta(|meta| {
                 if meta.path.is_ident("forward") {
-                    want_forward = true;
+                    want_forward = Some(meta.path.span());
                     Ok(())
                 } else {
                     Err(meta.error("unknown struct attribute; expected #[module(forward)]"))
@@ -167,8 +168,10 @@ fn expand(input: &DeriveInput) -> syn::Result<TokenStream2> {
             _ => {}
         }
     }
-    let forward = if want_forward {
-        quote! {
+    let forward = match want_forward {
+        // Spanned at the user's attribute, so that the recursion lint (which stays quiet
+        // inside macro expansions) reports a struct without an inherent `forward`.
+        Some(sp) => quote_spanned! {sp=>
             impl #impl_g #krate::nn::Forward for #name #ty_g #where_c {
                 #[deny(unconditional_recursion)]
                 fn forward(&self, x: &#krate::Tensor) -> #krate::Result<#krate::Tensor> {
@@ -176,9 +179,8 @@ fn expand(input: &DeriveInput) -> syn::Result<TokenStream2> {
                     Self::forward(self, x)
                 }
             }
-        }
-    } else {
-        quote!()
+        },
+        None => quote!(),
     };
     Ok(quote! {
         impl #impl_g #krate::nn::Module for #name #ty_g #where_c {
