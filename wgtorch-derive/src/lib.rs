@@ -91,9 +91,20 @@ fn expand(input: &DeriveInput) -> syn::Result<TokenStream2> {
             ))
         }
     };
+    // Every field's error at once, not only the first.
     let mut infos = Vec::new();
+    let mut errors: Option<syn::Error> = None;
     for f in fields {
-        infos.push(field_info(f)?);
+        match field_info(f) {
+            Ok(i) => infos.push(i),
+            Err(e) => match &mut errors {
+                Some(all) => all.combine(e),
+                None => errors = Some(e),
+            },
+        }
+    }
+    if let Some(e) = errors {
+        return Err(e);
     }
     if infos
         .iter()
