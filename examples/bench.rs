@@ -19,7 +19,7 @@ use wgtorch::amp::{self, GradScaler};
 use wgtorch::backend::cpu::pool;
 use wgtorch::data::{DataLoader, Digits};
 use wgtorch::models::SimpleCnn;
-use wgtorch::nn::{functional as F, Module, ModuleExt};
+use wgtorch::nn::{functional as F, ModuleExt};
 use wgtorch::optim::{Adam, Optimizer};
 use wgtorch::{DType, Device, Result, Tensor};
 
@@ -340,9 +340,17 @@ fn main() -> Result<()> {
         let img = Tensor::randn([64, 32, 16, 16], dev)?;
         let w = Tensor::randn([64, 32, 3, 3], dev)?.requires_grad_(true);
         let t = time(dev, 3, || {
-            F::conv2d(&img, &w, None, [1, 1], [1, 1], [1, 1], 1)?
-                .sum_all()?
-                .backward()?;
+            F::conv2d_with(
+                &img,
+                &w,
+                None,
+                F::Conv2dFuncOptions {
+                    padding: [1, 1].into(),
+                    ..Default::default()
+                },
+            )?
+            .sum_all()?
+            .backward()?;
             w.set_grad(None);
             Ok(())
         })?;

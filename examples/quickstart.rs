@@ -13,8 +13,12 @@ fn main() -> Result<()> {
     let w = Tensor::randn([4, 3, 3, 3], &dev)?
         .mul_scalar(0.2)?
         .requires_grad_(true);
-    let y = F::conv2d(&x, &w, None, [1, 1], [1, 1], [1, 1], 1)?.relu()?;
-    let y = F::max_pool2d(&y, [2, 2], [2, 2], [0, 0])?.flatten(1, -1)?;
+    let opts = F::Conv2dFuncOptions {
+        padding: 1.into(),
+        ..Default::default()
+    };
+    let y = F::conv2d_with(&x, &w, None, opts)?.relu()?; // F.conv2d(x, w, padding=1)
+    let y = F::max_pool2d(&y, 2)?.flatten(1, -1)?;
     let target = Tensor::from_vec((0..8).map(|i| i % 4).collect::<Vec<i32>>(), [8], &dev)?;
     let logits = y.narrow(1, 0, 4)?;
     let loss = F::cross_entropy(&logits, &target, F::Reduction::Mean, -100, 0.0)?;

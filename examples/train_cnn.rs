@@ -12,7 +12,7 @@ use wgtorch::amp::{self, GradScaler};
 use wgtorch::data::{random_split, Cifar10, DataLoader, Dataset, Digits};
 use wgtorch::io::Checkpoint;
 use wgtorch::models::SimpleCnn;
-use wgtorch::nn::{functional as F, Module, ModuleExt};
+use wgtorch::nn::{functional as F, ModuleExt};
 use wgtorch::optim::{Adam, Optimizer};
 use wgtorch::{DType, Device, Error, Result, Tensor};
 

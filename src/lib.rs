@@ -15,6 +15,9 @@
 //! # Ok::<(), wgtorch::Error>(())
 //! ```
 
+// `::wgtorch` paths (what `#[derive(Module)]` generates) also work inside the crate.
+extern crate self as wgtorch;
+
 pub mod amp;
 pub mod autograd;
 pub mod backend;

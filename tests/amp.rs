@@ -7,7 +7,7 @@ use std::sync::Arc;
 use wgtorch::amp::{self, GradScaler};
 use wgtorch::data::{random_split, DataLoader, Dataset, Digits};
 use wgtorch::models::SimpleCnn;
-use wgtorch::nn::{functional as F, Module, ModuleExt};
+use wgtorch::nn::{functional as F, ModuleExt};
 use wgtorch::optim::{Adam, Optimizer, Sgd};
 use wgtorch::{DType, Device, Result, Tensor};
 
@@ -23,7 +23,15 @@ fn autocast_picks_dtypes_like_pytorch_and_grads_come_back_f32() -> Result<()> {
             let (y, p, c, s) = amp::autocast_scope(&dev, half, || -> Result<_> {
                 let y = x.linear(&w, None)?;
                 let p = y.softmax(1)?;
-                let c = F::conv2d(&img, &k, None, [1, 1], [1, 1], [1, 1], 1)?;
+                let c = F::conv2d_with(
+                    &img,
+                    &k,
+                    None,
+                    F::Conv2dFuncOptions {
+                        padding: [1, 1].into(),
+                        ..Default::default()
+                    },
+                )?;
                 let s = c.relu()?.sum_all()?;
                 Ok((y, p, c, s))
             })?;

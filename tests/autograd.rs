@@ -167,33 +167,50 @@ fn gradcheck_every_differentiable_op_family() -> Result<()> {
             Tensor::einsum("ij,kj->ik", &[v[0].clone(), v[0].clone()])?.diagonal(0, 1)
         }),
         ("layer_norm", |v| {
-            F::layer_norm(&v[0], &[3], None, None, 1e-5)
+            F::layer_norm_with(
+                &v[0],
+                &[3],
+                F::LayerNormFuncOptions {
+                    weight: None,
+                    bias: None,
+                    eps: 1e-5,
+                },
+            )
         }),
         ("batch_norm", |v| {
-            F::batch_norm(
+            F::batch_norm_with(
                 &v[0].reshape_to(&[2, 3, 1])?,
                 None,
                 None,
-                None,
-                None,
-                true,
-                0.1,
-                1e-5,
+                F::BatchNormFuncOptions {
+                    weight: None,
+                    bias: None,
+                    training: true,
+                    momentum: 0.1,
+                    eps: 1e-5,
+                },
             )
         }),
         ("conv2d", |v| {
-            F::conv2d(
+            F::conv2d_with(
                 &v[0].reshape_to(&[1, 1, 2, 3])?,
                 &v[0].narrow(1, 0, 2)?.reshape_to(&[1, 1, 2, 2])?,
                 None,
-                [1, 1],
-                [1, 0],
-                [1, 1],
-                1,
+                F::Conv2dFuncOptions {
+                    padding: [1, 0].into(),
+                    ..Default::default()
+                },
             )
         }),
         ("max_pool2d", |v| {
-            F::max_pool2d(&v[0].reshape_to(&[1, 1, 2, 3])?, [2, 2], [1, 1], [0, 0])
+            F::max_pool2d_with(
+                &v[0].reshape_to(&[1, 1, 2, 3])?,
+                [2, 2],
+                F::MaxPool2dOptions {
+                    stride: Some([1, 1].into()),
+                    ..Default::default()
+                },
+            )
         }),
     ];
     for (name, f) in unary {
@@ -329,7 +346,15 @@ fn gradcheck_the_remaining_ops() -> Result<()> {
         }),
         ("avg/adaptive pool", |v| {
             let i = v[0].reshape_to(&[1, 1, 2, 3])?;
-            F::avg_pool2d(&i, [1, 2], [1, 1], [0, 0])?.add(&F::adaptive_avg_pool2d(&i, [2, 2])?)
+            F::avg_pool2d_with(
+                &i,
+                [1, 2],
+                F::AvgPool2dOptions {
+                    stride: Some([1, 1].into()),
+                    ..Default::default()
+                },
+            )?
+            .add(&F::adaptive_avg_pool2d(&i, [2, 2])?)
         }),
         ("log_softmax+nll", |v| {
             F::nll_loss(

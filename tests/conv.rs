@@ -45,7 +45,17 @@ fn run(
 ) -> Result<Vec<Tensor>> {
     let leaf = |t: &Tensor| t.detach().requires_grad_(true);
     let (x, w, b) = (leaf(x), leaf(w), b.map(leaf));
-    let y = F::conv2d(&x, &w, b.as_ref(), g.7, g.8, g.9, 1)?;
+    let y = F::conv2d_with(
+        &x,
+        &w,
+        b.as_ref(),
+        F::Conv2dFuncOptions {
+            stride: g.7.into(),
+            padding: g.8.into(),
+            dilation: g.9.into(),
+            ..Default::default()
+        },
+    )?;
     y.mul(r)?
         .sum_all()?
         .backward_with(None, create_graph, create_graph)?;
@@ -72,7 +82,17 @@ fn primitive_matches_the_differentiable_formulation() -> Result<()> {
     wgtorch::manual_seed(5);
     for g in GEOMS {
         let (x, w, b) = inputs(g, &Device::Cpu, DType::F64)?;
-        let y = F::conv2d(&x, &w, b.as_ref(), g.7, g.8, g.9, 1)?;
+        let y = F::conv2d_with(
+            &x,
+            &w,
+            b.as_ref(),
+            F::Conv2dFuncOptions {
+                stride: g.7.into(),
+                padding: g.8.into(),
+                dilation: g.9.into(),
+                ..Default::default()
+            },
+        )?;
         let r = Tensor::randn(y.shape(), &Device::Cpu)?.to_dtype(DType::F64)?;
         // create_graph takes the composite (im2col + matmul) backward; plain backward the
         // primitive pair.
@@ -96,7 +116,19 @@ fn gradients_match_finite_differences() -> Result<()> {
         ins.extend(b);
         let geom = *g;
         gradcheck(
-            move |v: &[Tensor]| F::conv2d(&v[0], &v[1], v.get(2), geom.7, geom.8, geom.9, 1),
+            move |v: &[Tensor]| {
+                F::conv2d_with(
+                    &v[0],
+                    &v[1],
+                    v.get(2),
+                    F::Conv2dFuncOptions {
+                        stride: geom.7.into(),
+                        padding: geom.8.into(),
+                        dilation: geom.9.into(),
+                        ..Default::default()
+                    },
+                )
+            },
             &ins,
             1e-6,
             1e-5,
@@ -115,7 +147,17 @@ fn gpu_matches_cpu() -> Result<()> {
     wgtorch::manual_seed(7);
     for g in GEOMS {
         let (x, w, b) = inputs(g, &Device::Cpu, DType::F32)?;
-        let y = F::conv2d(&x, &w, b.as_ref(), g.7, g.8, g.9, 1)?;
+        let y = F::conv2d_with(
+            &x,
+            &w,
+            b.as_ref(),
+            F::Conv2dFuncOptions {
+                stride: g.7.into(),
+                padding: g.8.into(),
+                dilation: g.9.into(),
+                ..Default::default()
+            },
+        )?;
         let r = Tensor::randn(y.shape(), &Device::Cpu)?;
         let cpu = run(&x, &w, b.as_ref(), &r, g, false)?;
         let on = |t: &Tensor| t.to(&gpu);
@@ -143,16 +185,28 @@ fn half_precision_on_both_backends() -> Result<()> {
     for dev in common::devices() {
         for dt in [DType::F16, DType::BF16] {
             let (x, w, b) = inputs(g, &Device::Cpu, DType::F32)?;
-            let want = F::conv2d(&x, &w, b.as_ref(), g.7, g.8, g.9, 1)?;
+            let want = F::conv2d_with(
+                &x,
+                &w,
+                b.as_ref(),
+                F::Conv2dFuncOptions {
+                    stride: g.7.into(),
+                    padding: g.8.into(),
+                    dilation: g.9.into(),
+                    ..Default::default()
+                },
+            )?;
             let h = |t: &Tensor| t.to_dtype(dt)?.to(&dev);
-            let got = F::conv2d(
+            let got = F::conv2d_with(
                 &h(&x)?,
                 &h(&w)?,
                 b.as_ref().map(h).transpose()?.as_ref(),
-                g.7,
-                g.8,
-                g.9,
-                1,
+                F::Conv2dFuncOptions {
+                    stride: g.7.into(),
+                    padding: g.8.into(),
+                    dilation: g.9.into(),
+                    ..Default::default()
+                },
             )?;
             assert_eq!(got.dtype(), dt);
             assert_close(
@@ -174,14 +228,14 @@ fn mismatched_dtypes_are_an_error() {
         .unwrap()
         .to_dtype(DType::F64)
         .unwrap();
-    let e = F::conv2d(&x, &w, None, [1, 1], [0, 0], [1, 1], 1).unwrap_err();
+    let e = F::conv2d(&x, &w, None).unwrap_err();
     assert!(
         e.to_string().contains("conv2d") && e.to_string().contains("float64"),
         "{e}"
     );
     let b = Tensor::zeros([4], &Device::Cpu).unwrap();
     let w = Tensor::zeros([3, 2, 3, 3], &Device::Cpu).unwrap();
-    let e = F::conv2d(&x, &w, Some(&b), [1, 1], [0, 0], [1, 1], 1).unwrap_err();
+    let e = F::conv2d(&x, &w, Some(&b)).unwrap_err();
     assert!(e.to_string().contains("bias"), "{e}");
 }
 
@@ -196,7 +250,7 @@ fn max_pool_picks_the_first_maximum_and_propagates_nan() -> Result<()> {
     ];
     for dev in common::devices() {
         let x = Tensor::from_vec(v.clone(), [1, 1, 2, 8], &dev)?.requires_grad_(true);
-        let y = F::max_pool2d(&x, [2, 2], [2, 2], [0, 0])?;
+        let y = F::max_pool2d(&x, [2, 2])?;
         let got = y.to_vec::<f32>()?;
         assert_eq!(got[0], 3.0, "{dev:?}");
         assert!(got[1].is_nan() && got[2].is_nan(), "{dev:?}: {got:?}");

@@ -14,7 +14,7 @@ use wgtorch::data::{Cifar10, DataLoader, Dataset, Digits, ImageFolder};
 use wgtorch::io::Checkpoint;
 use wgtorch::nn::functional as F;
 use wgtorch::nn::{
-    BatchNorm2d, Dropout, Linear, Module, ModuleExt, RNNOptions, ReLU, Sequential, LSTM,
+    BatchNorm2d, Dropout, Linear, LinearOptions, ModuleExt, RNNOptions, ReLU, Sequential, LSTM,
 };
 use wgtorch::{Device, Result, Tensor};
 
@@ -193,11 +193,16 @@ fn modules_name_parameters_switch_modes_and_move() -> Result<()> {
     let _seed = common::seed_lock();
     let dev = Device::Cpu;
     let mut net = Sequential::new()
-        .append(Linear::new(4, 8, true, &dev)?)
+        .append(Linear::new(4, 8, &dev)?)
         .append(BatchNorm2d::new(8, &dev)?)
         .append(ReLU {})
         .append(Dropout::new(0.5)?)
-        .append(Linear::new(8, 3, false, &dev)?);
+        .append(Linear::with_options(
+            8,
+            3,
+            LinearOptions { bias: false },
+            &dev,
+        )?);
     let names: Vec<String> = net.state_dict().into_iter().map(|(n, _)| n).collect();
     assert_eq!(
         names,
@@ -228,7 +233,7 @@ fn modules_name_parameters_switch_modes_and_move() -> Result<()> {
     );
     assert_eq!(y1.shape(), a.shape());
     // Default init bounds: U(±1/sqrt(fan_in)).
-    let w = Linear::new(100, 50, true, &dev)?
+    let w = Linear::new(100, 50, &dev)?
         .weight
         .abs()?
         .amax(&[], false)?
@@ -249,17 +254,22 @@ fn modules_name_parameters_switch_modes_and_move() -> Result<()> {
 fn state_dicts_round_trip_and_mismatches_are_reported() -> Result<()> {
     let dev = Device::Cpu;
     let dir = tmpdir("io");
-    let a = Sequential::new().append(Linear::new(3, 2, true, &dev)?);
+    let a = Sequential::new().append(Linear::new(3, 2, &dev)?);
     let path = dir.join("a.safetensors");
     wgtorch::io::save(&path, &a.state_dict())?;
-    let mut b = Sequential::new().append(Linear::new(3, 2, true, &dev)?);
+    let mut b = Sequential::new().append(Linear::new(3, 2, &dev)?);
     b.load_state_dict(&wgtorch::io::load(&path, &dev)?, true)?;
     assert_eq!(
         a.parameters()[0].to_vec::<f32>()?,
         b.parameters()[0].to_vec::<f32>()?
     );
     // Missing and unexpected keys, shape mismatch.
-    let mut c = Sequential::new().append(Linear::new(3, 2, false, &dev)?);
+    let mut c = Sequential::new().append(Linear::with_options(
+        3,
+        2,
+        LinearOptions { bias: false },
+        &dev,
+    )?);
     let e = c
         .load_state_dict(&a.state_dict(), true)
         .unwrap_err()
@@ -270,7 +280,7 @@ fn state_dicts_round_trip_and_mismatches_are_reported() -> Result<()> {
     );
     let r = c.load_state_dict(&a.state_dict(), false)?;
     assert_eq!(r.unexpected_keys, vec!["0.bias"]);
-    let mut d = Sequential::new().append(Linear::new(4, 2, true, &dev)?);
+    let mut d = Sequential::new().append(Linear::new(4, 2, &dev)?);
     let e = d
         .load_state_dict(&a.state_dict(), false)
         .unwrap_err()

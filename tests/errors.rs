@@ -44,7 +44,7 @@ fn shape_dtype_dim_and_index_errors() {
         );
         let x = Tensor::zeros([2, 3, 8, 8], &dev).unwrap();
         let w = Tensor::zeros([4, 2, 3, 3], &dev).unwrap();
-        let m = msg(F::conv2d(&x, &w, None, [1, 1], [0, 0], [1, 1], 1));
+        let m = msg(F::conv2d(&x, &w, None));
         assert!(
             m.contains("expected input[2, 3, 8, 8] to have 2 channels"),
             "{m}"

@@ -239,32 +239,51 @@ fn run_op(op: &str, kw: &Value, x: &[Tensor]) -> Result<Option<Vec<Tensor>>> {
         "torch.index_select" => one(x[0].index_select(dim(), &x[1])?),
         "torch.gather" => one(x[0].gather(dim(), &x[1])?),
         "torch.scatter_add" => one(x[0].scatter_add(dim(), &x[1], &x[2])?),
-        "torch.nn.functional.embedding" => one(x[0].embedding(&x[1])?),
+        "torch.nn.functional.embedding" => one(F::embedding_with(
+            &x[0],
+            &x[1],
+            F::EmbeddingFuncOptions {
+                padding_idx: kw["padding_idx"].as_i64().map(|p| p as isize),
+            },
+        )?),
         "torch.nn.functional.one_hot" => {
             one(x[0].one_hot(kw["num_classes"].as_u64().unwrap() as usize)?)
         }
-        "torch.nn.functional.conv2d" => one(F::conv2d(
+        "torch.nn.functional.conv2d" => one(F::conv2d_with(
             &x[0],
             &x[1],
             x.get(2),
-            pair(&kw["stride"], 1),
-            pair(&kw["padding"], 0),
-            pair(&kw["dilation"], 1),
-            kw["groups"].as_u64().unwrap_or(1) as usize,
+            F::Conv2dFuncOptions {
+                stride: pair(&kw["stride"], 1).into(),
+                padding: pair(&kw["padding"], 0).into(),
+                dilation: pair(&kw["dilation"], 1).into(),
+                groups: kw["groups"].as_u64().unwrap_or(1) as usize,
+            },
         )?),
-        "torch.nn.functional.max_pool2d" | "torch.nn.functional.avg_pool2d" => {
-            let k = pair(&kw["kernel_size"], 1);
-            let s = if kw["stride"].is_null() {
-                k
-            } else {
-                pair(&kw["stride"], 1)
+        "torch.nn.functional.max_pool2d" => {
+            let opts = F::MaxPool2dOptions {
+                stride: (!kw["stride"].is_null()).then(|| pair(&kw["stride"], 1).into()),
+                padding: pair(&kw["padding"], 0).into(),
+                dilation: pair(&kw["dilation"], 1).into(),
             };
-            let p = pair(&kw["padding"], 0);
-            one(if op.ends_with("max_pool2d") {
-                F::max_pool2d(&x[0], k, s, p)?
-            } else {
-                F::avg_pool2d(&x[0], k, s, p)?
-            })
+            one(F::max_pool2d_with(
+                &x[0],
+                pair(&kw["kernel_size"], 1),
+                opts,
+            )?)
+        }
+        "torch.nn.functional.avg_pool2d" => {
+            let opts = F::AvgPool2dOptions {
+                stride: (!kw["stride"].is_null()).then(|| pair(&kw["stride"], 1).into()),
+                padding: pair(&kw["padding"], 0).into(),
+                count_include_pad: kw["count_include_pad"].as_bool().unwrap_or(true),
+                divisor_override: kw["divisor_override"].as_u64().map(|d| d as usize),
+            };
+            one(F::avg_pool2d_with(
+                &x[0],
+                pair(&kw["kernel_size"], 1),
+                opts,
+            )?)
         }
         "torch.nn.functional.adaptive_avg_pool2d" => {
             one(F::adaptive_avg_pool2d(&x[0], pair(&kw["output_size"], 1))?)
@@ -274,24 +293,28 @@ fn run_op(op: &str, kw: &Value, x: &[Tensor]) -> Result<Option<Vec<Tensor>>> {
             // Inputs: x, weight, bias, running_mean, running_var. Running stats are buffers (no grad).
             let rm = x[3].detach().mul_scalar(1.0)?;
             let rv = x[4].detach().mul_scalar(1.0)?;
-            let y = F::batch_norm(
+            let y = F::batch_norm_with(
                 &x[0],
                 Some(&rm),
                 Some(&rv),
-                Some(&x[1]),
-                Some(&x[2]),
-                train,
-                f("momentum").unwrap_or(0.1),
-                f("eps").unwrap_or(1e-5),
+                F::BatchNormFuncOptions {
+                    weight: Some(&x[1]),
+                    bias: Some(&x[2]),
+                    training: train,
+                    momentum: f("momentum").unwrap_or(0.1),
+                    eps: f("eps").unwrap_or(1e-5),
+                },
             )?;
             Ok(Some(if train { vec![y, rm, rv] } else { vec![y] }))
         }
-        "torch.nn.functional.layer_norm" => one(F::layer_norm(
+        "torch.nn.functional.layer_norm" => one(F::layer_norm_with(
             &x[0],
             &ints(&kw["normalized_shape"]),
-            x.get(1),
-            x.get(2),
-            f("eps").unwrap_or(1e-5),
+            F::LayerNormFuncOptions {
+                weight: x.get(1),
+                bias: x.get(2),
+                eps: f("eps").unwrap_or(1e-5),
+            },
         )?),
         "torch.nn.functional.cross_entropy" => one(F::cross_entropy(
             &x[0],

@@ -5,9 +5,9 @@
 mod common;
 
 use common::{assert_close, vals};
-use wgtorch::nn::{Embedding, Kind, Linear, Module, ModuleExt};
+use wgtorch::nn::{Embedding, Linear, Module, ModuleExt};
 use wgtorch::optim::{clip_grad_norm_, Adam, Optimizer, ParamGroup, Sgd};
-use wgtorch::{no_grad, visit_children, DType, Device, Result, Tensor};
+use wgtorch::{no_grad, DType, Device, Result, Tensor};
 
 const VOCAB: usize = 10;
 const DIM: usize = 4;
@@ -15,6 +15,7 @@ const IDX: [i32; 6] = [1, 3, 3, 7, 0, 9];
 
 /// nanoGPT's tie: the output layer's weight IS the embedding's weight (`lm_head.weight =
 /// wte.weight`), the same tensor in both modules.
+#[derive(Module)]
 struct TiedLm {
     wte: Embedding,
     head: Linear,
@@ -27,7 +28,7 @@ impl TiedLm {
             let _lock = common::seed_lock();
             wgtorch::manual_seed(12);
             let wte = Embedding::new(VOCAB, DIM, &Device::Cpu)?;
-            let mut head = Linear::new(DIM, VOCAB, true, &Device::Cpu)?;
+            let mut head = Linear::new(DIM, VOCAB, &Device::Cpu)?;
             head.weight = wte.weight.clone();
             TiedLm { wte, head }
         };
@@ -36,15 +37,9 @@ impl TiedLm {
     }
 }
 
-impl Module for TiedLm {
+impl TiedLm {
     fn forward(&self, idx: &Tensor) -> Result<Tensor> {
         self.head.forward(&self.wte.forward(idx)?)
-    }
-    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, Kind)) {
-        visit_children!(visit, f; self.wte => "wte", self.head => "head");
-    }
-    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, Kind)) {
-        visit_children!(visit_mut, f; self.wte => "wte", self.head => "head");
     }
 }
 
@@ -320,7 +315,7 @@ fn to_device_where_it_already_is_keeps_the_tensors() -> Result<()> {
 
 #[test]
 fn to_dtype_keeps_a_frozen_parameter_frozen() -> Result<()> {
-    let mut fc = Linear::new(3, 2, true, &Device::Cpu)?;
+    let mut fc = Linear::new(3, 2, &Device::Cpu)?;
     fc.weight = fc.weight.clone().requires_grad_(false);
     fc.to_dtype(DType::F64)?;
     assert_eq!(fc.weight.dtype(), DType::F64);
@@ -514,7 +509,7 @@ fn linear_3d_backward_does_not_materialise_broadcast_weight_grad() -> Result<()>
     let ctx = wgtorch::backend::gpu::context(0)?;
     let (bsz, t, k, n) = (64, 8, 128, 256);
     let x = Tensor::randn([bsz, t, k], &gpu)?;
-    let fc = Linear::new(k, n, true, &gpu)?;
+    let fc = Linear::new(k, n, &gpu)?;
     ctx.synchronize()?;
     let base = ctx.stats().bytes_in_use;
     ctx.reset_peak();

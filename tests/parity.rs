@@ -103,18 +103,28 @@ fn gpu_matches_cpu_on_views_and_scalars() -> Result<()> {
                 .narrow(1, 0, 6)?
                 .narrow(2, 0, 3)?
                 .reshape_to(&[2, 2, 3, 3])?;
-            F::conv2d(
+            F::conv2d_with(
                 &t.reshape_to(&[2, 3, 8, 5])?.narrow(1, 0, 2)?,
                 &w,
                 None,
-                [2, 1],
-                [1, 1],
-                [1, 2],
-                1,
+                F::Conv2dFuncOptions {
+                    stride: [2, 1].into(),
+                    padding: [1, 1].into(),
+                    dilation: [1, 2].into(),
+                    ..Default::default()
+                },
             )
         }),
         ("max_pool", |t| {
-            F::max_pool2d(&t.reshape_to(&[1, 3, 16, 5])?, [3, 2], [2, 1], [1, 0])
+            F::max_pool2d_with(
+                &t.reshape_to(&[1, 3, 16, 5])?,
+                [3, 2],
+                F::MaxPool2dOptions {
+                    stride: Some([2, 1].into()),
+                    padding: [1, 0].into(),
+                    ..Default::default()
+                },
+            )
         }),
     ];
     for (name, f) in views {

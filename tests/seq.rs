@@ -471,7 +471,6 @@ fn bad_shapes_and_masks_are_errors() -> Result<()> {
             m.contains("the feature number of src and tgt must be equal to d_model"),
             "{m}"
         );
-        assert!(msg(Module::forward(&t, &x)).contains("needs a memory"));
     }
     Ok(())
 }

@@ -63,7 +63,17 @@ fn tiled_conv_matches_cpu() -> Result<()> {
             let leaf =
                 |t: &Tensor| -> Result<Tensor> { Ok(t.to(dev)?.detach().requires_grad_(true)) };
             let (x, w, b) = (leaf(&x)?, leaf(&w)?, leaf(&b)?);
-            let y = wgtorch::nn::functional::conv2d(&x, &w, Some(&b), stride, pad, dil, 1)?;
+            let y = wgtorch::nn::functional::conv2d_with(
+                &x,
+                &w,
+                Some(&b),
+                wgtorch::nn::functional::Conv2dFuncOptions {
+                    stride: stride.into(),
+                    padding: pad.into(),
+                    dilation: dil.into(),
+                    ..Default::default()
+                },
+            )?;
             y.mul(&y)?.sum_all()?.backward()?;
             Ok(vec![
                 common::vals(&y),

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use wgtorch::data::{random_split, DataLoader, Dataset, Digits};
 use wgtorch::io::Checkpoint;
 use wgtorch::models::SimpleCnn;
-use wgtorch::nn::{functional as F, Module, ModuleExt};
+use wgtorch::nn::{functional as F, ModuleExt};
 use wgtorch::optim::{Adam, AdamW, LrScheduler, Optimizer, ParamGroup, RMSprop, Schedule, Sgd};
 use wgtorch::{Device, Result, Tensor};
 

@@ -3,8 +3,8 @@
 //! (`in_proj_weight`, `in_proj_bias`, `out_proj.*`), so its state_dicts load.
 
 use super::init;
-use super::layers::{Dropout, Linear};
-use super::module::{Kind, Module};
+use super::layers::{Dropout, Linear, LinearOptions};
+use super::Module;
 use crate::error::InOp;
 use crate::{DType, Device, Error, Result, Tensor};
 
@@ -250,20 +250,28 @@ impl Default for MhaArgs<'_> {
 /// assert_eq!(w.unwrap().shape(), &[3, 5, 5]); // averaged over heads
 /// # Ok::<(), wgtorch::Error>(())
 /// ```
+#[derive(Module)]
 pub struct MultiheadAttention {
     /// `[3E, E]` when query, key and value have `embed_dim` features.
+    #[param]
     pub in_proj_weight: Option<Tensor>,
     /// `[E, E]` (separate projections only).
+    #[param]
     pub q_proj_weight: Option<Tensor>,
     /// `[E, kdim]` (separate projections only).
+    #[param]
     pub k_proj_weight: Option<Tensor>,
     /// `[E, vdim]` (separate projections only).
+    #[param]
     pub v_proj_weight: Option<Tensor>,
     /// `[3E]`.
+    #[param]
     pub in_proj_bias: Option<Tensor>,
     /// `[1, 1, E]` (with `add_bias_kv`).
+    #[param]
     pub bias_k: Option<Tensor>,
     /// `[1, 1, E]` (with `add_bias_kv`).
+    #[param]
     pub bias_v: Option<Tensor>,
     /// The output projection.
     pub out_proj: Linear,
@@ -272,7 +280,9 @@ pub struct MultiheadAttention {
     /// Heads (`E / num_heads` features each).
     pub num_heads: usize,
     /// The options it was built with.
+    #[module(skip)]
     pub options: MultiheadAttentionOptions,
+    #[module(training)]
     training: bool,
 }
 
@@ -316,7 +326,7 @@ impl MultiheadAttention {
             init::xavier_normal_(&t, 1.0)?;
             Ok(t.requires_grad_(true))
         };
-        let out_proj = Linear::new(e, e, options.bias, dev)?;
+        let out_proj = Linear::with_options(e, e, LinearOptions { bias: options.bias }, dev)?;
         if let Some(b) = &out_proj.bias {
             init::zeros_(b)?;
         }
@@ -553,51 +563,5 @@ fn float_mask(m: &Tensor, like: &Tensor, what: &str) -> Result<Tensor> {
             MHA,
             format!("only bool and floating types of {what} are supported, got {d:?}"),
         )),
-    }
-}
-
-impl Module for MultiheadAttention {
-    /// Self-attention of `x` with the default arguments; the output only.
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let args = MhaArgs {
-            need_weights: false,
-            ..Default::default()
-        };
-        Ok(MultiheadAttention::forward(self, x, x, x, args)?.0)
-    }
-    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, Kind)) {
-        for (n, t) in [
-            ("in_proj_weight", &self.in_proj_weight),
-            ("q_proj_weight", &self.q_proj_weight),
-            ("k_proj_weight", &self.k_proj_weight),
-            ("v_proj_weight", &self.v_proj_weight),
-            ("in_proj_bias", &self.in_proj_bias),
-            ("bias_k", &self.bias_k),
-            ("bias_v", &self.bias_v),
-        ] {
-            if let Some(t) = t {
-                f(n, t, Kind::Param);
-            }
-        }
-        crate::visit_children!(visit, f; self.out_proj => "out_proj");
-    }
-    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, Kind)) {
-        for (n, t) in [
-            ("in_proj_weight", &mut self.in_proj_weight),
-            ("q_proj_weight", &mut self.q_proj_weight),
-            ("k_proj_weight", &mut self.k_proj_weight),
-            ("v_proj_weight", &mut self.v_proj_weight),
-            ("in_proj_bias", &mut self.in_proj_bias),
-            ("bias_k", &mut self.bias_k),
-            ("bias_v", &mut self.bias_v),
-        ] {
-            if let Some(t) = t {
-                f(n, t, Kind::Param);
-            }
-        }
-        crate::visit_children!(visit_mut, f; self.out_proj => "out_proj");
-    }
-    fn set_training(&mut self, on: bool) {
-        self.training = on;
     }
 }

@@ -7,7 +7,7 @@
 
 use super::init;
 use super::layers::Dropout;
-use super::module::{Kind, Module};
+use super::module::{Forward, Kind, Module};
 use crate::{Device, Error, Result, Tensor};
 
 /// The recurrence of a plain [`RNN`]: `h' = act(W_ih x + b_ih + W_hh h + b_hh)`.
@@ -445,10 +445,13 @@ macro_rules! recurrent {
                 &self.base.options
             }
         }
-        impl Module for $name {
+        /// The output sequence only (`forward_with_state` also gives the final state).
+        impl Forward for $name {
             fn forward(&self, x: &Tensor) -> Result<Tensor> {
                 Ok(self.base.run(x, None, None)?.0)
             }
+        }
+        impl Module for $name {
             fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, Kind)) {
                 self.base.visit(f)
             }
@@ -457,6 +460,9 @@ macro_rules! recurrent {
             }
             fn set_training(&mut self, on: bool) {
                 self.base.dropout.set_training(on)
+            }
+            fn training_flag(&self) -> Option<bool> {
+                self.base.dropout.training_flag()
             }
         }
     };

@@ -7,7 +7,8 @@ use super::attention::{
 };
 use super::init;
 use super::layers::{Dropout, Linear};
-use super::module::{Kind, Module, ModuleExt};
+use super::module::{Forward, ModuleExt};
+use super::Module;
 use super::norm::LayerNorm;
 use crate::{Device, Error, Result, Tensor};
 
@@ -198,6 +199,7 @@ fn duplicate<M: Module>(
 /// assert_eq!(y.shape(), &[3, 5, 8]);
 /// # Ok::<(), wgtorch::Error>(())
 /// ```
+#[derive(Module)]
 pub struct TransformerEncoderLayer {
     /// Self-attention.
     pub self_attn: MultiheadAttention,
@@ -220,7 +222,9 @@ pub struct TransformerEncoderLayer {
     /// Attention heads.
     pub nhead: usize,
     /// The options it was built with.
+    #[module(skip)]
     pub options: TransformerLayerOptions,
+    #[module(training)]
     training: bool,
 }
 
@@ -239,9 +243,9 @@ impl TransformerEncoderLayer {
         let o = &options;
         Ok(TransformerEncoderLayer {
             self_attn: attention(d_model, nhead, o, dev)?,
-            linear1: Linear::new(d_model, o.dim_feedforward, true, dev)?,
+            linear1: Linear::new(d_model, o.dim_feedforward, dev)?,
             dropout: Dropout::new(o.dropout)?,
-            linear2: Linear::new(o.dim_feedforward, d_model, true, dev)?,
+            linear2: Linear::new(o.dim_feedforward, d_model, dev)?,
             norm1: layer_norm(d_model, o.layer_norm_eps, dev)?,
             norm2: layer_norm(d_model, o.layer_norm_eps, dev)?,
             dropout1: Dropout::new(o.dropout)?,
@@ -285,6 +289,7 @@ impl TransformerEncoderLayer {
 
 /// Self-attention, attention over the encoder's memory, then feed-forward, each with a residual
 /// connection and LayerNorm (PyTorch's `nn.TransformerDecoderLayer`).
+#[derive(Module)]
 pub struct TransformerDecoderLayer {
     /// Self-attention over the targets.
     pub self_attn: MultiheadAttention,
@@ -313,7 +318,9 @@ pub struct TransformerDecoderLayer {
     /// Attention heads.
     pub nhead: usize,
     /// The options it was built with.
+    #[module(skip)]
     pub options: TransformerLayerOptions,
+    #[module(training)]
     training: bool,
 }
 
@@ -333,9 +340,9 @@ impl TransformerDecoderLayer {
         Ok(TransformerDecoderLayer {
             self_attn: attention(d_model, nhead, o, dev)?,
             multihead_attn: attention(d_model, nhead, o, dev)?,
-            linear1: Linear::new(d_model, o.dim_feedforward, true, dev)?,
+            linear1: Linear::new(d_model, o.dim_feedforward, dev)?,
             dropout: Dropout::new(o.dropout)?,
-            linear2: Linear::new(o.dim_feedforward, d_model, true, dev)?,
+            linear2: Linear::new(o.dim_feedforward, d_model, dev)?,
             norm1: layer_norm(d_model, o.layer_norm_eps, dev)?,
             norm2: layer_norm(d_model, o.layer_norm_eps, dev)?,
             norm3: layer_norm(d_model, o.layer_norm_eps, dev)?,
@@ -397,6 +404,7 @@ pub struct TransformerStackOptions {
 }
 
 /// `num_layers` copies of an encoder layer (PyTorch's `nn.TransformerEncoder`: `layers.0.*`, ...).
+#[derive(Module)]
 pub struct TransformerEncoder {
     /// The layers (each a copy of the one given, same initial values, as PyTorch's deep copies).
     pub layers: Vec<TransformerEncoderLayer>,
@@ -405,6 +413,7 @@ pub struct TransformerEncoder {
 }
 
 /// `num_layers` copies of a decoder layer (PyTorch's `nn.TransformerDecoder`).
+#[derive(Module)]
 pub struct TransformerDecoder {
     /// The layers.
     pub layers: Vec<TransformerDecoderLayer>,
@@ -522,6 +531,7 @@ impl Default for TransformerOptions {
 /// assert_eq!(model.forward(&src, &tgt, args)?.shape(), &[3, 2, 8]);
 /// # Ok::<(), wgtorch::Error>(())
 /// ```
+#[derive(Module)]
 pub struct Transformer {
     /// The encoder stack (with its final norm).
     pub encoder: TransformerEncoder,
@@ -615,107 +625,16 @@ impl Transformer {
     }
 }
 
-fn needs_memory(op: &'static str) -> Result<Tensor> {
-    Err(Error::arg(
-        op,
-        format!("{op} needs a memory: call its forward(tgt, memory, args)"),
-    ))
-}
-
-impl Module for TransformerEncoderLayer {
+/// The encoder layer with PyTorch's defaults for the masks (none) and `is_causal` (false).
+impl Forward for TransformerEncoderLayer {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         TransformerEncoderLayer::forward(self, x, Default::default())
     }
-    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, Kind)) {
-        crate::visit_children!(visit, f; self.self_attn => "self_attn", self.linear1 => "linear1", self.linear2 => "linear2", self.norm1 => "norm1", self.norm2 => "norm2");
-    }
-    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, Kind)) {
-        crate::visit_children!(visit_mut, f; self.self_attn => "self_attn", self.linear1 => "linear1", self.linear2 => "linear2", self.norm1 => "norm1", self.norm2 => "norm2");
-    }
-    fn set_training(&mut self, on: bool) {
-        self.training = on;
-        self.self_attn.set_training(on);
-        for d in [&mut self.dropout, &mut self.dropout1, &mut self.dropout2] {
-            d.set_training(on);
-        }
-    }
 }
 
-impl Module for TransformerDecoderLayer {
-    fn forward(&self, _x: &Tensor) -> Result<Tensor> {
-        needs_memory("TransformerDecoderLayer")
-    }
-    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, Kind)) {
-        crate::visit_children!(visit, f; self.self_attn => "self_attn", self.multihead_attn => "multihead_attn", self.linear1 => "linear1", self.linear2 => "linear2", self.norm1 => "norm1", self.norm2 => "norm2", self.norm3 => "norm3");
-    }
-    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, Kind)) {
-        crate::visit_children!(visit_mut, f; self.self_attn => "self_attn", self.multihead_attn => "multihead_attn", self.linear1 => "linear1", self.linear2 => "linear2", self.norm1 => "norm1", self.norm2 => "norm2", self.norm3 => "norm3");
-    }
-    fn set_training(&mut self, on: bool) {
-        self.training = on;
-        self.self_attn.set_training(on);
-        self.multihead_attn.set_training(on);
-        for d in [
-            &mut self.dropout,
-            &mut self.dropout1,
-            &mut self.dropout2,
-            &mut self.dropout3,
-        ] {
-            d.set_training(on);
-        }
-    }
-}
-
-/// `layers.{i}.*` then `norm.*`, as PyTorch's stacks.
-macro_rules! stack_module {
-    ($name:ident, $fwd:expr) => {
-        impl Module for $name {
-            fn forward(&self, x: &Tensor) -> Result<Tensor> {
-                ($fwd)(self, x)
-            }
-            fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, Kind)) {
-                for (i, l) in self.layers.iter().enumerate() {
-                    l.visit(&mut |n, t, k| f(&format!("layers.{i}.{n}"), t, k));
-                }
-                if let Some(n) = &self.norm {
-                    crate::visit_children!(visit, f; n => "norm");
-                }
-            }
-            fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, Kind)) {
-                for (i, l) in self.layers.iter_mut().enumerate() {
-                    l.visit_mut(&mut |n, t, k| f(&format!("layers.{i}.{n}"), t, k));
-                }
-                if let Some(n) = &mut self.norm {
-                    crate::visit_children!(visit_mut, f; n => "norm");
-                }
-            }
-            fn set_training(&mut self, on: bool) {
-                self.layers.iter_mut().for_each(|l| l.set_training(on));
-            }
-        }
-    };
-}
-
-stack_module!(TransformerEncoder, |s: &TransformerEncoder, x| {
-    TransformerEncoder::forward(s, x, Default::default())
-});
-stack_module!(
-    TransformerDecoder,
-    |_: &TransformerDecoder, _| needs_memory("TransformerDecoder")
-);
-
-impl Module for Transformer {
-    fn forward(&self, _x: &Tensor) -> Result<Tensor> {
-        needs_memory("Transformer")
-    }
-    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, Kind)) {
-        crate::visit_children!(visit, f; self.encoder => "encoder", self.decoder => "decoder");
-    }
-    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, Kind)) {
-        crate::visit_children!(visit_mut, f; self.encoder => "encoder", self.decoder => "decoder");
-    }
-    fn set_training(&mut self, on: bool) {
-        self.encoder.set_training(on);
-        self.decoder.set_training(on);
+/// The encoder stack with PyTorch's defaults for the masks (none) and `is_causal` (false).
+impl Forward for TransformerEncoder {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        TransformerEncoder::forward(self, x, Default::default())
     }
 }

@@ -105,17 +105,89 @@ impl Tensor {
     }
 }
 
-/// 2-D convolution (torch.nn.functional.conv2d): input `[N, C, H, W]`, weight
-/// `[O, C/groups, kh, kw]`, optional bias `[O]`.
-pub fn conv2d(
+/// A 2-D size argument (PyTorch's `_size_2_t`): one number for both dimensions, or `[h, w]`.
+///
+/// ```
+/// use wgtorch::nn::functional::Size2;
+/// assert_eq!(Size2::from(3), Size2([3, 3]));
+/// assert_eq!(Size2::from([2, 1]), Size2([2, 1]));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Size2(pub [usize; 2]);
+
+impl From<usize> for Size2 {
+    fn from(v: usize) -> Size2 {
+        Size2([v, v])
+    }
+}
+impl From<[usize; 2]> for Size2 {
+    fn from(v: [usize; 2]) -> Size2 {
+        Size2(v)
+    }
+}
+impl From<(usize, usize)> for Size2 {
+    fn from((a, b): (usize, usize)) -> Size2 {
+        Size2([a, b])
+    }
+}
+
+/// `conv2d`'s keyword arguments (PyTorch's names and defaults: stride 1, padding 0, dilation 1,
+/// groups 1); `..Default::default()` for the rest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Conv2dFuncOptions {
+    /// Step of the window.
+    pub stride: Size2,
+    /// Zero padding on each side.
+    pub padding: Size2,
+    /// Spacing between kernel taps.
+    pub dilation: Size2,
+    /// Channel groups (in and out channels split into `groups` independent convolutions).
+    pub groups: usize,
+}
+
+impl Default for Conv2dFuncOptions {
+    fn default() -> Self {
+        Conv2dFuncOptions {
+            stride: Size2([1, 1]),
+            padding: Size2([0, 0]),
+            dilation: Size2([1, 1]),
+            groups: 1,
+        }
+    }
+}
+
+/// 2-D convolution (torch.nn.functional.conv2d) with stride 1, no padding: input
+/// `[N, C, H, W]`, weight `[O, C/groups, kh, kw]`, optional bias `[O]`. The keyword arguments
+/// go through [`conv2d_with`].
+///
+/// ```
+/// use wgtorch::nn::functional as F;
+/// use wgtorch::{Device, Tensor};
+/// let dev = Device::Cpu;
+/// let x = Tensor::ones([1, 2, 5, 5], &dev)?;
+/// let w = Tensor::ones([3, 2, 3, 3], &dev)?;
+/// assert_eq!(F::conv2d(&x, &w, None)?.shape(), &[1, 3, 3, 3]);
+/// let opts = F::Conv2dFuncOptions { stride: 2.into(), padding: 1.into(), ..Default::default() };
+/// assert_eq!(F::conv2d_with(&x, &w, None, opts)?.shape(), &[1, 3, 3, 3]);
+/// # Ok::<(), wgtorch::Error>(())
+/// ```
+pub fn conv2d(input: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+    conv2d_with(input, weight, bias, Conv2dFuncOptions::default())
+}
+
+/// [`conv2d`] with its keyword arguments.
+pub fn conv2d_with(
     input: &Tensor,
     weight: &Tensor,
     bias: Option<&Tensor>,
-    stride: [usize; 2],
-    padding: [usize; 2],
-    dilation: [usize; 2],
-    groups: usize,
+    options: Conv2dFuncOptions,
 ) -> Result<Tensor> {
+    let Conv2dFuncOptions {
+        stride: Size2(stride),
+        padding: Size2(padding),
+        dilation: Size2(dilation),
+        groups,
+    } = options;
     input.same_device("conv2d", weight)?;
     let (input, weight) = (&crate::amp::lower(input)?, &crate::amp::lower(weight)?);
     let bias = bias.map(crate::amp::lower).transpose()?;
@@ -332,14 +404,55 @@ fn pool_cols(
     Ok((cols, g, out))
 }
 
-/// 2-D max pooling (stride defaults to the kernel size in PyTorch; pass it explicitly). One kernel
-/// computes each window's maximum and its argmax; the gradient goes to that element.
-pub fn max_pool2d(
+/// `max_pool2d`'s keyword arguments (PyTorch's names and defaults: stride = kernel_size,
+/// padding 0, dilation 1). `ceil_mode` and `return_indices` are not implemented.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MaxPool2dOptions {
+    /// Step of the window; `None` is the kernel size.
+    pub stride: Option<Size2>,
+    /// Implicit `-inf` padding on each side (at most half the kernel).
+    pub padding: Size2,
+    /// Spacing between window taps.
+    pub dilation: Size2,
+}
+
+impl Default for MaxPool2dOptions {
+    fn default() -> Self {
+        MaxPool2dOptions {
+            stride: None,
+            padding: Size2([0, 0]),
+            dilation: Size2([1, 1]),
+        }
+    }
+}
+
+/// 2-D max pooling over `[N, C, H, W]` or `[C, H, W]` (torch.nn.functional.max_pool2d) with
+/// stride = kernel_size. One kernel computes each window's maximum and its argmax; the gradient
+/// goes to that element.
+///
+/// ```
+/// use wgtorch::nn::functional as F;
+/// use wgtorch::{Device, Tensor};
+/// let x = Tensor::arange(0.0, 16.0, 1.0, &Device::Cpu)?.reshape(&[1, 1, 4, 4])?;
+/// assert_eq!(F::max_pool2d(&x, 2)?.to_vec::<f32>()?, [5.0, 7.0, 13.0, 15.0]);
+/// let opts = F::MaxPool2dOptions { stride: Some(1.into()), ..Default::default() };
+/// assert_eq!(F::max_pool2d_with(&x, 3, opts)?.shape(), &[1, 1, 2, 2]);
+/// # Ok::<(), wgtorch::Error>(())
+/// ```
+pub fn max_pool2d(input: &Tensor, kernel_size: impl Into<Size2>) -> Result<Tensor> {
+    max_pool2d_with(input, kernel_size, MaxPool2dOptions::default())
+}
+
+/// [`max_pool2d`] with its keyword arguments.
+pub fn max_pool2d_with(
     input: &Tensor,
-    kernel: [usize; 2],
-    stride: [usize; 2],
-    padding: [usize; 2],
+    kernel_size: impl Into<Size2>,
+    options: MaxPool2dOptions,
 ) -> Result<Tensor> {
+    let Size2(kernel) = kernel_size.into();
+    let stride = options.stride.map_or(kernel, |s| s.0);
+    let Size2(padding) = options.padding;
+    let Size2(dilation) = options.dilation;
     if input.ndim() != 4 && input.ndim() != 3 {
         return Err(Error::shape(
             "max_pool2d",
@@ -358,7 +471,7 @@ pub fn max_pool2d(
         kernel,
         stride,
         padding,
-        [1, 1],
+        dilation,
     )?;
     let x = input.dense()?;
     let (v, i) = x.storage().max_pool(&g)?;
@@ -407,19 +520,89 @@ fn max_pool2d_backward(
     ))
 }
 
-/// 2-D average pooling (count_include_pad=True, PyTorch's default).
-pub fn avg_pool2d(
-    input: &Tensor,
-    kernel: [usize; 2],
-    stride: [usize; 2],
-    padding: [usize; 2],
-) -> Result<Tensor> {
-    let (cols, _, out) = pool_cols("avg_pool2d", input, kernel, stride, padding, 0.0)?;
-    cols.mean_dims(&[1], false)?.reshape_to(&out)
+/// `avg_pool2d`'s keyword arguments (PyTorch's names and defaults: stride = kernel_size,
+/// padding 0, count_include_pad true, no divisor_override).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AvgPool2dOptions {
+    /// Step of the window; `None` is the kernel size.
+    pub stride: Option<Size2>,
+    /// Zero padding on each side (at most half the kernel).
+    pub padding: Size2,
+    /// Whether the padding counts in each window's divisor.
+    pub count_include_pad: bool,
+    /// A fixed divisor for every window instead of its size.
+    pub divisor_override: Option<usize>,
 }
 
-/// Adaptive average pooling to `[oh, ow]` with PyTorch's window bounds.
-pub fn adaptive_avg_pool2d(input: &Tensor, output: [usize; 2]) -> Result<Tensor> {
+impl Default for AvgPool2dOptions {
+    fn default() -> Self {
+        AvgPool2dOptions {
+            stride: None,
+            padding: Size2([0, 0]),
+            count_include_pad: true,
+            divisor_override: None,
+        }
+    }
+}
+
+/// 2-D average pooling over `[N, C, H, W]` or `[C, H, W]` (torch.nn.functional.avg_pool2d)
+/// with stride = kernel_size.
+///
+/// ```
+/// use wgtorch::nn::functional as F;
+/// use wgtorch::{Device, Tensor};
+/// let x = Tensor::arange(0.0, 16.0, 1.0, &Device::Cpu)?.reshape(&[1, 1, 4, 4])?;
+/// assert_eq!(F::avg_pool2d(&x, 2)?.to_vec::<f32>()?, [2.5, 4.5, 10.5, 12.5]);
+/// # Ok::<(), wgtorch::Error>(())
+/// ```
+pub fn avg_pool2d(input: &Tensor, kernel_size: impl Into<Size2>) -> Result<Tensor> {
+    avg_pool2d_with(input, kernel_size, AvgPool2dOptions::default())
+}
+
+/// [`avg_pool2d`] with its keyword arguments. Windows sum their taps (im2col + a row sum) and
+/// divide by `divisor_override`, else the window size (`count_include_pad`), else the number
+/// of taps inside the input.
+pub fn avg_pool2d_with(
+    input: &Tensor,
+    kernel_size: impl Into<Size2>,
+    options: AvgPool2dOptions,
+) -> Result<Tensor> {
+    let Size2(kernel) = kernel_size.into();
+    let stride = options.stride.map_or(kernel, |s| s.0);
+    let Size2(padding) = options.padding;
+    let (cols, g, out) = pool_cols("avg_pool2d", input, kernel, stride, padding, 0.0)?;
+    if let Some(d) = options.divisor_override {
+        if d == 0 {
+            return Err(Error::arg("avg_pool2d", "divisor must be not zero"));
+        }
+        return cols
+            .sum_dims(&[1], false)?
+            .div_scalar(d as f64)?
+            .reshape_to(&out);
+    }
+    if options.count_include_pad || padding == [0, 0] {
+        return cols.mean_dims(&[1], false)?.reshape_to(&out);
+    }
+    // Taps inside the input per window: the same pooling of a ones plane, summed.
+    let ones = Tensor::full_dtype([1, 1, g.h, g.w], 1.0, input.dtype(), &input.device())?;
+    let counts = ones
+        .im2col(&ConvGeom { n: 1, c: 1, ..g }, 0.0)?
+        .sum_dims(&[1], false)?;
+    cols.sum_dims(&[1], false)?.div(&counts)?.reshape_to(&out)
+}
+
+/// Adaptive average pooling over `[N, C, H, W]` or `[C, H, W]` to `output_size` (one number or
+/// `[oh, ow]`), with PyTorch's window bounds (torch.nn.functional.adaptive_avg_pool2d).
+///
+/// ```
+/// use wgtorch::nn::functional as F;
+/// use wgtorch::{Device, Tensor};
+/// let x = Tensor::ones([2, 3, 7, 5], &Device::Cpu)?;
+/// assert_eq!(F::adaptive_avg_pool2d(&x, 1)?.shape(), &[2, 3, 1, 1]);
+/// # Ok::<(), wgtorch::Error>(())
+/// ```
+pub fn adaptive_avg_pool2d(input: &Tensor, output_size: impl Into<Size2>) -> Result<Tensor> {
+    let Size2(output) = output_size.into();
     let nd = input.ndim();
     if nd < 3 {
         return Err(Error::shape(
@@ -436,8 +619,7 @@ pub fn adaptive_avg_pool2d(input: &Tensor, output: [usize; 2]) -> Result<Tensor>
         ));
     }
     if h % oh == 0 && w % ow == 0 {
-        let k = [h / oh, w / ow];
-        return avg_pool2d(input, k, k, [0, 0]);
+        return avg_pool2d(input, [h / oh, w / ow]);
     }
     let mut rows = Vec::with_capacity(oh);
     for i in 0..oh {

@@ -2,20 +2,80 @@
 
 use crate::{Error, Result, Tensor};
 
-/// torch.nn.functional.batch_norm over `[N, C, ...]`. In training the batch statistics normalise
-/// the input and the running statistics (if given) are updated in place with `momentum`
-/// (unbiased variance, as PyTorch); in eval the running statistics are used.
-#[allow(clippy::too_many_arguments)]
+/// `batch_norm`'s keyword arguments (PyTorch's names and defaults: no affine weight or bias,
+/// evaluation mode, momentum 0.1, eps 1e-5).
+#[derive(Clone, Copy, Debug)]
+pub struct BatchNormFuncOptions<'a> {
+    /// Per-channel scale `[C]`.
+    pub weight: Option<&'a Tensor>,
+    /// Per-channel shift `[C]`.
+    pub bias: Option<&'a Tensor>,
+    /// Normalise with the batch statistics (and update the running ones) instead of the
+    /// running statistics.
+    pub training: bool,
+    /// Weight of the new batch statistic in the running averages.
+    pub momentum: f64,
+    /// Added to the variance.
+    pub eps: f64,
+}
+
+impl Default for BatchNormFuncOptions<'_> {
+    fn default() -> Self {
+        BatchNormFuncOptions {
+            weight: None,
+            bias: None,
+            training: false,
+            momentum: 0.1,
+            eps: 1e-5,
+        }
+    }
+}
+
+/// torch.nn.functional.batch_norm over `[N, C, ...]`, in evaluation mode (normalise with the
+/// running statistics); the keyword arguments go through [`batch_norm_with`].
+///
+/// ```
+/// use wgtorch::nn::functional as F;
+/// use wgtorch::{Device, Tensor};
+/// let dev = Device::Cpu;
+/// let x = Tensor::from_vec(vec![1.0f32, 3.0, 5.0, 7.0], [2, 2], &dev)?;
+/// let (rm, rv) = (Tensor::zeros([2], &dev)?, Tensor::ones([2], &dev)?);
+/// let opts = F::BatchNormFuncOptions { training: true, ..Default::default() };
+/// let y = F::batch_norm_with(&x, Some(&rm), Some(&rv), opts)?;
+/// assert!((y.to_vec::<f32>()?[0] + 1.0).abs() < 1e-4);
+/// let rm = rm.to_vec::<f32>()?; // running mean updated with momentum 0.1
+/// assert!((rm[0] - 0.3).abs() < 1e-6 && (rm[1] - 0.5).abs() < 1e-6);
+/// # Ok::<(), wgtorch::Error>(())
+/// ```
 pub fn batch_norm(
     input: &Tensor,
     running_mean: Option<&Tensor>,
     running_var: Option<&Tensor>,
-    weight: Option<&Tensor>,
-    bias: Option<&Tensor>,
-    training: bool,
-    momentum: f64,
-    eps: f64,
 ) -> Result<Tensor> {
+    batch_norm_with(
+        input,
+        running_mean,
+        running_var,
+        BatchNormFuncOptions::default(),
+    )
+}
+
+/// [`batch_norm`] with its keyword arguments. In training the batch statistics normalise the
+/// input and the running statistics (if given) are updated in place with `momentum` (unbiased
+/// variance, as PyTorch); in eval the running statistics are used.
+pub fn batch_norm_with(
+    input: &Tensor,
+    running_mean: Option<&Tensor>,
+    running_var: Option<&Tensor>,
+    options: BatchNormFuncOptions<'_>,
+) -> Result<Tensor> {
+    let BatchNormFuncOptions {
+        weight,
+        bias,
+        training,
+        momentum,
+        eps,
+    } = options;
     if input.ndim() < 2 {
         return Err(Error::shape(
             "batch_norm",
@@ -92,14 +152,50 @@ pub fn batch_norm(
     Ok(y)
 }
 
-/// torch.nn.functional.layer_norm over the trailing `normalized_shape` dims.
-pub fn layer_norm(
+/// `layer_norm`'s keyword arguments (PyTorch's names and defaults: no weight or bias, eps
+/// 1e-5).
+#[derive(Clone, Copy, Debug)]
+pub struct LayerNormFuncOptions<'a> {
+    /// Elementwise scale, shaped `normalized_shape`.
+    pub weight: Option<&'a Tensor>,
+    /// Elementwise shift, shaped `normalized_shape`.
+    pub bias: Option<&'a Tensor>,
+    /// Added to the variance.
+    pub eps: f64,
+}
+
+impl Default for LayerNormFuncOptions<'_> {
+    fn default() -> Self {
+        LayerNormFuncOptions {
+            weight: None,
+            bias: None,
+            eps: 1e-5,
+        }
+    }
+}
+
+/// torch.nn.functional.layer_norm over the trailing `normalized_shape` dims; the keyword
+/// arguments go through [`layer_norm_with`].
+///
+/// ```
+/// use wgtorch::nn::functional as F;
+/// use wgtorch::{Device, Tensor};
+/// let x = Tensor::from_vec(vec![1.0f32, 3.0], [1, 2], &Device::Cpu)?;
+/// let y = F::layer_norm(&x, &[2])?.to_vec::<f32>()?;
+/// assert!((y[0] + 1.0).abs() < 1e-4 && (y[1] - 1.0).abs() < 1e-4);
+/// # Ok::<(), wgtorch::Error>(())
+/// ```
+pub fn layer_norm(input: &Tensor, normalized_shape: &[usize]) -> Result<Tensor> {
+    layer_norm_with(input, normalized_shape, LayerNormFuncOptions::default())
+}
+
+/// [`layer_norm`] with its keyword arguments.
+pub fn layer_norm_with(
     input: &Tensor,
     normalized_shape: &[usize],
-    weight: Option<&Tensor>,
-    bias: Option<&Tensor>,
-    eps: f64,
+    options: LayerNormFuncOptions<'_>,
 ) -> Result<Tensor> {
+    let LayerNormFuncOptions { weight, bias, eps } = options;
     let input = &crate::amp::upper(input)?;
     let k = normalized_shape.len();
     if k == 0 || k > input.ndim() || input.shape()[input.ndim() - k..] != *normalized_shape {

@@ -5,7 +5,7 @@
 
 use crate::common;
 use wgtorch::nn::functional as F;
-use wgtorch::nn::{Conv2d, Linear, Module, ModuleExt};
+use wgtorch::nn::{Conv2d, Conv2dOptions, Linear, ModuleExt};
 use wgtorch::optim::{Optimizer, Sgd};
 use wgtorch::{DType, Device, Result, Tensor};
 
@@ -77,7 +77,16 @@ fn grad(x: &Tensor) -> Vec<f32> {
 #[test]
 fn conv2d_weight_changed_in_place_between_forward_and_backward() -> Result<()> {
     for dev in common::devices() {
-        let conv = Conv2d::new(3, 4, 3, 1, &dev)?;
+        let conv = Conv2d::with_options(
+            3,
+            4,
+            3,
+            Conv2dOptions {
+                padding: 1.into(),
+                ..Default::default()
+            },
+            &dev,
+        )?;
         let x = seq(&[2, 3, 5, 5], false, &dev);
         // The weight is at version 1 after its initialisation (as in PyTorch).
         let loss = conv.forward(&x)?.sum_all()?;
@@ -94,7 +103,16 @@ fn conv2d_input_changed_in_place() -> Result<()> {
             seq(&[1, 2, 4, 4], false, &dev),
             seq(&[3, 2, 3, 3], true, &dev),
         );
-        let loss = F::conv2d(&x, &w, None, [1, 1], [1, 1], [1, 1], 1)?.sum_all()?;
+        let loss = F::conv2d_with(
+            &x,
+            &w,
+            None,
+            F::Conv2dFuncOptions {
+                padding: [1, 1].into(),
+                ..Default::default()
+            },
+        )?
+        .sum_all()?;
         bump(&x);
         expect_err(&loss, &modified(&x, "", 1, 0), "conv2d");
     }
@@ -244,7 +262,7 @@ fn matmul_operand_changed_in_place() -> Result<()> {
 #[test]
 fn linear_weight_changed_in_place() -> Result<()> {
     for dev in common::devices() {
-        let lin = Linear::new(3, 2, true, &dev)?;
+        let lin = Linear::new(3, 2, &dev)?;
         let x = seq(&[4, 3], true, &dev);
         let loss = lin.forward(&x)?.sum_all()?;
         bump(&lin.weight);
@@ -282,7 +300,7 @@ fn einsum_operand_changed_in_place() -> Result<()> {
 fn max_pool2d_input_changed_in_place() -> Result<()> {
     for dev in common::devices() {
         let x = seq(&[1, 2, 4, 4], true, &dev);
-        let loss = F::max_pool2d(&x, [2, 2], [2, 2], [0, 0])?.sum_all()?;
+        let loss = F::max_pool2d(&x, [2, 2])?.sum_all()?;
         bump(&x);
         expect_err(&loss, &modified(&x, "", 1, 0), "max_pool2d");
     }
@@ -331,13 +349,34 @@ fn norm_weights_changed_in_place() -> Result<()> {
     for dev in common::devices() {
         let x = seq(&[2, 3, 2, 2], true, &dev);
         let (w, b) = (seq(&[3], true, &dev), seq(&[3], true, &dev));
-        let loss = F::batch_norm(&x, None, None, Some(&w), Some(&b), true, 0.1, 1e-5)?.sum_all()?;
+        let loss = F::batch_norm_with(
+            &x,
+            None,
+            None,
+            F::BatchNormFuncOptions {
+                weight: Some(&w),
+                bias: Some(&b),
+                training: true,
+                momentum: 0.1,
+                eps: 1e-5,
+            },
+        )?
+        .sum_all()?;
         bump(&w);
         expect_version_err(&loss, 1, 0); // batch_norm
 
         let x = seq(&[2, 4], true, &dev);
         let (w, b) = (seq(&[4], true, &dev), seq(&[4], true, &dev));
-        let loss = F::layer_norm(&x, &[4], Some(&w), Some(&b), 1e-5)?.sum_all()?;
+        let loss = F::layer_norm_with(
+            &x,
+            &[4],
+            F::LayerNormFuncOptions {
+                weight: Some(&w),
+                bias: Some(&b),
+                eps: 1e-5,
+            },
+        )?
+        .sum_all()?;
         bump(&w);
         expect_version_err(&loss, 1, 0); // layer_norm
     }
@@ -466,8 +505,17 @@ fn ordinary_training_is_unaffected() -> Result<()> {
     // versions, so nothing is reported, and the loss goes down.
     for dev in common::devices() {
         wgtorch::manual_seed(0);
-        let conv = Conv2d::new(1, 2, 3, 1, &dev)?;
-        let lin = Linear::new(2 * 2 * 2, 3, true, &dev)?;
+        let conv = Conv2d::with_options(
+            1,
+            2,
+            3,
+            Conv2dOptions {
+                padding: 1.into(),
+                ..Default::default()
+            },
+            &dev,
+        )?;
+        let lin = Linear::new(2 * 2 * 2, 3, &dev)?;
         let mut params = conv.parameters();
         params.extend(lin.parameters());
         let mut opt = Sgd::new(params, 0.1)?;
@@ -476,7 +524,7 @@ fn ordinary_training_is_unaffected() -> Result<()> {
         let mut losses = Vec::new();
         for _ in 0..5 {
             opt.zero_grad();
-            let h = F::max_pool2d(&conv.forward(&x)?.relu()?, [2, 2], [2, 2], [0, 0])?;
+            let h = F::max_pool2d(&conv.forward(&x)?.relu()?, [2, 2])?;
             let logits = lin.forward(&h.reshape(&[4, -1])?)?.tanh()?.exp()?;
             let loss = F::cross_entropy(&logits, &target, F::Reduction::Mean, -100, 0.0)?;
             loss.backward_with(None, true, false)?;

@@ -128,7 +128,7 @@ fn conv_same_on_gpu(what: &str, g: &Device, x: &Tensor, w: &Tensor, parts: &[usi
     let run = |dev: &Device| {
         let x = x.to(dev).unwrap().detach().requires_grad_(true);
         let w = w.to(dev).unwrap().detach().requires_grad_(true);
-        let y = F::conv2d(&x, &w, None, [1, 1], [0, 0], [1, 1], 1).unwrap();
+        let y = F::conv2d(&x, &w, None).unwrap();
         y.sum_all().unwrap().backward().unwrap();
         [y, x.grad().unwrap(), w.grad().unwrap()].map(|t| common::vals(&t))
     };
@@ -170,15 +170,26 @@ fn pooling_past_65535_groups() {
     // 2x1 windows: about as many outputs (max_pool2d at stride 1), column entries (im2col at
     // stride 2) and input gradients (col2im, max_pool2d_backward) as inputs, past 65,535 * 256.
     let x = Tensor::rand([1, 1, 4098, 4097], &Device::Cpu).unwrap();
-    type Pool = fn(&Tensor, [usize; 2], [usize; 2], [usize; 2]) -> wgtorch::Result<Tensor>;
-    let pools: [(&str, Pool, usize); 2] = [
-        ("max_pool2d", F::max_pool2d, 1),
-        ("avg_pool2d", F::avg_pool2d, 2),
-    ];
+    let max = |x: &Tensor, stride| {
+        let opts = F::MaxPool2dOptions {
+            stride: Some(stride),
+            ..Default::default()
+        };
+        F::max_pool2d_with(x, [2, 1], opts)
+    };
+    let avg = |x: &Tensor, stride| {
+        let opts = F::AvgPool2dOptions {
+            stride: Some(stride),
+            ..Default::default()
+        };
+        F::avg_pool2d_with(x, [2, 1], opts)
+    };
+    type Pool<'a> = &'a dyn Fn(&Tensor, F::Size2) -> wgtorch::Result<Tensor>;
+    let pools: [(&str, Pool, usize); 2] = [("max_pool2d", &max, 1), ("avg_pool2d", &avg, 2)];
     for (what, pool, stride) in pools {
         let run = |dev: &Device| {
             let x = x.to(dev).unwrap().detach().requires_grad_(true);
-            let y = pool(&x, [2, 1], [stride, 1], [0, 0]).unwrap();
+            let y = pool(&x, [stride, 1].into()).unwrap();
             y.mul(&y).unwrap().sum_all().unwrap().backward().unwrap();
             [y, x.grad().unwrap()].map(|t| common::vals(&t))
         };

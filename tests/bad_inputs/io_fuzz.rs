@@ -545,7 +545,6 @@ fn sigkill_mid_save_keeps_last_checkpoint_and_leaves_no_temporaries() {
 /// A small real checkpoint: a Linear layer, Adam state after one step, scheduler, metrics. The
 /// same bytes every run: fixed weights, and the JSON header's keys sorted (metadata is a hash map).
 fn small_checkpoint_bytes() -> Vec<u8> {
-    use wgtorch::nn::Module;
     let dev = Device::Cpu;
     let (mut model, mut opt) = model_and_optimizer(&dev);
     let fixed: Vec<(String, Tensor)> = model
@@ -585,7 +584,7 @@ fn small_checkpoint_bytes() -> Vec<u8> {
 }
 
 fn model_and_optimizer(dev: &Device) -> (Linear, Adam) {
-    let model = Linear::new(3, 2, true, dev).expect("model");
+    let model = Linear::new(3, 2, dev).expect("model");
     let opt = Adam::new(model.parameters(), 1e-3).expect("adam");
     (model, opt)
 }

@@ -10,7 +10,7 @@ use crate::common;
 use std::process::Command;
 use wgtorch::backend::cpu::pool;
 use wgtorch::models::SimpleCnn;
-use wgtorch::nn::{functional as F, Module, ModuleExt};
+use wgtorch::nn::{functional as F, ModuleExt};
 use wgtorch::optim::{Adam, Optimizer};
 use wgtorch::{Device, Result, Tensor};
 

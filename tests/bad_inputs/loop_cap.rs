@@ -54,7 +54,16 @@ fn conv_all(t: &[Tensor], padding: usize) -> Tensor {
     let x = t[0].clone().requires_grad_(true);
     let w = t[1].clone().requires_grad_(true);
     let b = t[2].clone().requires_grad_(true);
-    let y = F::conv2d(&x, &w, Some(&b), [1, 1], [padding; 2], [1, 1], 1).unwrap();
+    let y = F::conv2d_with(
+        &x,
+        &w,
+        Some(&b),
+        F::Conv2dFuncOptions {
+            padding: [padding; 2].into(),
+            ..Default::default()
+        },
+    )
+    .unwrap();
     y.sum_all().unwrap().backward().unwrap();
     let flat = |t: &Tensor| t.reshape(&[-1]).unwrap();
     let parts = [
@@ -171,7 +180,16 @@ fn matmul_below_loop_cap_is_one_dispatch() {
 fn max_pool_window_past_loop_cap() {
     let Some(g) = common::gpu() else { return };
     let x = ints(&[1, 1, 256, 256], 1);
-    let pool = |t: &[Tensor], k: usize| F::max_pool2d(&t[0], [k, k], [1, 1], [0, 0]);
+    let pool = |t: &[Tensor], k: usize| {
+        F::max_pool2d_with(
+            &t[0],
+            [k, k],
+            F::MaxPool2dOptions {
+                stride: Some([1, 1].into()),
+                ..Default::default()
+            },
+        )
+    };
     // 255 rows of 255 + 1 iterations fit; 256 rows of 256 + 1 do not.
     same_on_gpu("max_pool2d 255x255", &g, &[&x], |t| pool(t, 255).unwrap());
     let ctx = wgtorch::backend::gpu::context(0).unwrap();

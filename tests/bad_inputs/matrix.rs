@@ -69,28 +69,14 @@ fn rows() -> Vec<Row> {
         row!("conv2d", Shape, "to have 2 channels", |d, o| F::conv2d(
             &f32s(&[2, 3, 8, 8], d)?,
             &f32s(&[4, 2, 3, 3], d)?,
-            None,
-            [1, 1],
-            [0, 0],
-            [1, 1],
-            1
+            None
         )),
         row!("conv2d", Shape, "Kernel size can't be greater", |d, o| {
-            F::conv2d(
-                &f32s(&[1, 1, 2, 2], d)?,
-                &f32s(&[1, 1, 3, 3], d)?,
-                None,
-                [1, 1],
-                [0, 0],
-                [1, 1],
-                1,
-            )
+            F::conv2d(&f32s(&[1, 1, 2, 2], d)?, &f32s(&[1, 1, 3, 3], d)?, None)
         }),
         row!("max_pool2d", Shape, "", |d, o| F::max_pool2d(
             &f32s(&[4], d)?,
-            [2, 2],
-            [2, 2],
-            [0, 0]
+            [2, 2]
         )),
         row!("cat", Shape, "Sizes of tensors must match", |d, o| {
             Tensor::cat(&[f32s(&[2, 3], d)?, f32s(&[2, 4], d)?], 0)
@@ -132,22 +118,26 @@ fn rows() -> Vec<Row> {
             &f32s(&[4], d)?,
             Reduction::Mean
         )),
-        row!("layer_norm", Shape, "", |d, o| F::layer_norm(
+        row!("layer_norm", Shape, "", |d, o| F::layer_norm_with(
             &f32s(&[2, 3], d)?,
             &[4],
-            None,
-            None,
-            1e-5
+            F::LayerNormFuncOptions {
+                weight: None,
+                bias: None,
+                eps: 1e-5
+            }
         )),
-        row!("batch_norm", Shape, "", |d, o| F::batch_norm(
+        row!("batch_norm", Shape, "", |d, o| F::batch_norm_with(
             &f32s(&[3], d)?,
             None,
             None,
-            None,
-            None,
-            true,
-            0.1,
-            1e-5
+            F::BatchNormFuncOptions {
+                weight: None,
+                bias: None,
+                training: true,
+                momentum: 0.1,
+                eps: 1e-5
+            }
         )),
         row!("einsum", Shape, "", |d, o| Tensor::einsum(
             "ij,jk->ik",
@@ -197,17 +187,7 @@ fn rows() -> Vec<Row> {
             "conv2d",
             Device,
             "Expected all tensors to be on the same device",
-            |d, o| {
-                F::conv2d(
-                    &f32s(&[1, 1, 4, 4], d)?,
-                    &f32s(&[1, 1, 3, 3], o)?,
-                    None,
-                    [1, 1],
-                    [0, 0],
-                    [1, 1],
-                    1,
-                )
-            }
+            |d, o| { F::conv2d(&f32s(&[1, 1, 4, 4], d)?, &f32s(&[1, 1, 3, 3], o)?, None) }
         ),
         row!(
             "cat",
@@ -323,20 +303,29 @@ fn rows() -> Vec<Row> {
             "too many elements",
             |d, o| Tensor::zeros([1usize << 32, 1 << 32], d)
         ),
-        row!("conv2d", Argument, "", |d, o| F::conv2d(
+        row!("conv2d", Argument, "", |d, o| F::conv2d_with(
             &f32s(&[1, 1, 4, 4], d)?,
             &f32s(&[1, 1, 3, 3], d)?,
             None,
-            [0, 1],
-            [0, 0],
-            [1, 1],
-            1
+            F::Conv2dFuncOptions {
+                stride: [0, 1].into(),
+                ..Default::default()
+            }
         )),
         row!(
             "max_pool2d",
             Argument,
             "pad should be at most half",
-            |d, o| { F::max_pool2d(&f32s(&[1, 1, 4, 4], d)?, [2, 2], [2, 2], [2, 2]) }
+            |d, o| {
+                F::max_pool2d_with(
+                    &f32s(&[1, 1, 4, 4], d)?,
+                    [2, 2],
+                    F::MaxPool2dOptions {
+                        padding: [2, 2].into(),
+                        ..Default::default()
+                    },
+                )
+            }
         ),
         row!("cross_entropy", Argument, "label_smoothing", |d, o| {
             F::cross_entropy(

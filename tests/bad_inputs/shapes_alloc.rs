@@ -6,7 +6,7 @@
 use crate::common::{devices, vals};
 use std::sync::mpsc;
 use std::time::Duration;
-use wgtorch::nn::functional::{conv2d, max_pool2d};
+use wgtorch::nn::functional::{conv2d_with, max_pool2d_with, Conv2dFuncOptions, MaxPool2dOptions};
 use wgtorch::nn::{Linear, ModuleExt};
 use wgtorch::{DType, Device, Error, Result, Tensor};
 
@@ -159,24 +159,56 @@ fn conv_window_arithmetic_never_wraps() {
         let huge = usize::MAX / 2 + 1;
         expect_err(
             "conv2d padding",
-            conv2d(&x, &w, None, [1, 1], [huge, 0], [1, 1], 1),
+            conv2d_with(
+                &x,
+                &w,
+                None,
+                Conv2dFuncOptions {
+                    padding: [huge, 0].into(),
+                    ..Default::default()
+                },
+            ),
             &["conv2d"],
         );
         let w3 = Tensor::zeros([1, 1, 3, 3], &dev).unwrap();
         expect_err(
             "conv2d dilation",
-            conv2d(&x, &w3, None, [1, 1], [0, 0], [huge, 1], 1),
+            conv2d_with(
+                &x,
+                &w3,
+                None,
+                Conv2dFuncOptions {
+                    dilation: [huge, 1].into(),
+                    ..Default::default()
+                },
+            ),
             &["conv2d"],
         );
         // Padding that fits the arithmetic but whose output has too many elements.
         expect_err(
             "conv2d output",
-            conv2d(&x, &w, None, [1, 1], [1 << 40, 1 << 40], [1, 1], 1),
+            conv2d_with(
+                &x,
+                &w,
+                None,
+                Conv2dFuncOptions {
+                    padding: [1 << 40, 1 << 40].into(),
+                    ..Default::default()
+                },
+            ),
             &["conv2d", TOO_MANY],
         );
         expect_err(
             "max_pool2d",
-            max_pool2d(&x, [2, 2], [1, 1], [huge, 0]),
+            max_pool2d_with(
+                &x,
+                [2, 2],
+                MaxPool2dOptions {
+                    stride: Some([1, 1].into()),
+                    padding: [huge, 0].into(),
+                    ..Default::default()
+                },
+            ),
             &["max_pool2d"],
         );
     }
@@ -322,7 +354,7 @@ fn copy_from_itself_does_not_deadlock() {
 fn load_state_dict_of_own_state_does_not_deadlock() {
     for dev in devices() {
         within_a_minute("load_state_dict", move || {
-            let mut m = Linear::new(3, 2, true, &dev)?;
+            let mut m = Linear::new(3, 2, &dev)?;
             let before: Vec<Vec<f64>> = m.state_dict().iter().map(|(_, t)| vals(t)).collect();
             let state = m.state_dict();
             m.load_state_dict(&state, true)?;

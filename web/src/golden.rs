@@ -70,14 +70,16 @@ fn run(op: &str, kw: &Value, x: &[Tensor]) -> Result<Option<Tensor>> {
         "torch.index_select" => x[0].index_select(dim(), &x[1])?,
         "torch.gather" => x[0].gather(dim(), &x[1])?,
         "torch.scatter_add" => x[0].scatter_add(dim(), &x[1], &x[2])?,
-        "torch.nn.functional.conv2d" => F::conv2d(
+        "torch.nn.functional.conv2d" => F::conv2d_with(
             &x[0],
             &x[1],
             x.get(2),
-            pair("stride", 1),
-            pair("padding", 0),
-            pair("dilation", 1),
-            kw["groups"].as_u64().unwrap_or(1) as usize,
+            F::Conv2dFuncOptions {
+                stride: pair("stride", 1).into(),
+                padding: pair("padding", 0).into(),
+                dilation: pair("dilation", 1).into(),
+                groups: kw["groups"].as_u64().unwrap_or(1) as usize,
+            },
         )?,
         "torch.nn.functional.max_pool2d" => {
             let k = pair("kernel_size", 1);
@@ -86,7 +88,15 @@ fn run(op: &str, kw: &Value, x: &[Tensor]) -> Result<Option<Tensor>> {
             } else {
                 pair("stride", 1)
             };
-            F::max_pool2d(&x[0], k, s, pair("padding", 0))?
+            F::max_pool2d_with(
+                &x[0],
+                k,
+                F::MaxPool2dOptions {
+                    stride: Some(s.into()),
+                    padding: pair("padding", 0).into(),
+                    ..Default::default()
+                },
+            )?
         }
         "torch.nn.functional.cross_entropy" => F::cross_entropy(
             &x[0],

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use wasm_bindgen::prelude::*;
 use wgtorch::data::{random_split, Dataset, Digits, Subset};
 use wgtorch::models::SimpleCnn;
-use wgtorch::nn::{functional as F, Module, ModuleExt};
+use wgtorch::nn::{functional as F, ModuleExt};
 use wgtorch::optim::{Adam, Optimizer};
 use wgtorch::{Device, Tensor};
 
