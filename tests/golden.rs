@@ -695,6 +695,7 @@ mod seq {
             layer_norm_eps: f("layer_norm_eps", 1e-5),
             batch_first: b("batch_first", false),
             norm_first: b("norm_first", false),
+            bias: b("bias", true),
         };
         let (input, h0) = (x.get("input"), x.get("h0"));
         Ok(match op {

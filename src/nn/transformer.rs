@@ -6,10 +6,10 @@ use super::attention::{
     bool_bias, causal_keep, MhaArgs, MultiheadAttention, MultiheadAttentionOptions,
 };
 use super::init;
-use super::layers::{Dropout, Linear};
+use super::layers::{Dropout, Linear, LinearOptions};
 use super::module::{Forward, ModuleExt};
 use super::Module;
-use super::norm::LayerNorm;
+use super::norm::{LayerNorm, LayerNormOptions};
 use crate::{Device, Error, Result, Tensor};
 
 /// The feed-forward activation of the transformer layers.
@@ -23,7 +23,7 @@ pub enum Activation {
 }
 
 /// Keyword arguments of `nn.TransformerEncoderLayer` and `nn.TransformerDecoderLayer` after
-/// `(d_model, nhead)`; `Default` is PyTorch's. (`bias=False` is not supported.)
+/// `(d_model, nhead)`; `Default` is PyTorch's.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct TransformerLayerOptions {
     /// Hidden width of the feed-forward block (default 2048).
@@ -38,6 +38,8 @@ pub struct TransformerLayerOptions {
     pub batch_first: bool,
     /// Pre-norm (`x + f(norm(x))`) instead of post-norm (`norm(x + f(x))`) (default false).
     pub norm_first: bool,
+    /// Biases in the linear layers, the attention projections and the LayerNorms (default true).
+    pub bias: bool,
 }
 
 impl Default for TransformerLayerOptions {
@@ -49,6 +51,7 @@ impl Default for TransformerLayerOptions {
             layer_norm_eps: 1e-5,
             batch_first: false,
             norm_first: false,
+            bias: true,
         }
     }
 }
@@ -105,10 +108,17 @@ pub struct TransformerArgs<'a> {
     pub memory_is_causal: bool,
 }
 
-fn layer_norm(d_model: usize, eps: f64, dev: &Device) -> Result<LayerNorm> {
-    let mut n = LayerNorm::new(&[d_model], dev)?;
-    n.eps = eps;
-    Ok(n)
+fn layer_norm(d_model: usize, o: &TransformerLayerOptions, dev: &Device) -> Result<LayerNorm> {
+    let lo = LayerNormOptions {
+        eps: o.layer_norm_eps,
+        bias: o.bias,
+        ..Default::default()
+    };
+    LayerNorm::with_options(&[d_model], lo, dev)
+}
+
+fn linear(i: usize, o: usize, opts: &TransformerLayerOptions, dev: &Device) -> Result<Linear> {
+    Linear::with_options(i, o, LinearOptions { bias: opts.bias }, dev)
 }
 
 fn attention(
@@ -120,6 +130,7 @@ fn attention(
     let mo = MultiheadAttentionOptions {
         dropout: o.dropout,
         batch_first: o.batch_first,
+        bias: o.bias,
         ..Default::default()
     };
     MultiheadAttention::with_options(d_model, nhead, mo, dev)
@@ -243,11 +254,11 @@ impl TransformerEncoderLayer {
         let o = &options;
         Ok(TransformerEncoderLayer {
             self_attn: attention(d_model, nhead, o, dev)?,
-            linear1: Linear::new(d_model, o.dim_feedforward, dev)?,
+            linear1: linear(d_model, o.dim_feedforward, o, dev)?,
             dropout: Dropout::new(o.dropout)?,
-            linear2: Linear::new(o.dim_feedforward, d_model, dev)?,
-            norm1: layer_norm(d_model, o.layer_norm_eps, dev)?,
-            norm2: layer_norm(d_model, o.layer_norm_eps, dev)?,
+            linear2: linear(o.dim_feedforward, d_model, o, dev)?,
+            norm1: layer_norm(d_model, o, dev)?,
+            norm2: layer_norm(d_model, o, dev)?,
             dropout1: Dropout::new(o.dropout)?,
             dropout2: Dropout::new(o.dropout)?,
             d_model,
@@ -340,12 +351,12 @@ impl TransformerDecoderLayer {
         Ok(TransformerDecoderLayer {
             self_attn: attention(d_model, nhead, o, dev)?,
             multihead_attn: attention(d_model, nhead, o, dev)?,
-            linear1: Linear::new(d_model, o.dim_feedforward, dev)?,
+            linear1: linear(d_model, o.dim_feedforward, o, dev)?,
             dropout: Dropout::new(o.dropout)?,
-            linear2: Linear::new(o.dim_feedforward, d_model, dev)?,
-            norm1: layer_norm(d_model, o.layer_norm_eps, dev)?,
-            norm2: layer_norm(d_model, o.layer_norm_eps, dev)?,
-            norm3: layer_norm(d_model, o.layer_norm_eps, dev)?,
+            linear2: linear(o.dim_feedforward, d_model, o, dev)?,
+            norm1: layer_norm(d_model, o, dev)?,
+            norm2: layer_norm(d_model, o, dev)?,
+            norm3: layer_norm(d_model, o, dev)?,
             dropout1: Dropout::new(o.dropout)?,
             dropout2: Dropout::new(o.dropout)?,
             dropout3: Dropout::new(o.dropout)?,
@@ -558,7 +569,7 @@ impl Transformer {
         dev: &Device,
     ) -> Result<Transformer> {
         let o = options.layer;
-        let norm = |_| Some(layer_norm(d_model, o.layer_norm_eps, dev)).transpose();
+        let norm = |_| Some(layer_norm(d_model, &o, dev)).transpose();
         let enc = TransformerEncoderLayer::with_options(d_model, nhead, o, dev)?;
         let encoder = TransformerEncoder::with_options(
             enc,

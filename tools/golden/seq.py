@@ -173,6 +173,7 @@ def transformer():
          {"src": randn(N, S, E), "src_mask": torch.rand(S, S) < 0.3}, {}),
         ("enc_layer_causal_hint", {"norm_first": True, "layer_norm_eps": 1e-3},
          {"src": randn(S, N, E), "src_mask": causal(S, dtype=torch.float64)}, {"is_causal": True}),
+        ("enc_layer_no_bias", {"bias": False}, {"src": randn(S, N, E)}, {}),
     ]:
         torch.manual_seed(len(CASES))
         ctor = dict(base, **extra)
