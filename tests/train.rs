@@ -71,7 +71,7 @@ fn simple_cnn_matches_pytorch_forward_backward_and_adam() -> Result<()> {
                     a,
                 );
             }
-            let loss = F::cross_entropy(&logits, y, F::Reduction::Mean, -100, 0.0)?;
+            let loss = F::cross_entropy(&logits, y)?;
             let (r, a) = tol("losses");
             assert_close(
                 &format!("[{dev}] loss {step}"),
@@ -346,7 +346,7 @@ fn train_epochs(
     for e in epochs {
         for batch in loader.epoch(e) {
             let (x, y) = batch?;
-            let loss = F::cross_entropy(&model.forward(&x)?, &y, F::Reduction::Mean, -100, 0.0)?;
+            let loss = F::cross_entropy(&model.forward(&x)?, &y)?;
             opt.zero_grad();
             loss.backward()?;
             opt.step()?;

@@ -3,11 +3,13 @@
 //! other ops and so get both backends and autograd for free.
 
 mod conv;
+mod distance;
 mod einsum;
 pub(crate) mod elementwise;
 mod index;
 mod inplace;
 mod loss;
+mod loss_pointwise;
 mod matmul;
 mod movement;
 mod norm;
@@ -15,7 +17,9 @@ mod pointwise;
 mod reduce;
 
 pub use conv::*;
+pub use distance::*;
 pub use elementwise::{BinaryOp, UnaryOp};
 pub use loss::*;
+pub use loss_pointwise::*;
 pub use norm::*;
 pub use reduce::ReduceOp;
