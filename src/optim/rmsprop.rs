@@ -91,7 +91,7 @@ impl Optimizer for RMSprop {
                     d.div(&avg)?
                 };
                 s[0] = Some(sq);
-                assign(p, &p.sub(&upd.mul_scalar(g.lr)?)?)?;
+                assign(p, &p.sub(&upd.mul_scalar(g.lr.get())?)?)?;
             }
         }
         Ok(())

@@ -39,6 +39,14 @@ impl Sgd {
         weight_decay: f64,
         nesterov: bool,
     ) -> Result<Sgd> {
+        check("SGD", lr >= 0.0, "learning rate", lr)?;
+        check("SGD", momentum >= 0.0, "momentum value", momentum)?;
+        check(
+            "SGD",
+            weight_decay >= 0.0,
+            "weight_decay value",
+            weight_decay,
+        )?;
         if nesterov && (momentum <= 0.0 || dampening != 0.0) {
             return Err(Error::arg(
                 "SGD",
@@ -81,7 +89,7 @@ impl Optimizer for Sgd {
                     };
                     *slot = Some(buf);
                 }
-                assign(p, &p.sub(&d.mul_scalar(g.lr)?)?)?;
+                assign(p, &p.sub(&d.mul_scalar(g.lr.get())?)?)?;
             }
         }
         Ok(())

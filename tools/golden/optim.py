@@ -1,0 +1,65 @@
+"""Optimizer trajectories for the optimizers and options beyond ../shared/golden/optim.json:
+tests/golden/optim/optim.json (a subfolder, so the op harness in tests/golden.rs does not read it).
+
+Each case (as the shared file's): `optimizer` (PyTorch class name), `kwargs` (PyTorch names), initial `params`,
+then for each step the `grads` set on the params and the `expected` params after `step()`. Computed in float32,
+as a float32 model trains.
+
+    python tools/golden/optim.py
+"""
+import json
+import os
+
+import torch
+
+from golden import ROOT, enc
+
+CASES = [
+    ("adadelta", "Adadelta", {}),
+    ("adadelta_wd_maximize", "Adadelta", {"lr": 0.5, "rho": 0.8, "eps": 1e-5, "weight_decay": 0.1, "maximize": True}),
+    ("adagrad", "Adagrad", {"lr": 0.1}),
+    ("adagrad_decay_init", "Adagrad", {"lr": 0.1, "lr_decay": 0.05, "weight_decay": 0.1,
+                                       "initial_accumulator_value": 0.5, "eps": 1e-6}),
+    ("adamax", "Adamax", {}),
+    ("adamax_wd", "Adamax", {"lr": 0.01, "betas": [0.8, 0.9], "weight_decay": 0.1}),
+    ("nadam", "NAdam", {"lr": 0.01}),
+    ("nadam_wd", "NAdam", {"lr": 0.01, "weight_decay": 0.1, "momentum_decay": 0.01}),
+    ("nadam_decoupled", "NAdam", {"lr": 0.01, "weight_decay": 0.1, "decoupled_weight_decay": True}),
+    ("radam", "RAdam", {"lr": 0.01}),
+    ("radam_wd", "RAdam", {"lr": 0.01, "weight_decay": 0.1, "betas": [0.9, 0.9]}),
+    ("radam_decoupled_maximize", "RAdam", {"lr": 0.01, "weight_decay": 0.1, "decoupled_weight_decay": True,
+                                           "betas": [0.9, 0.9], "maximize": True}),
+    ("sgd_nesterov", "SGD", {"lr": 0.1, "momentum": 0.9, "nesterov": True, "weight_decay": 0.01}),
+    ("sgd_dampening", "SGD", {"lr": 0.1, "momentum": 0.9, "dampening": 0.5}),
+]
+STEPS = 7  # RAdam rectifies from step 6 on
+
+
+def main():
+    g = torch.Generator().manual_seed(0)
+    cases = []
+    for name, cls, kw in CASES:
+        params = [torch.randn(2, 3, generator=g), torch.randn(3, generator=g)]
+        leaves = [p.clone().requires_grad_(True) for p in params]
+        kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in kw.items()}
+        opt = getattr(torch.optim, cls)(leaves, **kwargs)
+        grads, expected = [], []
+        for _ in range(STEPS):
+            gs = [torch.randn(p.shape, generator=g) for p in params]
+            for p, gr in zip(leaves, gs):
+                p.grad = gr.clone()
+            opt.step()
+            grads.append([enc(x) for x in gs])
+            expected.append([enc(p) for p in leaves])
+        cases.append({"name": name, "optimizer": cls, "kwargs": kw, "params": [enc(p) for p in params],
+                      "grads": grads, "expected": expected, "rtol": 1e-5, "atol": 1e-6})
+    out = os.path.join(ROOT, "tests", "golden", "optim", "optim.json")
+    doc = {"format": "wgtorch-golden/1", "generator": "tools/golden/optim.py", "torch": torch.__version__,
+           "cases": cases}
+    with open(out, "w") as f:
+        json.dump(doc, f, separators=(",", ":"))
+        f.write("\n")
+    print(f"wrote {len(cases)} cases to {os.path.relpath(out, ROOT)}")
+
+
+main()
