@@ -526,3 +526,129 @@ fn step_closure_evaluates_once_then_steps() -> Result<()> {
     }
     Ok(())
 }
+
+#[test]
+fn lbfgs_follows_pytorch_with_and_without_line_search() -> Result<()> {
+    let doc = doc("optim/lbfgs.json");
+    for dev in common::devices() {
+        for case in doc["cases"].as_array().unwrap() {
+            let name = case["name"].as_str().unwrap();
+            let kw = &case["kwargs"];
+            let (x, y) = (tensor(&case["x"], &dev), tensor(&case["y"], &dev));
+            let params: Vec<Tensor> = case["params"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| tensor(p, &dev).requires_grad_(true))
+                .collect();
+            let (w, b) = (params[0].clone(), params[1].clone());
+            let maximize = kw["maximize"].as_bool().unwrap_or(false);
+            let o = LBFGSOptions {
+                lr: kw["lr"].as_f64().unwrap_or(1.0),
+                max_iter: kw["max_iter"].as_u64().unwrap_or(20) as usize,
+                history_size: kw["history_size"].as_u64().unwrap_or(100) as usize,
+                line_search_fn: kw["line_search_fn"]
+                    .as_str()
+                    .map(|_| LineSearch::StrongWolfe),
+                maximize,
+                ..Default::default()
+            };
+            let mut opt = LBFGS::with_options(params.clone(), o)?;
+            let sign = if maximize { -1.0 } else { 1.0 };
+            let (rtol, atol) = (
+                case["rtol"].as_f64().unwrap(),
+                case["atol"].as_f64().unwrap(),
+            );
+            for (s, want) in case["losses"].as_array().unwrap().iter().enumerate() {
+                let mut closure = || -> Result<Tensor> {
+                    w.set_grad(None);
+                    b.set_grad(None);
+                    let r = x.matmul(&w)?.add(&b)?.sub(&y)?;
+                    let l = r
+                        .square()?
+                        .mean_all()?
+                        .add(&w.pow_scalar(4.0)?.sum_all()?.mul_scalar(0.1)?)?;
+                    let l = l.mul_scalar(sign)?;
+                    l.backward()?;
+                    Ok(l)
+                };
+                let loss = opt.step_closure(&mut closure)?;
+                let what = format!("[{dev}] {name} step {s}");
+                assert_close(
+                    &format!("{what} loss"),
+                    &[loss.item()?],
+                    &[want.as_f64().unwrap()],
+                    rtol,
+                    atol,
+                );
+                for (i, (p, e)) in params
+                    .iter()
+                    .zip(case["expected"][s].as_array().unwrap())
+                    .enumerate()
+                {
+                    assert_close(
+                        &format!("{what} param {i}"),
+                        &vals(p),
+                        &vals(&tensor(e, &Device::Cpu)),
+                        rtol,
+                        atol,
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn lbfgs_needs_a_closure_and_resumes_from_its_state() -> Result<()> {
+    let w = Tensor::from_slice(&[3.0f32, -2.0], [2], &Device::Cpu)?.requires_grad_(true);
+    let mut opt = LBFGS::new(vec![w.clone()])?;
+    let e = opt.step().unwrap_err().to_string();
+    assert!(e.contains("closure"), "{e}");
+    let o = LBFGSOptions {
+        max_iter: 2,
+        ..Default::default()
+    };
+    let run = |opt: &mut LBFGS, w: &Tensor| {
+        opt.step_closure(&mut || {
+            w.set_grad(None);
+            let l = w.sub_scalar(1.0)?.pow_scalar(4.0)?.sum_all()?;
+            l.backward()?;
+            Ok(l)
+        })
+        .unwrap();
+    };
+    let a = Tensor::from_slice(&[3.0f32, -2.0], [2], &Device::Cpu)?.requires_grad_(true);
+    let mut oa = LBFGS::with_options(vec![a.clone()], o)?;
+    for _ in 0..3 {
+        run(&mut oa, &a);
+    }
+    let b = Tensor::from_slice(&[3.0f32, -2.0], [2], &Device::Cpu)?.requires_grad_(true);
+    let mut ob = LBFGS::with_options(vec![b.clone()], o)?;
+    for _ in 0..2 {
+        run(&mut ob, &b);
+    }
+    let c = b.detach().requires_grad_(true);
+    let mut oc = LBFGS::with_options(vec![c.clone()], o)?;
+    oc.load_state_dict(&ob.state_dict())?;
+    run(&mut oc, &c);
+    assert_eq!(vals(&a), vals(&c));
+    // A history vector of the wrong size is refused.
+    let mut st = ob.state_dict();
+    st.tensors[0].1 = Tensor::zeros([3], &Device::Cpu)?;
+    let e = oc.load_state_dict(&st).unwrap_err().to_string();
+    assert!(e.contains("lbfgs.d") && e.contains("2 elements"), "{e}");
+    let e = LBFGS::with_options(
+        vec![w.clone()],
+        LBFGSOptions {
+            lr: -1.0,
+            ..Default::default()
+        },
+    )
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(e.contains("Invalid learning rate: -1"), "{e}");
+    Ok(())
+}

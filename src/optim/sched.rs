@@ -258,8 +258,7 @@ impl LrScheduler {
         }
         if let Some((k, _)) = s.iter().find(|(k, _)| {
             k != "last_epoch"
-                && k
-                    .strip_prefix("base_lr.")
+                && k.strip_prefix("base_lr.")
                     .and_then(|i| i.parse::<usize>().ok())
                     .is_none_or(|i| i >= self.lrs.len())
         }) {

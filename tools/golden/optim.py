@@ -62,4 +62,49 @@ def main():
     print(f"wrote {len(cases)} cases to {os.path.relpath(out, ROOT)}")
 
 
+LBFGS_CASES = [
+    ("lbfgs", {"max_iter": 5}),
+    ("lbfgs_lr_history", {"lr": 0.5, "max_iter": 4, "history_size": 2}),
+    ("lbfgs_strong_wolfe", {"max_iter": 5, "line_search_fn": "strong_wolfe"}),
+    ("lbfgs_strong_wolfe_history_maximize", {"max_iter": 6, "history_size": 3, "line_search_fn": "strong_wolfe",
+                                             "maximize": True}),
+]
+
+
+def lbfgs():
+    """LBFGS on a fixed problem: loss = mean((x @ w + b - y)^2) + 0.1 sum(w^4) (negated under maximize), three
+    `step(closure)` calls; `losses` are the closure's first loss per step, `expected` the params after it.
+    Written to tests/golden/optim/lbfgs.json."""
+    g = torch.Generator().manual_seed(1)
+    cases = []
+    for name, kw in LBFGS_CASES:
+        x, y = torch.randn(8, 3, generator=g), torch.randn(8, generator=g)
+        params = [torch.randn(3, generator=g), torch.randn(1, generator=g)]
+        w, b = [p.clone().requires_grad_(True) for p in params]
+        opt = torch.optim.LBFGS([w, b], **kw)
+        sign = -1.0 if kw.get("maximize") else 1.0
+
+        def closure():
+            opt.zero_grad()
+            loss = sign * (((x @ w + b - y) ** 2).mean() + 0.1 * (w ** 4).sum())
+            loss.backward()
+            return loss
+
+        losses, expected = [], []
+        for _ in range(3):
+            losses.append(float(opt.step(closure).detach()))
+            expected.append([enc(w), enc(b)])
+        cases.append({"name": name, "optimizer": "LBFGS", "kwargs": kw, "x": enc(x), "y": enc(y),
+                      "params": [enc(p) for p in params], "losses": losses, "expected": expected,
+                      "rtol": 1e-4, "atol": 1e-5})
+    out = os.path.join(ROOT, "tests", "golden", "optim", "lbfgs.json")
+    doc = {"format": "wgtorch-golden/1", "generator": "tools/golden/optim.py", "torch": torch.__version__,
+           "cases": cases}
+    with open(out, "w") as f:
+        json.dump(doc, f, separators=(",", ":"))
+        f.write("\n")
+    print(f"wrote {len(cases)} cases to {os.path.relpath(out, ROOT)}")
+
+
 main()
+lbfgs()
