@@ -1,5 +1,5 @@
 //! The optimizers and schedulers beyond ../shared/golden (Adadelta, Adagrad, Adamax, NAdam,
-//! RAdam, SGD's nesterov/dampening; ReduceLROnPlateau, CosineAnnealingWarmRestarts) against
+//! RAdam, LBFGS, SGD's nesterov/dampening, `maximize` everywhere; ReduceLROnPlateau, CosineAnnealingWarmRestarts) against
 //! PyTorch's trajectories in tests/golden/{optim,sched}/, on the CPU and the GPU; PyTorch's
 //! argument checks; state_dict round trips; `scheduler.step()` without the optimizer.
 
@@ -98,14 +98,49 @@ fn build(case: &Value, params: Vec<Tensor>) -> Result<Box<dyn Optimizer>> {
                 maximize: b("maximize"),
             },
         )?),
-        "SGD" => Box::new(Sgd::with_options(
-            g,
-            f("lr", 1e-3),
-            f("momentum", 0.0),
-            f("dampening", 0.0),
-            f("weight_decay", 0.0),
-            b("nesterov"),
-        )?),
+        "SGD" => {
+            let mut o = Sgd::with_options(
+                g,
+                f("lr", 1e-3),
+                f("momentum", 0.0),
+                f("dampening", 0.0),
+                f("weight_decay", 0.0),
+                b("nesterov"),
+            )?;
+            o.maximize = b("maximize");
+            Box::new(o)
+        }
+        "Adam" | "AdamW" => {
+            let adamw = case["optimizer"] == "AdamW";
+            let args = (
+                g,
+                f("lr", 1e-3),
+                betas,
+                f("eps", 1e-8),
+                f("weight_decay", if adamw { 0.01 } else { 0.0 }),
+                b("amsgrad"),
+            );
+            let mut o = if adamw {
+                AdamW::with_options(args.0, args.1, args.2, args.3, args.4, args.5)?
+            } else {
+                Adam::with_options(args.0, args.1, args.2, args.3, args.4, args.5)?
+            };
+            o.maximize = b("maximize");
+            Box::new(o)
+        }
+        "RMSprop" => {
+            let mut o = RMSprop::with_options(
+                g,
+                f("lr", 1e-2),
+                f("alpha", 0.99),
+                f("eps", 1e-8),
+                f("weight_decay", 0.0),
+                f("momentum", 0.0),
+                b("centered"),
+            )?;
+            o.maximize = b("maximize");
+            Box::new(o)
+        }
         o => panic!("unknown optimizer {o}"),
     })
 }

@@ -13,6 +13,8 @@ pub struct Adam {
     pub eps: f64,
     /// Use the maximum of past second moments.
     pub amsgrad: bool,
+    /// Ascend the objective instead (PyTorch's `maximize`; default false): set the field.
+    pub maximize: bool,
     decoupled: bool,
     steps: Vec<Vec<u64>>,
     slots: Slots,
@@ -99,6 +101,7 @@ impl Adam {
             betas,
             eps,
             amsgrad,
+            maximize: false,
             decoupled,
             steps,
             slots,
@@ -112,7 +115,9 @@ impl Optimizer for Adam {
         let (b1, b2) = self.betas;
         for (gi, g) in self.groups.iter().enumerate() {
             for (pi, p) in g.params.iter().enumerate() {
-                let Some(mut d) = p.grad() else { continue };
+                let Some(mut d) = grad_of(p, self.maximize, false, 0.0)? else {
+                    continue;
+                };
                 if !self.amsgrad
                     && fused_step(
                         p,

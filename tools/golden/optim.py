@@ -31,6 +31,12 @@ CASES = [
                                            "betas": [0.9, 0.9], "maximize": True}),
     ("sgd_nesterov", "SGD", {"lr": 0.1, "momentum": 0.9, "nesterov": True, "weight_decay": 0.01}),
     ("sgd_dampening", "SGD", {"lr": 0.1, "momentum": 0.9, "dampening": 0.5}),
+    ("sgd_maximize", "SGD", {"lr": 0.1, "momentum": 0.9, "weight_decay": 0.1, "maximize": True}),
+    ("adam_maximize", "Adam", {"lr": 0.01, "weight_decay": 0.1, "maximize": True}),
+    ("adam_amsgrad_maximize", "Adam", {"lr": 0.01, "amsgrad": True, "maximize": True}),
+    ("adamw_maximize", "AdamW", {"lr": 0.01, "maximize": True}),
+    ("rmsprop_maximize", "RMSprop", {"lr": 0.01, "momentum": 0.5, "centered": True, "weight_decay": 0.1,
+                                     "maximize": True}),
 ]
 STEPS = 7  # RAdam rectifies from step 6 on
 
