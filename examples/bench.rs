@@ -75,7 +75,7 @@ fn cnn_step(dev: &Device, half: Option<DType>, reps: usize) -> Result<Step> {
     let mut step = || -> Result<()> {
         let loss = {
             let _ac = half.map(|h| amp::autocast(dev, h));
-            F::cross_entropy(&model.forward(&x)?, &y, F::Reduction::Mean, -100, 0.0)?
+            F::cross_entropy(&model.forward(&x)?, &y)?
         };
         opt.zero_grad();
         scaler.scale(&loss)?.backward()?;
@@ -141,7 +141,7 @@ fn cold_start() -> Result<()> {
     let mut opt = Adam::new(model.parameters(), 1e-3)?;
     let x = Tensor::randn([64, 3, 32, 32], &dev)?;
     let y = Tensor::from_vec((0..64).map(|i| i % 10).collect::<Vec<i32>>(), [64], &dev)?;
-    let loss = F::cross_entropy(&model.forward(&x)?, &y, F::Reduction::Mean, -100, 0.0)?;
+    let loss = F::cross_entropy(&model.forward(&x)?, &y)?;
     opt.zero_grad();
     loss.backward()?;
     opt.step()?;
@@ -226,7 +226,7 @@ fn soak(dev: &Device, steps: usize, batch: usize) -> Result<()> {
     let mut batches = (0..).flat_map(|e| loader.epoch(e));
     let mut step = || -> Result<()> {
         let (x, y) = batches.next().ok_or_else(|| usage("no batches".into()))??;
-        let loss = F::cross_entropy(&model.forward(&x)?, &y, F::Reduction::Mean, -100, 0.0)?;
+        let loss = F::cross_entropy(&model.forward(&x)?, &y)?;
         opt.zero_grad();
         loss.backward()?;
         opt.step()?;

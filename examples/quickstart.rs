@@ -21,7 +21,7 @@ fn main() -> Result<()> {
     let y = F::max_pool2d(&y, 2)?.flatten(1, -1)?;
     let target = Tensor::from_vec((0..8).map(|i| i % 4).collect::<Vec<i32>>(), [8], &dev)?;
     let logits = y.narrow(1, 0, 4)?;
-    let loss = F::cross_entropy(&logits, &target, F::Reduction::Mean, -100, 0.0)?;
+    let loss = F::cross_entropy(&logits, &target)?;
     loss.backward()?;
     println!(
         "conv2d -> relu -> max_pool2d -> cross_entropy: loss = {:.5}",

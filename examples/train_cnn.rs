@@ -180,7 +180,7 @@ fn run(args: Args) -> Result<()> {
             let (x, y) = batch?;
             let loss = {
                 let _ac = args.amp.then(|| amp::autocast(&dev, amp_dtype));
-                F::cross_entropy(&model.forward(&x)?, &y, F::Reduction::Mean, -100, 0.0)?
+                F::cross_entropy(&model.forward(&x)?, &y)?
             };
             opt.zero_grad();
             scaler.scale(&loss)?.backward()?;

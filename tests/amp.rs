@@ -148,7 +148,7 @@ fn run(dev: &Device, amp_dtype: Option<DType>) -> Result<f64> {
         let (x, y) = batch?;
         let loss = {
             let _ac = amp_dtype.map(|d| amp::autocast(dev, d));
-            F::cross_entropy(&model.forward(&x)?, &y, F::Reduction::Mean, -100, 0.0)?
+            F::cross_entropy(&model.forward(&x)?, &y)?
         };
         opt.zero_grad();
         scaler.scale(&loss)?.backward()?;

@@ -232,12 +232,19 @@ fn gradcheck_every_differentiable_op_family() -> Result<()> {
         ("where", |v| {
             Tensor::where_cond(&v[0].gt(&v[1])?, &v[0], &v[1].square()?)
         }),
-        ("mse", |v| F::mse_loss(&v[0], &v[1], F::Reduction::Mean)),
+        ("mse", |v| F::mse_loss(&v[0], &v[1])),
         ("smooth_l1", |v| {
-            F::smooth_l1_loss(&v[0], &v[1], F::Reduction::Sum, 0.5)
+            F::smooth_l1_loss_with(
+                &v[0],
+                &v[1],
+                F::SmoothL1LossOptions {
+                    reduction: F::Reduction::Sum,
+                    beta: 0.5,
+                },
+            )
         }),
         ("bce", |v| {
-            F::binary_cross_entropy_with_logits(&v[0], &v[1].sigmoid()?, None, F::Reduction::Mean)
+            F::binary_cross_entropy_with_logits(&v[0], &v[1].sigmoid()?)
         }),
         ("cat/stack", |v| {
             Tensor::stack(
@@ -270,7 +277,16 @@ fn gradcheck_every_differentiable_op_family() -> Result<()> {
     )?;
     let tgt = Tensor::from_vec(vec![2i32, 0], [2], &Device::Cpu)?;
     gradcheck(
-        move |v| F::cross_entropy(&v[0], &tgt, F::Reduction::Mean, -100, 0.1),
+        move |v| {
+            F::cross_entropy_with(
+                &v[0],
+                &tgt,
+                F::CrossEntropyOptions {
+                    label_smoothing: 0.1,
+                    ..Default::default()
+                },
+            )
+        },
         std::slice::from_ref(&x),
         1e-6,
         1e-5,
@@ -357,11 +373,13 @@ fn gradcheck_the_remaining_ops() -> Result<()> {
             .add(&F::adaptive_avg_pool2d(&i, [2, 2])?)
         }),
         ("log_softmax+nll", |v| {
-            F::nll_loss(
+            F::nll_loss_with(
                 &v[0].log_softmax(1)?,
                 &Tensor::from_vec(vec![1i32, 2], [2], &Device::Cpu)?,
-                F::Reduction::Sum,
-                -100,
+                F::NllLossOptions {
+                    reduction: F::Reduction::Sum,
+                    ..Default::default()
+                },
             )
         }),
     ];
@@ -396,7 +414,7 @@ fn gradcheck_the_remaining_ops() -> Result<()> {
                 .embedding(&v[0])?
                 .mul(&v[1].t()?.narrow(1, 0, 1)?)
         }),
-        ("l1", |v| F::l1_loss(&v[0], &v[1], F::Reduction::Mean)),
+        ("l1", |v| F::l1_loss(&v[0], &v[1])),
     ];
     for (name, f) in binary {
         gradcheck(f, &[x.clone(), y.clone()], 1e-6, 1e-5, 1e-4)

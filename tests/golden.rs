@@ -123,6 +123,11 @@ fn run_op(op: &str, kw: &Value, x: &[Tensor]) -> Result<Option<Vec<Tensor>>> {
     };
     let red = || wgtorch::ops::Reduction::parse(kw["reduction"].as_str().unwrap_or("mean"));
     let one = |t: Tensor| Ok(Some(vec![t]));
+    let tkw = |k: &str| {
+        kw["tensor_kwargs"][k]
+            .as_u64()
+            .and_then(|i| x.get(i as usize).cloned())
+    };
     match op {
         "torch.neg" => one(x[0].neg()?),
         "torch.abs" => one(x[0].abs()?),
@@ -316,30 +321,109 @@ fn run_op(op: &str, kw: &Value, x: &[Tensor]) -> Result<Option<Vec<Tensor>>> {
                 eps: f("eps").unwrap_or(1e-5),
             },
         )?),
-        "torch.nn.functional.cross_entropy" => one(F::cross_entropy(
+        // losses (tools/golden/losses.py; tensor keywords are inputs named in `tensor_kwargs`)
+        "torch.nn.functional.cross_entropy" => one(F::cross_entropy_with(
             &x[0],
             &x[1],
-            red()?,
-            kw["ignore_index"].as_i64().unwrap_or(-100),
-            f("label_smoothing").unwrap_or(0.0),
+            F::CrossEntropyOptions {
+                weight: tkw("weight"),
+                ignore_index: kw["ignore_index"].as_i64().unwrap_or(-100),
+                reduction: red()?,
+                label_smoothing: f("label_smoothing").unwrap_or(0.0),
+            },
         )?),
-        "torch.nn.functional.nll_loss" => one(F::nll_loss(
+        "torch.nn.functional.nll_loss" => one(F::nll_loss_with(
             &x[0],
             &x[1],
-            red()?,
-            kw["ignore_index"].as_i64().unwrap_or(-100),
+            F::NllLossOptions {
+                weight: tkw("weight"),
+                ignore_index: kw["ignore_index"].as_i64().unwrap_or(-100),
+                reduction: red()?,
+            },
         )?),
-        "torch.nn.functional.mse_loss" => one(F::mse_loss(&x[0], &x[1], red()?)?),
-        "torch.nn.functional.l1_loss" => one(F::l1_loss(&x[0], &x[1], red()?)?),
-        "torch.nn.functional.smooth_l1_loss" => one(F::smooth_l1_loss(
+        "torch.nn.functional.mse_loss" => one(F::mse_loss_with(
             &x[0],
             &x[1],
-            red()?,
-            f("beta").unwrap_or(1.0),
+            F::MseLossOptions {
+                reduction: red()?,
+                weight: tkw("weight"),
+            },
         )?),
-        "torch.nn.functional.binary_cross_entropy_with_logits" => one(
-            F::binary_cross_entropy_with_logits(&x[0], &x[1], x.get(2), red()?)?,
-        ),
+        "torch.nn.functional.l1_loss" => one(F::l1_loss_with(
+            &x[0],
+            &x[1],
+            F::L1LossOptions {
+                reduction: red()?,
+                weight: tkw("weight"),
+            },
+        )?),
+        "torch.nn.functional.smooth_l1_loss" => one(F::smooth_l1_loss_with(
+            &x[0],
+            &x[1],
+            F::SmoothL1LossOptions {
+                reduction: red()?,
+                beta: f("beta").unwrap_or(1.0),
+            },
+        )?),
+        "torch.nn.functional.huber_loss" => one(F::huber_loss_with(
+            &x[0],
+            &x[1],
+            F::HuberLossOptions {
+                reduction: red()?,
+                delta: f("delta").unwrap_or(1.0),
+                weight: tkw("weight"),
+            },
+        )?),
+        "torch.nn.functional.binary_cross_entropy" => one(F::binary_cross_entropy_with(
+            &x[0],
+            &x[1],
+            F::BinaryCrossEntropyOptions {
+                weight: tkw("weight"),
+                reduction: red()?,
+            },
+        )?),
+        "torch.nn.functional.binary_cross_entropy_with_logits" => {
+            // The shared ops.json passes pos_weight as a third input.
+            let pos_weight = if kw["tensor_kwargs"].is_null() {
+                x.get(2).cloned()
+            } else {
+                tkw("pos_weight")
+            };
+            one(F::binary_cross_entropy_with_logits_with(
+                &x[0],
+                &x[1],
+                F::BinaryCrossEntropyWithLogitsOptions {
+                    weight: tkw("weight"),
+                    reduction: red()?,
+                    pos_weight,
+                },
+            )?)
+        }
+        "torch.nn.functional.kl_div" => one(F::kl_div_with(
+            &x[0],
+            &x[1],
+            F::KlDivOptions {
+                reduction: red()?,
+                log_target: kw["log_target"].as_bool().unwrap_or(false),
+            },
+        )?),
+        "torch.nn.functional.margin_ranking_loss" => one(F::margin_ranking_loss_with(
+            &x[0],
+            &x[1],
+            &x[2],
+            F::MarginRankingLossOptions {
+                margin: f("margin").unwrap_or(0.0),
+                reduction: red()?,
+            },
+        )?),
+        "torch.nn.functional.cosine_similarity" => one(F::cosine_similarity_with(
+            &x[0],
+            &x[1],
+            F::CosineSimilarityOptions {
+                dim: kw["dim"].as_i64().unwrap_or(1) as isize,
+                eps: f("eps").unwrap_or(1e-8),
+            },
+        )?),
         // seq
         "torch.nn.RNN"
         | "torch.nn.LSTM"

@@ -1,123 +1,95 @@
-//! Losses as modules (thin wrappers over `nn::functional`).
+//! Losses as modules (thin wrappers over `nn::functional`): each holds the functional's options
+//! struct; `Xxx::new()` has PyTorch's defaults and `Xxx::with_options(XxxOptions { .. })` the
+//! rest, as `torch.nn.XxxLoss(**kwargs)`.
+//!
+//! ```
+//! use wgtorch::nn::{functional as F, CrossEntropyLoss};
+//! use wgtorch::{Device, Tensor};
+//! let x = Tensor::from_slice(&[2.0f32, 0.0, 0.0, 2.0], [2, 2], &Device::Cpu)?;
+//! let y = Tensor::from_slice(&[0i32, 1], [2], &Device::Cpu)?;
+//! let ce = CrossEntropyLoss::with_options(F::CrossEntropyOptions {
+//!     label_smoothing: 0.1,
+//!     ..Default::default()
+//! });
+//! assert!(ce.forward(&x, &y)?.item()? > CrossEntropyLoss::new().forward(&x, &y)?.item()?);
+//! # Ok::<(), wgtorch::Error>(())
+//! ```
 
-use crate::ops::{self, Reduction};
+use crate::ops::{self, *};
 use crate::{Result, Tensor};
 
-/// Cross-entropy over class indices.
-#[derive(Clone, Debug)]
-pub struct CrossEntropyLoss {
-    /// How to combine.
-    pub reduction: Reduction,
-    /// Target value to skip (default -100).
-    pub ignore_index: i64,
-    /// Label smoothing in [0, 1].
-    pub label_smoothing: f64,
-}
-impl Default for CrossEntropyLoss {
-    fn default() -> Self {
-        CrossEntropyLoss {
-            reduction: Reduction::Mean,
-            ignore_index: -100,
-            label_smoothing: 0.0,
-        }
-    }
-}
-impl CrossEntropyLoss {
-    /// Loss of `input` logits against `target` classes.
-    pub fn forward(&self, input: &Tensor, target: &Tensor) -> Result<Tensor> {
-        ops::cross_entropy(
-            input,
-            target,
-            self.reduction,
-            self.ignore_index,
-            self.label_smoothing,
-        )
-    }
-}
-
-/// Negative log-likelihood over log-probabilities.
-#[derive(Clone, Debug)]
-pub struct NLLLoss {
-    /// How to combine.
-    pub reduction: Reduction,
-    /// Target value to skip.
-    pub ignore_index: i64,
-}
-impl Default for NLLLoss {
-    fn default() -> Self {
-        NLLLoss {
-            reduction: Reduction::Mean,
-            ignore_index: -100,
-        }
-    }
-}
-impl NLLLoss {
-    /// The loss.
-    pub fn forward(&self, input: &Tensor, target: &Tensor) -> Result<Tensor> {
-        ops::nll_loss(input, target, self.reduction, self.ignore_index)
-    }
-}
-
-macro_rules! simple_loss {
-    ($(#[$doc:meta])* $name:ident, $f:path) => {
+macro_rules! loss_module {
+    ($(#[$doc:meta])* $name:ident, $opts:ident, |$o:ident, $($a:ident),+| $call:expr) => {
         $(#[$doc])*
         #[derive(Clone, Debug, Default)]
         pub struct $name {
-            /// How to combine.
-            pub reduction: Reduction,
+            /// The functional's keywords.
+            pub options: $opts,
         }
         impl $name {
-            /// The loss.
-            pub fn forward(&self, input: &Tensor, target: &Tensor) -> Result<Tensor> {
-                $f(input, target, self.reduction)
+            /// With PyTorch's defaults.
+            pub fn new() -> Self {
+                Self::default()
+            }
+            /// With the given keywords.
+            pub fn with_options(options: $opts) -> Self {
+                $name { options }
+            }
+            /// The loss of the inputs.
+            pub fn forward(&self, $($a: &Tensor),+) -> Result<Tensor> {
+                #[allow(clippy::clone_on_copy)]
+                let $o = self.options.clone();
+                $call
             }
         }
     };
 }
-simple_loss!(/// Mean squared error.
-    MSELoss, ops::mse_loss);
-simple_loss!(/// Mean absolute error.
-    L1Loss, ops::l1_loss);
 
-/// Smooth L1 (Huber-like) loss.
-#[derive(Clone, Debug)]
-pub struct SmoothL1Loss {
-    /// How to combine.
-    pub reduction: Reduction,
-    /// Switch point between quadratic and linear (default 1).
-    pub beta: f64,
-}
-impl Default for SmoothL1Loss {
-    fn default() -> Self {
-        SmoothL1Loss {
-            reduction: Reduction::Mean,
-            beta: 1.0,
-        }
+loss_module!(
+    /// Cross-entropy of logits against class indices (torch.nn.CrossEntropyLoss).
+    CrossEntropyLoss, CrossEntropyOptions, |o, input, target| ops::cross_entropy_with(input, target, o)
+);
+loss_module!(
+    /// Negative log-likelihood of log-probabilities (torch.nn.NLLLoss).
+    NLLLoss, NllLossOptions, |o, input, target| ops::nll_loss_with(input, target, o)
+);
+loss_module!(
+    /// Mean squared error (torch.nn.MSELoss).
+    MSELoss, MseLossOptions, |o, input, target| ops::mse_loss_with(input, target, o)
+);
+loss_module!(
+    /// Mean absolute error (torch.nn.L1Loss).
+    L1Loss, L1LossOptions, |o, input, target| ops::l1_loss_with(input, target, o)
+);
+loss_module!(
+    /// Smooth L1 loss (torch.nn.SmoothL1Loss).
+    SmoothL1Loss, SmoothL1LossOptions, |o, input, target| ops::smooth_l1_loss_with(input, target, o)
+);
+loss_module!(
+    /// Huber loss (torch.nn.HuberLoss).
+    HuberLoss, HuberLossOptions, |o, input, target| ops::huber_loss_with(input, target, o)
+);
+loss_module!(
+    /// Binary cross-entropy of probabilities (torch.nn.BCELoss).
+    BCELoss, BinaryCrossEntropyOptions, |o, input, target| ops::binary_cross_entropy_with(input, target, o)
+);
+loss_module!(
+    /// Binary cross-entropy on logits (torch.nn.BCEWithLogitsLoss).
+    BCEWithLogitsLoss, BinaryCrossEntropyWithLogitsOptions, |o, input, target| {
+        ops::binary_cross_entropy_with_logits_with(input, target, o)
     }
-}
-impl SmoothL1Loss {
-    /// The loss.
-    pub fn forward(&self, input: &Tensor, target: &Tensor) -> Result<Tensor> {
-        ops::smooth_l1_loss(input, target, self.reduction, self.beta)
+);
+loss_module!(
+    /// Kullback-Leibler divergence (torch.nn.KLDivLoss).
+    KLDivLoss, KlDivOptions, |o, input, target| ops::kl_div_with(input, target, o)
+);
+loss_module!(
+    /// Margin ranking loss (torch.nn.MarginRankingLoss).
+    MarginRankingLoss, MarginRankingLossOptions, |o, input1, input2, target| {
+        ops::margin_ranking_loss_with(input1, input2, target, o)
     }
-}
-
-/// Binary cross-entropy on logits, with optional `pos_weight`.
-#[derive(Clone, Debug, Default)]
-pub struct BCEWithLogitsLoss {
-    /// How to combine.
-    pub reduction: Reduction,
-    /// Weight of positive examples, broadcast over the classes.
-    pub pos_weight: Option<Tensor>,
-}
-impl BCEWithLogitsLoss {
-    /// The loss.
-    pub fn forward(&self, input: &Tensor, target: &Tensor) -> Result<Tensor> {
-        ops::binary_cross_entropy_with_logits(
-            input,
-            target,
-            self.pos_weight.as_ref(),
-            self.reduction,
-        )
-    }
-}
+);
+loss_module!(
+    /// Cosine similarity along a dim (torch.nn.CosineSimilarity).
+    CosineSimilarity, CosineSimilarityOptions, |o, x1, x2| ops::cosine_similarity_with(x1, x2, o)
+);

@@ -1,5 +1,5 @@
-//! Losses: cross_entropy, nll_loss, mse_loss, l1_loss, smooth_l1_loss,
-//! binary_cross_entropy_with_logits.
+//! Class-index losses (cross_entropy, nll_loss) and the [`Reduction`] every loss shares; the
+//! elementwise losses are in `loss_pointwise.rs`.
 
 use crate::{DType, Error, Result, Tensor};
 
@@ -13,6 +13,8 @@ pub enum Reduction {
     Mean,
     /// Sum.
     Sum,
+    /// Sum divided by the batch size (`input.shape[0]`): `kl_div` only, as in PyTorch.
+    BatchMean,
 }
 
 impl Reduction {
@@ -22,18 +24,39 @@ impl Reduction {
             "none" => Ok(Reduction::None),
             "mean" => Ok(Reduction::Mean),
             "sum" => Ok(Reduction::Sum),
+            "batchmean" => Ok(Reduction::BatchMean),
             _ => Err(Error::arg(
                 "reduction",
                 format!("{s} is not a valid value for reduction"),
             )),
         }
     }
-    fn apply(self, t: &Tensor) -> Result<Tensor> {
+    /// Combine the per-element losses `t` of `op` (`batchmean` is refused: only `kl_div` has it).
+    pub(crate) fn apply(self, op: &'static str, t: &Tensor) -> Result<Tensor> {
         match self {
             Reduction::None => Ok(t.clone()),
             Reduction::Mean => t.mean_all(),
             Reduction::Sum => t.sum_all(),
+            Reduction::BatchMean => Err(Reduction::batchmean_refused(op)),
         }
+    }
+    /// Combine weighted losses: `mean` divides by the sum of `weight` (PyTorch's weighted mean).
+    pub(crate) fn apply_weighted(
+        self,
+        op: &'static str,
+        t: &Tensor,
+        weight: &Tensor,
+    ) -> Result<Tensor> {
+        match self {
+            Reduction::Mean => t.sum_all()?.div(&weight.sum_all()?),
+            r => r.apply(op, t),
+        }
+    }
+    fn batchmean_refused(op: &'static str) -> Error {
+        Error::arg(
+            op,
+            "batchmean is not a valid value for reduction (only kl_div takes it)",
+        )
     }
 }
 
@@ -82,50 +105,150 @@ fn flatten_classes(input: &Tensor, target: &Tensor, op: &'static str) -> Result<
 
 /// The loss of each row of `logp` `[rows, C]` at its target (gathered under `op`'s name, so an
 /// out-of-range target is reported as `op`'s), ignored targets contributing nothing.
+/// With class weights `w`, row `i` counts `w[t_i]` times and `mean` divides by the sum of the
+/// counted weights; label smoothing adds `ls / C * -sum_c w_c logp_c` per kept row (PyTorch's
+/// formulas, including its normalisation of the smoothing term by the same weight sum).
+#[allow(clippy::too_many_arguments)]
 fn nll_rows(
     op: &'static str,
     logp: &Tensor,
     target: &Tensor,
+    weight: Option<&Tensor>,
     ignore_index: i64,
     label_smoothing: f64,
     reduction: Reduction,
     out_shape: &[usize],
 ) -> Result<Tensor> {
     let c = logp.shape()[1];
+    if let Some(w) = weight {
+        logp.same_device(op, w)?;
+        if w.shape() != [c] {
+            return Err(Error::shape(
+                op,
+                format!(
+                    "weight tensor should be defined either for all {c} classes or no classes but got weight tensor of shape: {:?}",
+                    w.shape()
+                ),
+            ));
+        }
+    }
+    if reduction == Reduction::BatchMean {
+        return Err(Reduction::batchmean_refused(op));
+    }
     let keep = target.ne(&target.scalar_like(ignore_index as f64)?)?;
     let safe_t = Tensor::where_cond(&keep, target, &target.zeros_like()?)?;
     let picked = logp
         .gather_as(op, 1, &safe_t.unsqueeze(1)?)?
         .reshape(&[-1])?
         .neg()?;
-    let mut loss = picked;
+    let keepf = keep.to_dtype(logp.dtype())?;
+    // Each row's weight: w[t] (0 where ignored).
+    let wt = match weight {
+        Some(w) => w
+            .to_dtype(logp.dtype())?
+            .gather_as(op, 0, &safe_t)?
+            .mul(&keepf)?,
+        None => keepf.clone(),
+    };
+    let mut loss = picked.mul(&wt)?;
     if label_smoothing > 0.0 {
-        let smooth = logp
+        let lw = match weight {
+            Some(w) => logp.mul(&w.to_dtype(logp.dtype())?.unsqueeze(0)?)?,
+            None => logp.clone(),
+        };
+        let smooth = lw
             .sum_dims(&[1], false)?
             .neg()?
-            .mul_scalar(1.0 / c as f64)?;
-        loss = loss
-            .mul_scalar(1.0 - label_smoothing)?
-            .add(&smooth.mul_scalar(label_smoothing)?)?;
+            .mul(&keepf)?
+            .mul_scalar(label_smoothing / c as f64)?;
+        loss = loss.mul_scalar(1.0 - label_smoothing)?.add(&smooth)?;
     }
-    let keepf = keep.to_dtype(logp.dtype())?;
-    let loss = loss.mul(&keepf)?;
     match reduction {
         Reduction::None => loss.reshape_to(out_shape),
-        Reduction::Sum => loss.sum_all(),
-        Reduction::Mean => loss.sum_all()?.div(&keepf.sum_all()?),
+        r => r.apply_weighted(op, &loss, &wt),
     }
 }
 
-/// Cross-entropy between logits `[N, C, ...]` and class indices `[N, ...]`
-/// (torch.nn.functional.cross_entropy with ignore_index and label_smoothing).
-pub fn cross_entropy(
+/// Options of [`cross_entropy_with`] (torch.nn.functional.cross_entropy's keywords).
+#[derive(Clone, Debug)]
+pub struct CrossEntropyOptions {
+    /// Per-class weights `[C]` (default none).
+    pub weight: Option<Tensor>,
+    /// Target value that contributes nothing (default -100).
+    pub ignore_index: i64,
+    /// How to combine (default mean over the non-ignored targets' weights).
+    pub reduction: Reduction,
+    /// Mix of the uniform distribution into the targets, in [0, 1] (default 0).
+    pub label_smoothing: f64,
+}
+
+impl Default for CrossEntropyOptions {
+    fn default() -> Self {
+        CrossEntropyOptions {
+            weight: None,
+            ignore_index: -100,
+            reduction: Reduction::Mean,
+            label_smoothing: 0.0,
+        }
+    }
+}
+
+/// Options of [`nll_loss_with`] (torch.nn.functional.nll_loss's keywords).
+#[derive(Clone, Debug)]
+pub struct NllLossOptions {
+    /// Per-class weights `[C]` (default none).
+    pub weight: Option<Tensor>,
+    /// Target value that contributes nothing (default -100).
+    pub ignore_index: i64,
+    /// How to combine (default mean over the non-ignored targets' weights).
+    pub reduction: Reduction,
+}
+
+impl Default for NllLossOptions {
+    fn default() -> Self {
+        NllLossOptions {
+            weight: None,
+            ignore_index: -100,
+            reduction: Reduction::Mean,
+        }
+    }
+}
+
+/// Cross-entropy between logits `[N, C, ...]` and class indices `[N, ...]`, averaged
+/// (torch.nn.functional.cross_entropy with its defaults; [`cross_entropy_with`] for the rest).
+///
+/// ```
+/// use wgtorch::nn::functional as F;
+/// use wgtorch::{DType, Device, Tensor};
+/// let logits = Tensor::from_slice(&[2.0f32, 0.0, 0.0, 2.0], [2, 2], &Device::Cpu)?;
+/// let target = Tensor::from_slice(&[0i32, 1], [2], &Device::Cpu)?;
+/// let loss = F::cross_entropy(&logits, &target)?;
+/// assert!((loss.item()? - (1.0 + (-2.0f64).exp()).ln()).abs() < 1e-6);
+/// let smooth = F::cross_entropy_with(
+///     &logits,
+///     &target,
+///     F::CrossEntropyOptions { label_smoothing: 0.1, ..Default::default() },
+/// )?;
+/// assert!(smooth.item()? > loss.item()?);
+/// # Ok::<(), wgtorch::Error>(())
+/// ```
+pub fn cross_entropy(input: &Tensor, target: &Tensor) -> Result<Tensor> {
+    cross_entropy_with(input, target, CrossEntropyOptions::default())
+}
+
+/// [`cross_entropy`] with PyTorch's keywords: class `weight`, `ignore_index`, `reduction`,
+/// `label_smoothing`.
+pub fn cross_entropy_with(
     input: &Tensor,
     target: &Tensor,
-    reduction: Reduction,
-    ignore_index: i64,
-    label_smoothing: f64,
+    options: CrossEntropyOptions,
 ) -> Result<Tensor> {
+    let CrossEntropyOptions {
+        weight,
+        ignore_index,
+        reduction,
+        label_smoothing,
+    } = options;
     if !(0.0..=1.0).contains(&label_smoothing) {
         return Err(Error::arg(
             "cross_entropy",
@@ -137,6 +260,7 @@ pub fn cross_entropy(
         "cross_entropy",
         &x.log_softmax(1)?,
         &t,
+        weight.as_ref(),
         ignore_index,
         label_smoothing,
         reduction,
@@ -144,107 +268,29 @@ pub fn cross_entropy(
     )
 }
 
-/// Negative log-likelihood of log-probabilities `[N, C, ...]` (torch.nn.functional.nll_loss).
-pub fn nll_loss(
-    input: &Tensor,
-    target: &Tensor,
-    reduction: Reduction,
-    ignore_index: i64,
-) -> Result<Tensor> {
+/// Negative log-likelihood of log-probabilities `[N, C, ...]`, averaged
+/// (torch.nn.functional.nll_loss with its defaults; [`nll_loss_with`] for the rest).
+pub fn nll_loss(input: &Tensor, target: &Tensor) -> Result<Tensor> {
+    nll_loss_with(input, target, NllLossOptions::default())
+}
+
+/// [`nll_loss`] with PyTorch's keywords: class `weight`, `ignore_index`, `reduction`.
+pub fn nll_loss_with(input: &Tensor, target: &Tensor, options: NllLossOptions) -> Result<Tensor> {
+    let NllLossOptions {
+        weight,
+        ignore_index,
+        reduction,
+    } = options;
     let input = &crate::amp::upper(input)?;
     let (x, t) = flatten_classes(input, target, "nll_loss")?;
     nll_rows(
         "nll_loss",
         &x,
         &t,
+        weight.as_ref(),
         ignore_index,
         0.0,
         reduction,
         target.shape(),
     )
-}
-
-fn same_shape(op: &'static str, a: &Tensor, b: &Tensor) -> Result<()> {
-    a.same_device(op, b)?;
-    if a.shape() != b.shape() {
-        return Err(Error::shape(
-            op,
-            format!(
-                "input shape {:?} and target shape {:?} must match",
-                a.shape(),
-                b.shape()
-            ),
-        ));
-    }
-    Ok(())
-}
-
-/// Mean squared error.
-pub fn mse_loss(input: &Tensor, target: &Tensor, reduction: Reduction) -> Result<Tensor> {
-    same_shape("mse_loss", input, target)?;
-    let (input, target) = (&crate::amp::upper(input)?, &crate::amp::upper(target)?);
-    reduction.apply(&input.sub(target)?.square()?)
-}
-
-/// Mean absolute error.
-pub fn l1_loss(input: &Tensor, target: &Tensor, reduction: Reduction) -> Result<Tensor> {
-    same_shape("l1_loss", input, target)?;
-    let (input, target) = (&crate::amp::upper(input)?, &crate::amp::upper(target)?);
-    reduction.apply(&input.sub(target)?.abs()?)
-}
-
-/// Huber-style loss: quadratic below `beta`, linear above.
-pub fn smooth_l1_loss(
-    input: &Tensor,
-    target: &Tensor,
-    reduction: Reduction,
-    beta: f64,
-) -> Result<Tensor> {
-    same_shape("smooth_l1_loss", input, target)?;
-    let (input, target) = (&crate::amp::upper(input)?, &crate::amp::upper(target)?);
-    let d = input.sub(target)?;
-    let a = d.abs()?;
-    if beta == 0.0 {
-        return reduction.apply(&a);
-    }
-    let quad = d.square()?.mul_scalar(0.5 / beta)?;
-    let lin = a.sub_scalar(0.5 * beta)?;
-    reduction.apply(&Tensor::where_cond(
-        &a.lt(&a.scalar_like(beta)?)?,
-        &quad,
-        &lin,
-    )?)
-}
-
-/// Binary cross-entropy on logits, stable for large |x|, with optional `pos_weight`.
-pub fn binary_cross_entropy_with_logits(
-    input: &Tensor,
-    target: &Tensor,
-    pos_weight: Option<&Tensor>,
-    reduction: Reduction,
-) -> Result<Tensor> {
-    same_shape("binary_cross_entropy_with_logits", input, target)?;
-    let (input, target) = (&crate::amp::upper(input)?, &crate::amp::upper(target)?);
-    // log(1 + exp(-|x|)) + max(-x, 0) = -log(sigmoid(x))
-    let log_sig_neg = input
-        .abs()?
-        .neg()?
-        .exp()?
-        .add_scalar(1.0)?
-        .log()?
-        .add(&input.neg()?.relu()?)?;
-    let loss = match pos_weight {
-        None => input
-            .mul(&target.neg()?.add_scalar(1.0)?)?
-            .add(&log_sig_neg)?,
-        Some(pw) => {
-            let lw = pw.sub_scalar(1.0)?.mul(target)?.add_scalar(1.0)?;
-            target
-                .neg()?
-                .add_scalar(1.0)?
-                .mul(input)?
-                .add(&lw.mul(&log_sig_neg)?)?
-        }
-    };
-    reduction.apply(&loss)
 }

@@ -3,12 +3,14 @@
 //! other ops and so get both backends and autograd for free.
 
 mod conv;
+mod distance;
 mod einsum;
 pub(crate) mod elementwise;
 mod index;
 mod index_write;
 mod inplace;
 mod loss;
+mod loss_pointwise;
 mod matmul;
 mod movement;
 mod norm;
@@ -18,9 +20,11 @@ mod reduce;
 mod views;
 
 pub use conv::*;
+pub use distance::*;
 pub use elementwise::{BinaryOp, UnaryOp};
 pub use index_write::IndexAddOptions;
 pub use loss::*;
+pub use loss_pointwise::*;
 pub use norm::*;
 pub use random::INDEX_DTYPE;
 pub use reduce::ReduceOp;

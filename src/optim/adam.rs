@@ -13,6 +13,8 @@ pub struct Adam {
     pub eps: f64,
     /// Use the maximum of past second moments.
     pub amsgrad: bool,
+    /// Ascend the objective instead (PyTorch's `maximize`; default false): set the field.
+    pub maximize: bool,
     decoupled: bool,
     steps: Vec<Vec<u64>>,
     slots: Slots,
@@ -99,6 +101,7 @@ impl Adam {
             betas,
             eps,
             amsgrad,
+            maximize: false,
             decoupled,
             steps,
             slots,
@@ -112,7 +115,9 @@ impl Optimizer for Adam {
         let (b1, b2) = self.betas;
         for (gi, g) in self.groups.iter().enumerate() {
             for (pi, p) in g.params.iter().enumerate() {
-                let Some(mut d) = p.grad() else { continue };
+                let Some(mut d) = grad_of(p, self.maximize, false, 0.0)? else {
+                    continue;
+                };
                 if !self.amsgrad
                     && fused_step(
                         p,
@@ -130,7 +135,7 @@ impl Optimizer for Adam {
                 let mut pv = p.detach();
                 if g.weight_decay != 0.0 {
                     if self.decoupled {
-                        pv = pv.mul_scalar(1.0 - g.lr * g.weight_decay)?;
+                        pv = pv.mul_scalar(1.0 - g.lr.get() * g.weight_decay)?;
                     } else {
                         d = d.add(&p.mul_scalar(g.weight_decay)?)?;
                     }
@@ -160,7 +165,7 @@ impl Optimizer for Adam {
                     .sqrt()?
                     .mul_scalar(1.0 / bc2.sqrt())?
                     .add_scalar(self.eps)?;
-                let upd = m.div(&denom)?.mul_scalar(g.lr / bc1)?;
+                let upd = m.div(&denom)?.mul_scalar(g.lr.get() / bc1)?;
                 assign(p, &pv.sub(&upd)?)?;
                 s[0] = Some(m);
                 s[1] = Some(v);
@@ -238,7 +243,7 @@ fn fused_step(
     let (b1, b2) = betas;
     let (bc1, bc2) = bias_corrections(betas, *step);
     let h = [
-        g.lr as f32,
+        g.lr.get() as f32,
         b1 as f32,
         b2 as f32,
         eps as f32,

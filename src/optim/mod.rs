@@ -1,28 +1,73 @@
-//! Optimizers (SGD, Adam, AdamW, RMSprop) with parameter groups, learning-rate schedulers and
-//! gradient clipping. Updates run on the parameters' device with tensor ops, in place under
-//! `no_grad`, with no readback.
+//! Optimizers (SGD, Adam, AdamW, RMSprop, Adadelta, Adagrad, Adamax, NAdam, RAdam, LBFGS) with
+//! parameter groups, learning-rate schedulers and gradient clipping. Updates run on the
+//! parameters' device with tensor ops, in place under `no_grad`, with no readback.
 
 mod adam;
+mod adam_family;
+mod adaptive;
 mod clip;
+mod lbfgs;
 mod rmsprop;
 mod sched;
 mod sgd;
 
 pub use adam::{Adam, AdamW};
+pub use adam_family::{Adamax, AdamaxOptions, NAdam, NAdamOptions, RAdam, RAdamOptions};
+pub use adaptive::{Adadelta, AdadeltaOptions, Adagrad, AdagradOptions};
 pub use clip::{clip_grad_norm_, clip_grad_value_};
+pub use lbfgs::{LBFGSOptions, LineSearch, LBFGS};
 pub use rmsprop::RMSprop;
 pub use sched::*;
 pub use sgd::Sgd;
 
 use crate::{Error, Result, Tensor};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// A parameter group's learning rate: a shared cell, so a scheduler built from `&optimizer`
+/// holds handles to its groups' rates and `scheduler.step()` needs no optimizer argument (the
+/// PyTorch loop `opt.step(); sched.step();`). Cloning copies the value into a new cell;
+/// [`Lr::share`] gives a handle to the same one.
+pub struct Lr(Arc<AtomicU64>);
+
+impl Lr {
+    /// A new cell holding `v`.
+    pub fn new(v: f64) -> Lr {
+        Lr(Arc::new(AtomicU64::new(v.to_bits())))
+    }
+    /// The current rate.
+    pub fn get(&self) -> f64 {
+        f64::from_bits(self.0.load(Ordering::Relaxed))
+    }
+    /// Set the rate (seen by every handle to this cell).
+    pub fn set(&self, v: f64) {
+        self.0.store(v.to_bits(), Ordering::Relaxed)
+    }
+    /// A handle to the same cell.
+    pub fn share(&self) -> Lr {
+        Lr(self.0.clone())
+    }
+}
+
+impl Clone for Lr {
+    fn clone(&self) -> Lr {
+        Lr::new(self.get())
+    }
+}
+
+impl std::fmt::Debug for Lr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.get())
+    }
+}
 
 /// A set of parameters sharing hyper-parameters (e.g. no weight decay for biases).
 #[derive(Clone, Debug)]
 pub struct ParamGroup {
     /// The parameters (handles sharing the model's tensors).
     pub params: Vec<Tensor>,
-    /// Learning rate.
-    pub lr: f64,
+    /// Learning rate (`lr.get()`, `lr.set(v)`; schedulers hold handles to it).
+    pub lr: Lr,
     /// L2 penalty (decoupled for AdamW).
     pub weight_decay: f64,
 }
@@ -32,13 +77,13 @@ impl ParamGroup {
     pub fn new(params: Vec<Tensor>) -> ParamGroup {
         ParamGroup {
             params,
-            lr: f64::NAN,
+            lr: Lr::new(f64::NAN),
             weight_decay: f64::NAN,
         }
     }
     /// Set the learning rate.
-    pub fn lr(mut self, lr: f64) -> Self {
-        self.lr = lr;
+    pub fn lr(self, lr: f64) -> Self {
+        self.lr.set(lr);
         self
     }
     /// Set the weight decay.
@@ -74,6 +119,18 @@ pub trait Optimizer {
     /// device and floating dtype, as PyTorch does.
     fn load_state_dict(&mut self, s: &OptimState) -> Result<()>;
     /// Clear the gradients (PyTorch's default `set_to_none=True`).
+    /// Apply one update with a closure that re-evaluates the model (zeroes the gradients,
+    /// computes the loss, calls `backward`, returns the loss), as `optimizer.step(closure)`.
+    /// The closure is called once before the update (LBFGS calls it as often as its line
+    /// search needs). Returns the closure's first loss.
+    fn step_closure(&mut self, closure: &mut dyn FnMut() -> Result<Tensor>) -> Result<Tensor> {
+        let loss = {
+            let _g = crate::enable_grad();
+            closure()?
+        };
+        self.step()?;
+        Ok(loss)
+    }
     fn zero_grad(&mut self) {
         for g in self.param_groups() {
             for p in &g.params {
@@ -108,18 +165,19 @@ pub(crate) fn resolve_groups(
     groups
         .into_iter()
         .map(|mut g| {
-            if g.lr.is_nan() {
-                g.lr = lr;
+            if g.lr.get().is_nan() {
+                g.lr.set(lr);
             }
             if g.weight_decay.is_nan() {
                 g.weight_decay = wd;
             }
-            if g.lr < 0.0 || g.weight_decay < 0.0 {
+            if g.lr.get() < 0.0 || g.weight_decay < 0.0 {
                 return Err(Error::arg(
                     op,
                     format!(
                         "Invalid learning rate {} or weight_decay {}",
-                        g.lr, g.weight_decay
+                        g.lr.get(),
+                        g.weight_decay
                     ),
                 ));
             }
@@ -246,7 +304,7 @@ impl LoadedState {
     pub(crate) fn apply_lrs(&self, groups: &mut [ParamGroup]) {
         for (g, lr) in groups.iter_mut().zip(&self.lrs) {
             if let Some(lr) = lr {
-                g.lr = *lr;
+                g.lr.set(*lr);
             }
         }
     }
@@ -255,7 +313,7 @@ impl LoadedState {
 /// Learning rates of the groups are saved too, so a resumed scheduler continues exactly.
 pub(crate) fn save_lrs(groups: &[ParamGroup], out: &mut OptimState) {
     for (i, g) in groups.iter().enumerate() {
-        out.scalars.push((format!("lr.{i}"), g.lr));
+        out.scalars.push((format!("lr.{i}"), g.lr.get()));
     }
 }
 
@@ -264,3 +322,95 @@ pub(crate) fn assign(p: &Tensor, v: &Tensor) -> Result<()> {
     let _g = crate::no_grad();
     p.copy_(v).map(|_| ())
 }
+
+/// Check a hyper-parameter with PyTorch's message (`Invalid {what}: {v}`) when `ok` fails.
+pub(crate) fn check(
+    op: &'static str,
+    ok: bool,
+    what: &str,
+    v: impl std::fmt::Display,
+) -> Result<()> {
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::arg(op, format!("Invalid {what}: {v}")))
+    }
+}
+
+/// PyTorch's checks of `eps` and `betas` for the Adam family.
+pub(crate) fn check_eps_betas(op: &'static str, eps: f64, (b1, b2): (f64, f64)) -> Result<()> {
+    check(op, eps >= 0.0, "epsilon value", eps)?;
+    check(
+        op,
+        (0.0..1.0).contains(&b1),
+        "beta parameter at index 0",
+        b1,
+    )?;
+    check(
+        op,
+        (0.0..1.0).contains(&b2),
+        "beta parameter at index 1",
+        b2,
+    )
+}
+
+/// The gradient an update uses: `p.grad()` negated under `maximize`, plus `weight_decay * p`
+/// (L2) when `l2`; `None` when the parameter has no gradient.
+pub(crate) fn grad_of(p: &Tensor, maximize: bool, l2: bool, wd: f64) -> Result<Option<Tensor>> {
+    let Some(mut d) = p.grad() else {
+        return Ok(None);
+    };
+    if maximize {
+        d = d.neg()?;
+    }
+    if l2 && wd != 0.0 {
+        d = d.add(&p.mul_scalar(wd)?)?;
+    }
+    Ok(Some(d))
+}
+
+/// A buffer, or zeros like `p` on first use.
+pub(crate) fn buf_or_zeros(b: &Option<Tensor>, p: &Tensor) -> Result<Tensor> {
+    match b {
+        Some(t) => Ok(t.clone()),
+        None => p.detach().zeros_like(),
+    }
+}
+
+/// `param_groups`, `state_dict` and `load_state_dict` of an optimizer whose per-parameter state
+/// is `slots` (buffers named `$names`) and `steps` (saved as `step.{group}.{index}`); `$after`
+/// is called on the optimizer after a load (to rebuild derived state).
+macro_rules! slots_and_steps {
+    ($names:expr) => {
+        slots_and_steps!($names, |_s: &mut Self| {});
+    };
+    ($names:expr, $after:expr) => {
+        fn param_groups(&self) -> &[ParamGroup] {
+            &self.groups
+        }
+        fn param_groups_mut(&mut self) -> &mut [ParamGroup] {
+            &mut self.groups
+        }
+        fn state_dict(&self) -> OptimState {
+            let mut s = OptimState::default();
+            save_slots(&self.slots, &$names, &mut s);
+            for (gi, g) in self.steps.iter().enumerate() {
+                for (pi, &n) in g.iter().enumerate() {
+                    s.scalars.push((format!("step.{gi}.{pi}"), n as f64));
+                }
+            }
+            save_lrs(&self.groups, &mut s);
+            s
+        }
+        fn load_state_dict(&mut self, s: &OptimState) -> Result<()> {
+            let l = LoadedState::new(&self.groups, &$names, Some("step"), s)?;
+            l.apply_lrs(&mut self.groups);
+            self.slots = l.slots;
+            self.steps = l.steps;
+            let after: fn(&mut Self) = $after;
+            after(self);
+            Ok(())
+        }
+    };
+}
+pub(crate) use slots_and_steps;

@@ -15,6 +15,8 @@ pub struct RMSprop {
     pub momentum: f64,
     /// Normalise by the centered second moment.
     pub centered: bool,
+    /// Ascend the objective instead (PyTorch's `maximize`; default false): set the field.
+    pub maximize: bool,
     slots: Slots,
 }
 
@@ -49,6 +51,7 @@ impl RMSprop {
             eps,
             momentum,
             centered,
+            maximize: false,
             slots,
         })
     }
@@ -60,7 +63,9 @@ impl Optimizer for RMSprop {
         let a = self.alpha;
         for (gi, g) in self.groups.iter().enumerate() {
             for (pi, p) in g.params.iter().enumerate() {
-                let Some(mut d) = p.grad() else { continue };
+                let Some(mut d) = grad_of(p, self.maximize, false, 0.0)? else {
+                    continue;
+                };
                 if g.weight_decay != 0.0 {
                     d = d.add(&p.mul_scalar(g.weight_decay)?)?;
                 }
@@ -91,7 +96,7 @@ impl Optimizer for RMSprop {
                     d.div(&avg)?
                 };
                 s[0] = Some(sq);
-                assign(p, &p.sub(&upd.mul_scalar(g.lr)?)?)?;
+                assign(p, &p.sub(&upd.mul_scalar(g.lr.get())?)?)?;
             }
         }
         Ok(())

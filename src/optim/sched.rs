@@ -1,8 +1,9 @@
 //! Learning-rate schedulers with PyTorch's schedules, in closed form per epoch (so a resumed run
-//! lands exactly where it left off). Call `step` after each epoch's (or iteration's, for
-//! OneCycleLR) `optimizer.step()`.
+//! lands exactly where it left off), and [`ReduceLROnPlateau`]. A scheduler is built from
+//! `&optimizer` and holds handles to its groups' rates ([`super::Lr`]), so the loop reads as
+//! PyTorch's: `opt.step()?; sched.step();` after each epoch (or iteration, for OneCycleLR).
 
-use super::Optimizer;
+use super::{Lr, Optimizer};
 use crate::{Error, Result};
 use std::f64::consts::PI;
 
@@ -27,6 +28,13 @@ pub enum Schedule {
     SequentialLR {
         schedules: Vec<Schedule>,
         milestones: Vec<usize>,
+    },
+    /// Cosine from base to `eta_min` over `t_0` epochs, then restarting, each period `t_mult`
+    /// times the last (CosineAnnealingWarmRestarts).
+    CosineAnnealingWarmRestarts {
+        t_0: usize,
+        t_mult: usize,
+        eta_min: f64,
     },
     /// The 1cycle policy (two phases, cosine annealing), `max_lr` and `total_steps`.
     OneCycleLR {
@@ -63,6 +71,19 @@ impl Schedule {
             Schedule::ExponentialLR { gamma } => base * gamma.powi(epoch as i32),
             Schedule::CosineAnnealingLR { t_max, eta_min } => {
                 eta_min + (base - eta_min) * (1.0 + (PI * e / *t_max as f64).cos()) / 2.0
+            }
+            Schedule::CosineAnnealingWarmRestarts {
+                t_0,
+                t_mult,
+                eta_min,
+            } => {
+                // PyTorch's recurrence (T_cur += 1; past T_i, wrap and grow T_i), in integers.
+                let (mut t_cur, mut t_i) = (epoch, (*t_0).max(1));
+                while t_cur >= t_i {
+                    t_cur -= t_i;
+                    t_i = t_i.saturating_mul((*t_mult).max(1));
+                }
+                eta_min + (base - eta_min) * (1.0 + (PI * t_cur as f64 / t_i as f64).cos()) / 2.0
             }
             Schedule::LinearLR {
                 start_factor,
@@ -104,20 +125,43 @@ impl Schedule {
     }
 }
 
+/// A scheduler's state for checkpoints: named scalars.
+pub type SchedState = Vec<(String, f64)>;
+
+fn sched_value(op: &'static str, s: &[(String, f64)], key: &str) -> Result<f64> {
+    s.iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| *v)
+        .ok_or_else(|| Error::arg(op, format!("scheduler state has no {key}")))
+}
+
+fn sched_count(op: &'static str, s: &[(String, f64)], key: &str) -> Result<usize> {
+    let v = sched_value(op, s, key)?;
+    if !(0.0..=9_007_199_254_740_992.0).contains(&v) || v.fract() != 0.0 {
+        return Err(Error::arg(
+            op,
+            format!("scheduler state {key} = {v} is not a count (an integer from 0 to 2^53)"),
+        ));
+    }
+    Ok(v as usize)
+}
+
 /// Drives an optimizer's learning rates along a [`Schedule`].
 ///
 /// ```
-/// use wgtorch::optim::{LrScheduler, Schedule, Sgd, Optimizer};
+/// use wgtorch::optim::{LrScheduler, Optimizer, Schedule, Sgd};
 /// use wgtorch::{Device, Tensor};
 /// let w = Tensor::ones([1], &Device::Cpu)?.requires_grad_(true);
 /// let mut opt = Sgd::new(vec![w], 0.1)?;
-/// let mut s = LrScheduler::new(&mut opt, Schedule::StepLR { step_size: 2, gamma: 0.5 })?;
-/// s.step(&mut opt);
-/// s.step(&mut opt);
-/// assert!((opt.param_groups()[0].lr - 0.05).abs() < 1e-12);
+/// let mut s = LrScheduler::new(&opt, Schedule::StepLR { step_size: 2, gamma: 0.5 })?;
+/// for _ in 0..2 {
+///     opt.step()?;
+///     s.step();
+/// }
+/// assert!((opt.param_groups()[0].lr.get() - 0.05).abs() < 1e-12);
 /// # Ok::<(), wgtorch::Error>(())
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct LrScheduler {
     /// The schedule.
     pub schedule: Schedule,
@@ -125,17 +169,17 @@ pub struct LrScheduler {
     pub base_lrs: Vec<f64>,
     /// Epochs (or iterations) stepped so far.
     pub last_epoch: usize,
+    lrs: Vec<Lr>,
 }
 
 impl LrScheduler {
     /// Attach to `opt`, setting each group's lr to the schedule's value at epoch 0.
-    pub fn new(opt: &mut dyn Optimizer, schedule: Schedule) -> Result<LrScheduler> {
-        if let Schedule::SequentialLR {
-            schedules,
-            milestones,
-        } = &schedule
-        {
-            if schedules.len() != milestones.len() + 1 {
+    pub fn new(opt: &dyn Optimizer, schedule: Schedule) -> Result<LrScheduler> {
+        match &schedule {
+            Schedule::SequentialLR {
+                schedules,
+                milestones,
+            } if schedules.len() != milestones.len() + 1 => {
                 return Err(Error::arg(
                     "SequentialLR",
                     format!(
@@ -146,25 +190,41 @@ impl LrScheduler {
                     ),
                 ));
             }
+            Schedule::CosineAnnealingWarmRestarts { t_0, t_mult, .. } => {
+                if *t_0 == 0 {
+                    return Err(Error::arg(
+                        "CosineAnnealingWarmRestarts",
+                        format!("Expected positive integer T_0, but got {t_0}"),
+                    ));
+                }
+                if *t_mult == 0 {
+                    return Err(Error::arg(
+                        "CosineAnnealingWarmRestarts",
+                        format!("Expected integer T_mult >= 1, but got {t_mult}"),
+                    ));
+                }
+            }
+            _ => {}
         }
-        let base_lrs: Vec<f64> = opt.param_groups().iter().map(|g| g.lr).collect();
+        let lrs: Vec<Lr> = opt.param_groups().iter().map(|g| g.lr.share()).collect();
         let s = LrScheduler {
             schedule,
-            base_lrs,
+            base_lrs: lrs.iter().map(Lr::get).collect(),
             last_epoch: 0,
+            lrs,
         };
-        s.apply(opt);
+        s.apply();
         Ok(s)
     }
-    fn apply(&self, opt: &mut dyn Optimizer) {
-        for (g, &b) in opt.param_groups_mut().iter_mut().zip(&self.base_lrs) {
-            g.lr = self.schedule.lr_at(self.last_epoch, b);
+    fn apply(&self) {
+        for (lr, &b) in self.lrs.iter().zip(&self.base_lrs) {
+            lr.set(self.schedule.lr_at(self.last_epoch, b));
         }
     }
-    /// Advance one epoch.
-    pub fn step(&mut self, opt: &mut dyn Optimizer) {
+    /// Advance one epoch, setting the optimizer's rates.
+    pub fn step(&mut self) {
         self.last_epoch += 1;
-        self.apply(opt);
+        self.apply();
     }
     /// The learning rates now in force.
     pub fn get_last_lr(&self) -> Vec<f64> {
@@ -172,5 +232,249 @@ impl LrScheduler {
             .iter()
             .map(|&b| self.schedule.lr_at(self.last_epoch, b))
             .collect()
+    }
+    /// `last_epoch` and the base rates.
+    pub fn state_dict(&self) -> SchedState {
+        let mut s = vec![("last_epoch".to_string(), self.last_epoch as f64)];
+        for (i, b) in self.base_lrs.iter().enumerate() {
+            s.push((format!("base_lr.{i}"), *b));
+        }
+        s
+    }
+    /// Resume from `state_dict` (checked first; the optimizer's rates are set for the epoch).
+    pub fn load_state_dict(&mut self, s: &[(String, f64)]) -> Result<()> {
+        let op = "LrScheduler.load_state_dict";
+        let last_epoch = sched_count(op, s, "last_epoch")?;
+        let mut base = Vec::with_capacity(self.lrs.len());
+        for i in 0..self.lrs.len() {
+            let b = sched_value(op, s, &format!("base_lr.{i}"))?;
+            if b.is_nan() || b < 0.0 {
+                return Err(Error::arg(
+                    op,
+                    format!("base_lr.{i} = {b} is not a valid learning rate"),
+                ));
+            }
+            base.push(b);
+        }
+        if let Some((k, _)) = s.iter().find(|(k, _)| {
+            k != "last_epoch"
+                && k.strip_prefix("base_lr.")
+                    .and_then(|i| i.parse::<usize>().ok())
+                    .is_none_or(|i| i >= self.lrs.len())
+        }) {
+            return Err(Error::arg(
+                op,
+                format!("unexpected scheduler state key {k}"),
+            ));
+        }
+        self.last_epoch = last_epoch;
+        self.base_lrs = base;
+        self.apply();
+        Ok(())
+    }
+}
+
+/// Whether [`ReduceLROnPlateau`] wants the metric to fall or rise.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum PlateauMode {
+    /// Lower is better (a loss; the default).
+    #[default]
+    Min,
+    /// Higher is better (an accuracy).
+    Max,
+}
+
+/// How [`ReduceLROnPlateau`] measures an improvement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ThresholdMode {
+    /// Better than `best * (1 -/+ threshold)` (the default).
+    #[default]
+    Rel,
+    /// Better than `best -/+ threshold`.
+    Abs,
+}
+
+/// Options of [`ReduceLROnPlateau`] (torch.optim.lr_scheduler.ReduceLROnPlateau's keywords).
+#[derive(Clone, Debug)]
+pub struct ReduceLROnPlateauOptions {
+    /// Minimise or maximise the metric (default `Min`).
+    pub mode: PlateauMode,
+    /// Multiplies the rates on a plateau, < 1 (default 0.1).
+    pub factor: f64,
+    /// Epochs without improvement tolerated before reducing (default 10).
+    pub patience: usize,
+    /// Smallest change that counts as an improvement (default 1e-4).
+    pub threshold: f64,
+    /// Relative or absolute threshold (default `Rel`).
+    pub threshold_mode: ThresholdMode,
+    /// Epochs to wait after a reduction before counting again (default 0).
+    pub cooldown: usize,
+    /// Lower bound on every group's rate (default 0), unless `min_lrs` is given.
+    pub min_lr: f64,
+    /// Lower bound per group (one per parameter group; empty: `min_lr` for all).
+    pub min_lrs: Vec<f64>,
+    /// Reductions smaller than this are skipped (default 1e-8).
+    pub eps: f64,
+}
+
+impl Default for ReduceLROnPlateauOptions {
+    fn default() -> Self {
+        ReduceLROnPlateauOptions {
+            mode: PlateauMode::Min,
+            factor: 0.1,
+            patience: 10,
+            threshold: 1e-4,
+            threshold_mode: ThresholdMode::Rel,
+            cooldown: 0,
+            min_lr: 0.0,
+            min_lrs: vec![],
+            eps: 1e-8,
+        }
+    }
+}
+
+/// Reduce the rates by `factor` when a metric stops improving for `patience` epochs
+/// (torch.optim.lr_scheduler.ReduceLROnPlateau): `sched.step(val_loss)` after each epoch.
+///
+/// ```
+/// use wgtorch::optim::{Optimizer, ReduceLROnPlateau, ReduceLROnPlateauOptions, Sgd};
+/// use wgtorch::{Device, Tensor};
+/// let w = Tensor::ones([1], &Device::Cpu)?.requires_grad_(true);
+/// let opt = Sgd::new(vec![w], 1.0)?;
+/// let o = ReduceLROnPlateauOptions { patience: 1, ..Default::default() };
+/// let mut s = ReduceLROnPlateau::with_options(&opt, o)?;
+/// for loss in [1.0, 0.5, 0.5, 0.5] {
+///     s.step(loss);
+/// }
+/// assert!((opt.param_groups()[0].lr.get() - 0.1).abs() < 1e-12);
+/// # Ok::<(), wgtorch::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct ReduceLROnPlateau {
+    /// The options.
+    pub options: ReduceLROnPlateauOptions,
+    /// Best metric so far.
+    pub best: f64,
+    /// Epochs since the last improvement.
+    pub num_bad_epochs: usize,
+    /// Epochs of cooldown left.
+    pub cooldown_counter: usize,
+    /// Epochs stepped so far.
+    pub last_epoch: usize,
+    min_lrs: Vec<f64>,
+    lrs: Vec<Lr>,
+}
+
+impl ReduceLROnPlateau {
+    /// With PyTorch's defaults.
+    pub fn new(opt: &dyn Optimizer) -> Result<ReduceLROnPlateau> {
+        ReduceLROnPlateau::with_options(opt, ReduceLROnPlateauOptions::default())
+    }
+    /// With the given options (checked as PyTorch checks them).
+    pub fn with_options(
+        opt: &dyn Optimizer,
+        options: ReduceLROnPlateauOptions,
+    ) -> Result<ReduceLROnPlateau> {
+        let op = "ReduceLROnPlateau";
+        // NaN fails too, as `factor >= 1.0` would not in Python.
+        if options.factor.is_nan() || options.factor >= 1.0 {
+            return Err(Error::arg(op, "Factor should be < 1.0."));
+        }
+        let n = opt.param_groups().len();
+        let min_lrs = if options.min_lrs.is_empty() {
+            vec![options.min_lr; n]
+        } else if options.min_lrs.len() != n {
+            return Err(Error::arg(
+                op,
+                format!("expected {n} min_lrs, got {}", options.min_lrs.len()),
+            ));
+        } else {
+            options.min_lrs.clone()
+        };
+        let mut s = ReduceLROnPlateau {
+            best: 0.0,
+            num_bad_epochs: 0,
+            cooldown_counter: 0,
+            last_epoch: 0,
+            min_lrs,
+            lrs: opt.param_groups().iter().map(|g| g.lr.share()).collect(),
+            options,
+        };
+        s.best = s.mode_worse();
+        Ok(s)
+    }
+    fn mode_worse(&self) -> f64 {
+        match self.options.mode {
+            PlateauMode::Min => f64::INFINITY,
+            PlateauMode::Max => f64::NEG_INFINITY,
+        }
+    }
+    fn is_better(&self, a: f64) -> bool {
+        let (best, th) = (self.best, self.options.threshold);
+        match (self.options.mode, self.options.threshold_mode) {
+            (PlateauMode::Min, ThresholdMode::Rel) => a < best * (1.0 - th),
+            (PlateauMode::Min, ThresholdMode::Abs) => a < best - th,
+            (PlateauMode::Max, ThresholdMode::Rel) => a > best * (th + 1.0),
+            (PlateauMode::Max, ThresholdMode::Abs) => a > best + th,
+        }
+    }
+    /// Record one epoch's `metric`, reducing the rates after `patience` epochs without
+    /// improvement.
+    pub fn step(&mut self, metric: f64) {
+        self.last_epoch += 1;
+        if self.is_better(metric) {
+            self.best = metric;
+            self.num_bad_epochs = 0;
+        } else {
+            self.num_bad_epochs += 1;
+        }
+        if self.cooldown_counter > 0 {
+            self.cooldown_counter -= 1;
+            self.num_bad_epochs = 0;
+        }
+        if self.num_bad_epochs > self.options.patience {
+            for (lr, &min_lr) in self.lrs.iter().zip(&self.min_lrs) {
+                let old = lr.get();
+                let new = (old * self.options.factor).max(min_lr);
+                if old - new > self.options.eps {
+                    lr.set(new);
+                }
+            }
+            self.cooldown_counter = self.options.cooldown;
+            self.num_bad_epochs = 0;
+        }
+    }
+    /// The learning rates now in force.
+    pub fn get_last_lr(&self) -> Vec<f64> {
+        self.lrs.iter().map(Lr::get).collect()
+    }
+    /// The counters and the best metric (the rates themselves are in the optimizer's state).
+    pub fn state_dict(&self) -> SchedState {
+        vec![
+            ("best".into(), self.best),
+            ("num_bad_epochs".into(), self.num_bad_epochs as f64),
+            ("cooldown_counter".into(), self.cooldown_counter as f64),
+            ("last_epoch".into(), self.last_epoch as f64),
+        ]
+    }
+    /// Resume from `state_dict` (checked first).
+    pub fn load_state_dict(&mut self, s: &[(String, f64)]) -> Result<()> {
+        let op = "ReduceLROnPlateau.load_state_dict";
+        const KEYS: [&str; 4] = ["best", "num_bad_epochs", "cooldown_counter", "last_epoch"];
+        if let Some((k, _)) = s.iter().find(|(k, _)| !KEYS.contains(&k.as_str())) {
+            return Err(Error::arg(
+                op,
+                format!("unexpected scheduler state key {k}"),
+            ));
+        }
+        let best = sched_value(op, s, "best")?;
+        let bad = sched_count(op, s, "num_bad_epochs")?;
+        let cool = sched_count(op, s, "cooldown_counter")?;
+        let last = sched_count(op, s, "last_epoch")?;
+        self.best = best;
+        self.num_bad_epochs = bad;
+        self.cooldown_counter = cool;
+        self.last_epoch = last;
+        Ok(())
     }
 }

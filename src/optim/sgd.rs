@@ -22,6 +22,8 @@ pub struct Sgd {
     pub dampening: f64,
     /// Nesterov momentum.
     pub nesterov: bool,
+    /// Ascend the objective instead (PyTorch's `maximize`; default false): set the field.
+    pub maximize: bool,
     slots: Slots,
 }
 
@@ -39,6 +41,14 @@ impl Sgd {
         weight_decay: f64,
         nesterov: bool,
     ) -> Result<Sgd> {
+        check("SGD", lr >= 0.0, "learning rate", lr)?;
+        check("SGD", momentum >= 0.0, "momentum value", momentum)?;
+        check(
+            "SGD",
+            weight_decay >= 0.0,
+            "weight_decay value",
+            weight_decay,
+        )?;
         if nesterov && (momentum <= 0.0 || dampening != 0.0) {
             return Err(Error::arg(
                 "SGD",
@@ -52,6 +62,7 @@ impl Sgd {
             momentum,
             dampening,
             nesterov,
+            maximize: false,
             slots,
         })
     }
@@ -62,7 +73,9 @@ impl Optimizer for Sgd {
         let _g = crate::no_grad();
         for (gi, g) in self.groups.iter().enumerate() {
             for (pi, p) in g.params.iter().enumerate() {
-                let Some(mut d) = p.grad() else { continue };
+                let Some(mut d) = grad_of(p, self.maximize, false, 0.0)? else {
+                    continue;
+                };
                 if g.weight_decay != 0.0 {
                     d = d.add(&p.mul_scalar(g.weight_decay)?)?;
                 }
@@ -81,7 +94,7 @@ impl Optimizer for Sgd {
                     };
                     *slot = Some(buf);
                 }
-                assign(p, &p.sub(&d.mul_scalar(g.lr)?)?)?;
+                assign(p, &p.sub(&d.mul_scalar(g.lr.get())?)?)?;
             }
         }
         Ok(())

@@ -388,7 +388,7 @@ fn loss_input_changed_in_place() -> Result<()> {
     for dev in common::devices() {
         let x = seq(&[2, 3], true, &dev);
         let t = Tensor::from_slice(&[1.0f32, 0.0, 1.0, 0.0, 0.0, 1.0], [2, 3], &dev)?;
-        let loss = F::binary_cross_entropy_with_logits(&x, &t, None, F::Reduction::Mean)?;
+        let loss = F::binary_cross_entropy_with_logits(&x, &t)?;
         bump(&x);
         let m = loss.backward().unwrap_err().to_string();
         assert!(m.contains(&modified(&x, "", 1, 0)), "{m}");
@@ -405,8 +405,15 @@ fn loss_targets_changed_in_place_keep_the_gradient() -> Result<()> {
             let x = seq(&[3, 4], true, &dev);
             let target = idx(&[0, 3, 1], &[3], &dev);
             let soft = seq(&[3, 4], false, &dev);
-            let ce = F::cross_entropy(&x, &target, F::Reduction::Mean, -100, 0.0)?;
-            let loss = ce.add(&F::mse_loss(&x, &soft, F::Reduction::Sum)?)?;
+            let ce = F::cross_entropy(&x, &target)?;
+            let loss = ce.add(&F::mse_loss_with(
+                &x,
+                &soft,
+                F::MseLossOptions {
+                    reduction: F::Reduction::Sum,
+                    ..Default::default()
+                },
+            )?)?;
             if change {
                 target.copy_(&idx(&[2, 2, 2], &[3], &dev))?;
                 bump(&soft);
@@ -526,7 +533,7 @@ fn ordinary_training_is_unaffected() -> Result<()> {
             opt.zero_grad();
             let h = F::max_pool2d(&conv.forward(&x)?.relu()?, [2, 2])?;
             let logits = lin.forward(&h.reshape(&[4, -1])?)?.tanh()?.exp()?;
-            let loss = F::cross_entropy(&logits, &target, F::Reduction::Mean, -100, 0.0)?;
+            let loss = F::cross_entropy(&logits, &target)?;
             loss.backward_with(None, true, false)?;
             loss.backward()?; // the retained graph still sees the same versions
             losses.push(loss.item()?);

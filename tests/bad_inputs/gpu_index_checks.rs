@@ -185,21 +185,16 @@ fn logits(dev: &Device) -> Tensor {
 #[test]
 fn gpu_cross_entropy_target_out_of_range() {
     for dev in devices() {
-        let r = F::cross_entropy(
-            &logits(&dev),
-            &ints(&[0, 3], &dev),
-            F::Reduction::Mean,
-            -100,
-            0.0,
-        );
+        let r = F::cross_entropy(&logits(&dev), &ints(&[0, 3], &dev));
         expect_index_error(&dev, r.and_then(|l| l.item()), "cross_entropy", 3, 1, 3);
         // A negative target other than ignore_index is out of range too.
-        let r = F::cross_entropy(
+        let r = F::cross_entropy_with(
             &logits(&dev),
             &ints(&[-1, 0], &dev),
-            F::Reduction::Sum,
-            -100,
-            0.0,
+            F::CrossEntropyOptions {
+                reduction: F::Reduction::Sum,
+                ..Default::default()
+            },
         );
         expect_index_error(&dev, r.and_then(|l| l.item()), "cross_entropy", -1, 1, 3);
     }
@@ -210,7 +205,7 @@ fn gpu_cross_entropy_gradient_not_silent() {
     // The loss is never read: the bad target still surfaces, at the gradient's readback.
     for dev in devices() {
         let x = logits(&dev);
-        let r = F::cross_entropy(&x, &ints(&[0, 3], &dev), F::Reduction::Mean, -100, 0.0)
+        let r = F::cross_entropy(&x, &ints(&[0, 3], &dev))
             .and_then(|l| l.backward())
             .and_then(|_| x.grad().expect("a gradient").to_vec::<f32>());
         expect_index_error(&dev, r, "cross_entropy", 3, 1, 3);
@@ -221,7 +216,7 @@ fn gpu_cross_entropy_gradient_not_silent() {
 fn gpu_nll_loss_target_out_of_range() {
     for dev in devices() {
         let logp = logits(&dev).log_softmax(1).unwrap();
-        let r = F::nll_loss(&logp, &ints(&[3, 1], &dev), F::Reduction::Mean, -100);
+        let r = F::nll_loss(&logp, &ints(&[3, 1], &dev));
         expect_index_error(&dev, r.and_then(|l| l.item()), "nll_loss", 3, 1, 3);
     }
 }
@@ -235,7 +230,11 @@ fn gpu_loss_ignore_index_still_works() {
         for ignore in [-100i64, 7] {
             let x = logits(&dev);
             let t = ints(&[2, ignore as i32], &dev);
-            let loss = F::cross_entropy(&x, &t, F::Reduction::Mean, ignore, 0.0).unwrap();
+            let o = F::CrossEntropyOptions {
+                ignore_index: ignore,
+                ..Default::default()
+            };
+            let loss = F::cross_entropy_with(&x, &t, o).unwrap();
             assert_close("loss", &vals(&loss), &[lse - 2.0], 1e-5, 1e-6);
             loss.backward().unwrap();
             let g = vals(&x.grad().unwrap());
@@ -243,7 +242,12 @@ fn gpu_loss_ignore_index_still_works() {
             let want = [p[0], p[1], p[2] - 1.0, 0.0, 0.0, 0.0];
             assert_close(&format!("grad on {dev:?}"), &g, &want, 1e-5, 1e-6);
             let logp = logits(&dev).log_softmax(1).unwrap();
-            let nll = F::nll_loss(&logp, &t, F::Reduction::Sum, ignore).unwrap();
+            let o = F::NllLossOptions {
+                ignore_index: ignore,
+                reduction: F::Reduction::Sum,
+                ..Default::default()
+            };
+            let nll = F::nll_loss_with(&logp, &t, o).unwrap();
             assert_close("nll_loss", &vals(&nll), &[lse - 2.0], 1e-5, 1e-6);
         }
     }

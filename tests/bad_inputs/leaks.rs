@@ -61,7 +61,7 @@ fn trainer(dev: &Device, batch: usize) -> Result<impl FnMut() -> Result<()>> {
     let x = Tensor::randn([batch, 3, 32, 32], dev)?;
     let y = Tensor::from_vec((0..batch as i32).map(|i| i % 10).collect(), [batch], dev)?;
     Ok(move || {
-        let loss = F::cross_entropy(&model.forward(&x)?, &y, F::Reduction::Mean, -100, 0.0)?;
+        let loss = F::cross_entropy(&model.forward(&x)?, &y)?;
         opt.zero_grad();
         loss.backward()?;
         opt.step()?;

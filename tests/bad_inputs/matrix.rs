@@ -4,7 +4,6 @@
 
 use crate::common;
 use wgtorch::nn::functional as F;
-use wgtorch::ops::Reduction;
 use wgtorch::{DType, Device, Tensor};
 
 /// What kind of bad input a row feeds.
@@ -109,14 +108,10 @@ fn rows() -> Vec<Row> {
         row!("cross_entropy", Shape, "", |d, o| F::cross_entropy(
             &f32s(&[2, 3], d)?,
             &idx(&[0, 1, 2], d)?,
-            Reduction::Mean,
-            -100,
-            0.0
         )),
         row!("mse_loss", Shape, "must match", |d, o| F::mse_loss(
             &f32s(&[2, 3], d)?,
-            &f32s(&[4], d)?,
-            Reduction::Mean
+            &f32s(&[4], d)?
         )),
         row!("layer_norm", Shape, "", |d, o| F::layer_norm_with(
             &f32s(&[2, 3], d)?,
@@ -161,9 +156,6 @@ fn rows() -> Vec<Row> {
         row!("cross_entropy", DType, "", |d, o| F::cross_entropy(
             &f32s(&[2, 3], d)?,
             &f32s(&[2], d)?,
-            Reduction::Mean,
-            -100,
-            0.0
         )),
         row!("where", DType, "", |d, o| Tensor::where_cond(
             &f32s(&[2], d)?,
@@ -265,15 +257,10 @@ fn rows() -> Vec<Row> {
         row!("cross_entropy", Index, "out of", |d, o| F::cross_entropy(
             &f32s(&[2, 3], d)?,
             &idx(&[0, 3], d)?,
-            Reduction::Mean,
-            -100,
-            0.0
         )),
         row!("nll_loss", Index, "out of", |d, o| F::nll_loss(
             &f32s(&[2, 3], d)?,
-            &idx(&[0, -2], d)?,
-            Reduction::Mean,
-            -100
+            &idx(&[0, -2], d)?
         )),
         // Argument values no op can honour.
         row!("narrow", Argument, "", |d, o| f32s(&[4], d)?.narrow(
@@ -328,12 +315,13 @@ fn rows() -> Vec<Row> {
             }
         ),
         row!("cross_entropy", Argument, "label_smoothing", |d, o| {
-            F::cross_entropy(
+            F::cross_entropy_with(
                 &f32s(&[2, 3], d)?,
                 &idx(&[0, 1], d)?,
-                Reduction::Mean,
-                -100,
-                1.5,
+                F::CrossEntropyOptions {
+                    label_smoothing: 1.5,
+                    ..Default::default()
+                },
             )
         }),
         row!("split", Argument, "", |d, o| f32s(&[4], d)?.split(0, 0)),

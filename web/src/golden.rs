@@ -98,12 +98,15 @@ fn run(op: &str, kw: &Value, x: &[Tensor]) -> Result<Option<Tensor>> {
                 },
             )?
         }
-        "torch.nn.functional.cross_entropy" => F::cross_entropy(
+        "torch.nn.functional.cross_entropy" => F::cross_entropy_with(
             &x[0],
             &x[1],
-            F::Reduction::parse(kw["reduction"].as_str().unwrap_or("mean"))?,
-            kw["ignore_index"].as_i64().unwrap_or(-100),
-            kw["label_smoothing"].as_f64().unwrap_or(0.0),
+            F::CrossEntropyOptions {
+                reduction: F::Reduction::parse(kw["reduction"].as_str().unwrap_or("mean"))?,
+                ignore_index: kw["ignore_index"].as_i64().unwrap_or(-100),
+                label_smoothing: kw["label_smoothing"].as_f64().unwrap_or(0.0),
+                weight: None,
+            },
         )?,
         _ => return Ok(None),
     }))

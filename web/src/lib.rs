@@ -104,14 +104,7 @@ impl Trainer {
             let end = (s.cursor + s.batch).min(s.order.len());
             let idx: Vec<usize> = s.order[s.cursor..end].to_vec();
             let (x, y) = batch(&s.train, &idx, &s.device).map_err(js)?;
-            let loss = F::cross_entropy(
-                &s.model.forward(&x).map_err(js)?,
-                &y,
-                F::Reduction::Mean,
-                -100,
-                0.0,
-            )
-            .map_err(js)?;
+            let loss = F::cross_entropy(&s.model.forward(&x).map_err(js)?, &y).map_err(js)?;
             s.opt.zero_grad();
             loss.backward().map_err(js)?;
             s.opt.step().map_err(js)?;

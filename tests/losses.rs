@@ -1,0 +1,269 @@
+//! The losses beyond the golden values (tests/golden/losses.json): PyTorch's clamps and
+//! gradients at the edges, modules against functionals, defaults, and bad inputs.
+
+mod common;
+
+use common::{assert_close, vals};
+use wgtorch::nn::{self, functional as F};
+use wgtorch::{Device, Result, Tensor};
+
+fn t(v: &[f32], shape: &[usize], dev: &Device) -> Tensor {
+    Tensor::from_slice(v, shape, dev).unwrap()
+}
+
+fn err_text<T: std::fmt::Debug>(r: Result<T>) -> String {
+    r.expect_err("expected an error").to_string()
+}
+
+#[test]
+fn bce_clamps_logs_at_minus_100_and_keeps_gradients_finite() -> Result<()> {
+    for dev in common::devices() {
+        // x = 0 and 1 exactly: the logs clamp to -100 and PyTorch's gradient stays finite.
+        let x = t(&[0.0, 1.0, 0.0, 1.0], &[4], &dev).requires_grad_(true);
+        let y = t(&[0.0, 1.0, 1.0, 0.0], &[4], &dev);
+        let l = F::binary_cross_entropy_with(
+            &x,
+            &y,
+            F::BinaryCrossEntropyOptions {
+                reduction: F::Reduction::None,
+                ..Default::default()
+            },
+        )?;
+        assert_close(
+            &format!("[{dev}] loss"),
+            &vals(&l),
+            &[0.0, 0.0, 100.0, 100.0],
+            0.0,
+            1e-5,
+        );
+        l.sum_all()?.backward()?;
+        // (x - t) / max(x (1 - x), 1e-12)
+        assert_close(
+            &format!("[{dev}] grad"),
+            &vals(&x.grad().unwrap()),
+            &[0.0, 0.0, -1e12, 1e12],
+            1e-5,
+            0.0,
+        );
+    }
+    Ok(())
+}
+
+#[test]
+fn bce_refuses_probabilities_outside_0_1_on_the_cpu() {
+    let y = t(&[0.0, 1.0], &[2], &Device::Cpu);
+    for bad in [[1.5f32, 0.5], [-0.1, 0.5], [f32::NAN, 0.5]] {
+        let e = err_text(F::binary_cross_entropy(&t(&bad, &[2], &Device::Cpu), &y));
+        assert!(
+            e.contains("all elements of input should be between 0 and 1"),
+            "{e}"
+        );
+    }
+    let e = err_text(F::binary_cross_entropy(
+        &t(&[0.5; 3], &[3], &Device::Cpu),
+        &y,
+    ));
+    assert!(
+        e.contains("binary_cross_entropy") && e.contains("same size"),
+        "{e}"
+    );
+}
+
+#[test]
+fn modules_match_functionals_with_options() -> Result<()> {
+    for dev in common::devices() {
+        let x = t(&[0.2, 0.7, 0.4, 0.9], &[2, 2], &dev);
+        let y = t(&[0.0, 1.0, 1.0, 0.5], &[2, 2], &dev);
+        let sum = F::Reduction::Sum;
+        let same = |a: Tensor, b: Tensor| assert_eq!(vals(&a), vals(&b), "[{dev}]");
+        same(
+            nn::BCELoss::new().forward(&x, &y)?,
+            F::binary_cross_entropy(&x, &y)?,
+        );
+        same(
+            nn::HuberLoss::with_options(F::HuberLossOptions {
+                delta: 0.3,
+                reduction: sum,
+                ..Default::default()
+            })
+            .forward(&x, &y)?,
+            F::huber_loss_with(
+                &x,
+                &y,
+                F::HuberLossOptions {
+                    delta: 0.3,
+                    reduction: sum,
+                    weight: None,
+                },
+            )?,
+        );
+        let logx = x.log()?;
+        same(
+            nn::KLDivLoss::with_options(F::KlDivOptions {
+                reduction: F::Reduction::BatchMean,
+                log_target: false,
+            })
+            .forward(&logx, &y)?,
+            F::kl_div_with(
+                &logx,
+                &y,
+                F::KlDivOptions {
+                    reduction: sum,
+                    log_target: false,
+                },
+            )?
+            .div_scalar(2.0)?,
+        );
+        let r = t(&[1.0, -1.0, 1.0, -1.0], &[2, 2], &dev);
+        same(
+            nn::MarginRankingLoss::new().forward(&x, &y, &r)?,
+            F::margin_ranking_loss(&x, &y, &r)?,
+        );
+        same(
+            nn::CosineSimilarity::with_options(F::CosineSimilarityOptions { dim: 0, eps: 1e-8 })
+                .forward(&x, &y)?,
+            F::cosine_similarity_with(&x, &y, F::CosineSimilarityOptions { dim: 0, eps: 1e-8 })?,
+        );
+        // Defaults are PyTorch's.
+        let d = F::CrossEntropyOptions::default();
+        assert_eq!(
+            (d.ignore_index, d.label_smoothing, d.reduction),
+            (-100, 0.0, F::Reduction::Mean)
+        );
+        assert!(d.weight.is_none());
+        assert_eq!(F::HuberLossOptions::default().delta, 1.0);
+        assert_eq!(F::SmoothL1LossOptions::default().beta, 1.0);
+        assert_eq!(F::CosineSimilarityOptions::default().dim, 1);
+        assert_eq!(F::CosineSimilarityOptions::default().eps, 1e-8);
+        assert!(!F::KlDivOptions::default().log_target);
+        assert_eq!(F::MarginRankingLossOptions::default().margin, 0.0);
+    }
+    Ok(())
+}
+
+#[test]
+fn cosine_similarity_of_a_zero_vector_is_zero_with_finite_gradients() -> Result<()> {
+    for dev in common::devices() {
+        let a = t(&[0.0, 0.0, 1.0, 2.0], &[2, 2], &dev).requires_grad_(true);
+        let b = t(&[1.0, 1.0, 2.0, 4.0], &[2, 2], &dev).requires_grad_(true);
+        let s = F::cosine_similarity(&a, &b)?;
+        assert_close(&format!("[{dev}] sim"), &vals(&s), &[0.0, 1.0], 1e-6, 1e-6);
+        s.sum_all()?.backward()?;
+        for g in vals(&a.grad().unwrap())
+            .iter()
+            .chain(&vals(&b.grad().unwrap()))
+        {
+            assert!(g.is_finite(), "[{dev}] gradient {g}");
+        }
+        // The zero vector's gradient: b / (eps |b|), as PyTorch's.
+        let ga = vals(&a.grad().unwrap());
+        let want = 1.0 / (2f64.sqrt() * 1e-8);
+        assert_close(&format!("[{dev}] grad"), &ga[..2], &[want, want], 1e-5, 0.0);
+    }
+    Ok(())
+}
+
+#[test]
+fn loss_bad_inputs_name_the_op() {
+    for dev in common::devices() {
+        let x = t(&[0.1, 0.2, 0.3, 0.4, 0.5, 0.6], &[2, 3], &dev);
+        let y = t(&[0.1, 0.2, 0.3], &[3], &dev);
+        let cls = Tensor::from_slice(&[0i32, 2], [2], &dev).unwrap();
+        let cases: Vec<(Result<Tensor>, &str)> = vec![
+            (F::kl_div(&x, &y), "kl_div"),
+            (F::huber_loss(&x, &y), "huber_loss"),
+            (
+                F::huber_loss_with(
+                    &x,
+                    &x,
+                    F::HuberLossOptions {
+                        delta: 0.0,
+                        ..Default::default()
+                    },
+                ),
+                "huber_loss does not support non-positive values for delta",
+            ),
+            (
+                F::smooth_l1_loss_with(
+                    &x,
+                    &x,
+                    F::SmoothL1LossOptions {
+                        beta: -1.0,
+                        ..Default::default()
+                    },
+                ),
+                "smooth_l1_loss does not support negative values for beta",
+            ),
+            (
+                F::mse_loss_with(
+                    &x,
+                    &x,
+                    F::MseLossOptions {
+                        reduction: F::Reduction::BatchMean,
+                        ..Default::default()
+                    },
+                ),
+                "batchmean is not a valid value for reduction",
+            ),
+            (
+                F::mse_loss_with(
+                    &x,
+                    &x,
+                    F::MseLossOptions {
+                        weight: Some(y.clone()),
+                        ..Default::default()
+                    },
+                ),
+                "Weights and input must have the same size",
+            ),
+            (
+                F::cross_entropy_with(
+                    &x,
+                    &cls,
+                    F::CrossEntropyOptions {
+                        weight: Some(x.clone()),
+                        ..Default::default()
+                    },
+                ),
+                "weight tensor should be defined either for all 3 classes or no classes",
+            ),
+            (
+                F::nll_loss_with(
+                    &x,
+                    &cls,
+                    F::NllLossOptions {
+                        reduction: F::Reduction::BatchMean,
+                        ..Default::default()
+                    },
+                ),
+                "batchmean",
+            ),
+            (
+                F::margin_ranking_loss(&x, &x, &y),
+                "All input tensors should have same dimension",
+            ),
+            (
+                F::cosine_similarity(&x, &y.reshape(&[3, 1]).unwrap()),
+                "cosine_similarity",
+            ),
+            (
+                F::cosine_similarity_with(&x, &x, F::CosineSimilarityOptions { dim: 2, eps: 1e-8 }),
+                "Dimension out of range",
+            ),
+        ];
+        for (i, (r, want)) in cases.into_iter().enumerate() {
+            let e = err_text(r);
+            assert!(e.contains(want), "[{dev}] case {i}: {e}");
+        }
+        assert!(F::Reduction::parse("batchmean").is_ok());
+        assert!(
+            err_text(F::Reduction::parse("avg")).contains("avg is not a valid value for reduction")
+        );
+    }
+    if let Some(g) = common::gpu() {
+        let a = t(&[0.5], &[1], &Device::Cpu);
+        let b = t(&[0.5], &[1], &g);
+        assert!(err_text(F::binary_cross_entropy(&a, &b)).contains("same device"));
+        assert!(err_text(F::kl_div(&a, &b)).contains("same device"));
+    }
+}
