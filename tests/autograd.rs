@@ -171,7 +171,7 @@ fn gradcheck_every_differentiable_op_family() -> Result<()> {
         }),
         ("batch_norm", |v| {
             F::batch_norm(
-                &v[0].reshape_to(&[2, 3, 1])?,
+                &v[0].reshape(&[2, 3, 1])?,
                 None,
                 None,
                 None,
@@ -183,8 +183,8 @@ fn gradcheck_every_differentiable_op_family() -> Result<()> {
         }),
         ("conv2d", |v| {
             F::conv2d(
-                &v[0].reshape_to(&[1, 1, 2, 3])?,
-                &v[0].narrow(1, 0, 2)?.reshape_to(&[1, 1, 2, 2])?,
+                &v[0].reshape(&[1, 1, 2, 3])?,
+                &v[0].narrow(1, 0, 2)?.reshape(&[1, 1, 2, 2])?,
                 None,
                 [1, 1],
                 [1, 0],
@@ -193,7 +193,7 @@ fn gradcheck_every_differentiable_op_family() -> Result<()> {
             )
         }),
         ("max_pool2d", |v| {
-            F::max_pool2d(&v[0].reshape_to(&[1, 1, 2, 3])?, [2, 2], [1, 1], [0, 0])
+            F::max_pool2d(&v[0].reshape(&[1, 1, 2, 3])?, [2, 2], [1, 1], [0, 0])
         }),
     ];
     for (name, f) in unary {
@@ -328,7 +328,7 @@ fn gradcheck_the_remaining_ops() -> Result<()> {
                 .masked_select(&v[0].lt_scalar(0.0)?)
         }),
         ("avg/adaptive pool", |v| {
-            let i = v[0].reshape_to(&[1, 1, 2, 3])?;
+            let i = v[0].reshape(&[1, 1, 2, 3])?;
             F::avg_pool2d(&i, [1, 2], [1, 1], [0, 0])?.add(&F::adaptive_avg_pool2d(&i, [2, 2])?)
         }),
         ("log_softmax+nll", |v| {
@@ -350,13 +350,13 @@ fn gradcheck_the_remaining_ops() -> Result<()> {
         }),
         ("minimum", |v| v[0].minimum(&v[1])),
         ("broadcast", |v| {
-            v[0].mul(&v[1].narrow(0, 0, 1)?.reshape_to(&[3])?)
+            v[0].mul(&v[1].narrow(0, 0, 1)?.reshape(&[3])?)
         }),
         ("bmm", |v| v[0].unsqueeze(0)?.bmm(&v[1].t()?.unsqueeze(0)?)),
         ("linear", |v| {
             v[0].linear(
                 &v[1],
-                Some(&v[1].narrow(0, 0, 1)?.reshape_to(&[3])?.narrow(0, 0, 2)?),
+                Some(&v[1].narrow(0, 0, 1)?.reshape(&[3])?.narrow(0, 0, 2)?),
             )
         }),
         ("einsum outer", |v| {

@@ -102,9 +102,9 @@ fn gpu_matches_cpu_on_views_and_scalars() -> Result<()> {
                 .narrow(0, 0, 2)?
                 .narrow(1, 0, 6)?
                 .narrow(2, 0, 3)?
-                .reshape_to(&[2, 2, 3, 3])?;
+                .reshape(&[2, 2, 3, 3])?;
             F::conv2d(
-                &t.reshape_to(&[2, 3, 8, 5])?.narrow(1, 0, 2)?,
+                &t.reshape(&[2, 3, 8, 5])?.narrow(1, 0, 2)?,
                 &w,
                 None,
                 [2, 1],
@@ -114,7 +114,7 @@ fn gpu_matches_cpu_on_views_and_scalars() -> Result<()> {
             )
         }),
         ("max_pool", |t| {
-            F::max_pool2d(&t.reshape_to(&[1, 3, 16, 5])?, [3, 2], [2, 1], [1, 0])
+            F::max_pool2d(&t.reshape(&[1, 3, 16, 5])?, [3, 2], [2, 1], [1, 0])
         }),
     ];
     for (name, f) in views {

@@ -147,17 +147,17 @@ pub fn conv2d(
     let k = cg * kh * kw;
     let l = g.ho * g.wo;
     let cols = cols
-        .reshape_to(&[g.n, groups, k, l])?
+        .reshape(&[g.n, groups, k, l])?
         .permute(&[1, 2, 0, 3])?
-        .reshape_to(&[groups, k, g.n * l])?;
-    let w = weight.reshape_to(&[groups, o / groups, k])?;
+        .reshape(&[groups, k, g.n * l])?;
+    let w = weight.reshape(&[groups, o / groups, k])?;
     let y = w
         .matmul(&cols)?
-        .reshape_to(&[groups, o / groups, g.n, l])?
+        .reshape(&[groups, o / groups, g.n, l])?
         .permute(&[2, 0, 1, 3])?
-        .reshape_to(&[g.n, o, g.ho, g.wo])?;
+        .reshape(&[g.n, o, g.ho, g.wo])?;
     match bias {
-        Some(b) => y.add(&b.reshape_to(&[1, o, 1, 1])?),
+        Some(b) => y.add(&b.reshape(&[1, o, 1, 1])?),
         None => Ok(y),
     }
 }
@@ -286,14 +286,14 @@ fn conv2d_backward_graph(
     o: usize,
 ) -> Result<Vec<Option<Tensor>>> {
     let (k, l) = (g.c * g.kh * g.kw, g.ho * g.wo);
-    let gy3 = gy.reshape_to(&[g.n, o, l])?;
-    let w2 = w.reshape_to(&[o, k])?;
+    let gy3 = gy.reshape(&[g.n, o, l])?;
+    let w2 = w.reshape(&[o, k])?;
     let gx = w2.t()?.matmul(&gy3)?.col2im(g)?;
     let cols = x.im2col(g, 0.0)?;
     let gw = gy3
         .matmul(&cols.transpose(1, 2)?)?
         .sum_dims(&[0], false)?
-        .reshape_to(w.shape())?;
+        .reshape(w.shape())?;
     Ok(vec![
         Some(gx),
         Some(gw),
@@ -324,7 +324,7 @@ fn pool_cols(
         input.shape()[input.ndim() - 1],
     );
     let nc: usize = lead.iter().product();
-    let x = input.reshape_to(&[nc, 1, h, w])?;
+    let x = input.reshape(&[nc, 1, h, w])?;
     let g = ConvGeom::new(op, x.shape(), k, s, p, [1, 1])?;
     let cols = x.im2col(&g, pad)?; // [NC, kh*kw, L]
     let mut out = lead;
@@ -399,10 +399,9 @@ fn max_pool2d_backward(
         saved,
         |(idx, planes, out_shape), g2| {
             let (idx, planes) = (idx.get()?, *planes);
-            let flat = g2.reshape_to(&[planes, g2.numel() / planes.max(1)])?;
-            let picked =
-                flat.gather(1, &idx.reshape_to(&[planes, idx.numel() / planes.max(1)])?)?;
-            Ok(vec![Some(picked.reshape_to(out_shape)?)])
+            let flat = g2.reshape(&[planes, g2.numel() / planes.max(1)])?;
+            let picked = flat.gather(1, &idx.reshape(&[planes, idx.numel() / planes.max(1)])?)?;
+            Ok(vec![Some(picked.reshape(out_shape)?)])
         },
     ))
 }
@@ -415,7 +414,7 @@ pub fn avg_pool2d(
     padding: [usize; 2],
 ) -> Result<Tensor> {
     let (cols, _, out) = pool_cols("avg_pool2d", input, kernel, stride, padding, 0.0)?;
-    cols.mean_dims(&[1], false)?.reshape_to(&out)
+    cols.mean_dims(&[1], false)?.reshape(&out)
 }
 
 /// Adaptive average pooling to `[oh, ow]` with PyTorch's window bounds.

@@ -35,7 +35,7 @@ impl Tensor {
             let out = self
                 .reshape(&[1])?
                 .gather_as(op, 0, &index.reshape(&[-1])?)?;
-            return out.reshape_to(index.shape());
+            return out.reshape(index.shape());
         }
         if index.ndim() != self.ndim() {
             return Err(Error::shape(op, format!("Index tensor must have the same number of dimensions as input tensor ({:?} vs {:?})", index.shape(), self.shape())));

@@ -111,7 +111,7 @@ fn nll_rows(
     let keepf = keep.to_dtype(logp.dtype())?;
     let loss = loss.mul(&keepf)?;
     match reduction {
-        Reduction::None => loss.reshape_to(out_shape),
+        Reduction::None => loss.reshape(out_shape),
         Reduction::Sum => loss.sum_all(),
         Reduction::Mean => loss.sum_all()?.div(&keepf.sum_all()?),
     }

@@ -3,7 +3,7 @@
 
 use crate::autograd::{record, Saved};
 use crate::error::InOp;
-use crate::shape::wrap_dim;
+use crate::shape::{wrap_dim, IntoShape};
 use crate::{DType, Error, Result, Tensor};
 
 /// The reductions kernels implement over the last axis of `[rows, n]`.
@@ -129,7 +129,7 @@ impl Tensor {
             let s = x.storage().reduce_rows(op, self.numel() / tail, tail)?;
             let partial = Tensor::from_storage(s, &self.shape()[..k], self.device());
             let rest: Vec<usize> = dims.iter().copied().filter(|&d| d < k).collect();
-            return partial.reduce_raw(op, &rest, false)?.reshape_to(&out_shape);
+            return partial.reduce_raw(op, &rest, false)?.reshape(&out_shape);
         }
         let x = self.detach().permute_raw(&perm).dense()?;
         let s = x.storage().reduce_rows(op, rows, n)?;
@@ -140,7 +140,8 @@ impl Tensor {
     /// in f32 and round once; int32 (and bool, counted as int32) sums wrap in int32 on every
     /// device (PyTorch's default int sum is int64, which wgtorch lacks: this is
     /// `torch.sum(x, dtype=torch.int32)`). The sum of no elements is 0.
-    pub fn sum_dims(&self, dims: &[isize], keepdim: bool) -> Result<Tensor> {
+    pub fn sum_dims(&self, dims: impl IntoShape, keepdim: bool) -> Result<Tensor> {
+        let dims = &dims.to_dims("sum")?;
         self.sum_scaled("sum", dims, keepdim, false)
     }
     /// Sum (or mean, when `mean`) over `dims`: reduced in the kernel's accumulation type
@@ -187,7 +188,8 @@ impl Tensor {
     }
     /// Mean over `dims` (empty: all); half types accumulate in f32 (the mean of 100,000 f16
     /// ones is 1, not inf); the mean of no elements is NaN.
-    pub fn mean_dims(&self, dims: &[isize], keepdim: bool) -> Result<Tensor> {
+    pub fn mean_dims(&self, dims: impl IntoShape, keepdim: bool) -> Result<Tensor> {
+        let dims = &dims.to_dims("mean")?;
         if !self.dtype().is_float() {
             return Err(Error::UnsupportedDType {
                 op: "mean",
@@ -202,11 +204,13 @@ impl Tensor {
         self.mean_dims(&[], false)
     }
     /// Maximum over `dims`; the gradient is split evenly among ties (PyTorch's amax).
-    pub fn amax(&self, dims: &[isize], keepdim: bool) -> Result<Tensor> {
+    pub fn amax(&self, dims: impl IntoShape, keepdim: bool) -> Result<Tensor> {
+        let dims = &dims.to_dims("amax")?;
         self.extreme(ReduceOp::Max, dims, keepdim)
     }
     /// Minimum over `dims`.
-    pub fn amin(&self, dims: &[isize], keepdim: bool) -> Result<Tensor> {
+    pub fn amin(&self, dims: impl IntoShape, keepdim: bool) -> Result<Tensor> {
+        let dims = &dims.to_dims("amin")?;
         self.extreme(ReduceOp::Min, dims, keepdim)
     }
     fn extreme(&self, op: ReduceOp, dims: &[isize], keepdim: bool) -> Result<Tensor> {
@@ -282,13 +286,20 @@ impl Tensor {
         }
     }
     /// Variance over `dims` with Bessel's correction when `unbiased`.
-    pub fn var_dims(&self, dims: &[isize], unbiased: bool, keepdim: bool) -> Result<Tensor> {
+    pub fn var_dims(&self, dims: impl IntoShape, unbiased: bool, keepdim: bool) -> Result<Tensor> {
+        let dims = &dims.to_dims("var")?;
         self.var_correction(dims, if unbiased { 1.0 } else { 0.0 }, keepdim)
     }
     /// Variance over `dims` divided by `max(0, n - correction)` (torch.var's `correction`):
     /// with no degrees of freedom left it is `ss / 0`, NaN for no elements or one (PyTorch
     /// warns and gives the same), inf when the squares do not sum to zero.
-    pub fn var_correction(&self, dims: &[isize], correction: f64, keepdim: bool) -> Result<Tensor> {
+    pub fn var_correction(
+        &self,
+        dims: impl IntoShape,
+        correction: f64,
+        keepdim: bool,
+    ) -> Result<Tensor> {
+        let dims = &dims.to_dims("var")?;
         let d = wrap_dims("var", dims, self.ndim())?;
         let n: usize = d.iter().map(|&i| self.shape()[i]).product();
         let mean = self.mean_dims(dims, true)?;
@@ -296,15 +307,23 @@ impl Tensor {
         ss.div_scalar((n as f64 - correction).max(0.0))
     }
     /// Standard deviation over `dims`.
-    pub fn std_dims(&self, dims: &[isize], unbiased: bool, keepdim: bool) -> Result<Tensor> {
+    pub fn std_dims(&self, dims: impl IntoShape, unbiased: bool, keepdim: bool) -> Result<Tensor> {
+        let dims = &dims.to_dims("std")?;
         self.var_dims(dims, unbiased, keepdim)?.sqrt()
     }
     /// Standard deviation with torch.std's `correction`.
-    pub fn std_correction(&self, dims: &[isize], correction: f64, keepdim: bool) -> Result<Tensor> {
+    pub fn std_correction(
+        &self,
+        dims: impl IntoShape,
+        correction: f64,
+        keepdim: bool,
+    ) -> Result<Tensor> {
+        let dims = &dims.to_dims("std")?;
         self.var_correction(dims, correction, keepdim)?.sqrt()
     }
     /// `log(sum(exp(x)))` over `dims`, computed stably.
-    pub fn logsumexp(&self, dims: &[isize], keepdim: bool) -> Result<Tensor> {
+    pub fn logsumexp(&self, dims: impl IntoShape, keepdim: bool) -> Result<Tensor> {
+        let dims = &dims.to_dims("logsumexp")?;
         let m = self.amax(dims, true)?.detach();
         let m = Tensor::where_cond(&m.abs()?.eq_scalar(f64::INFINITY)?, &m.zeros_like()?, &m)?;
         let s = self.sub(&m)?.exp()?.sum_dims(dims, true)?.log()?.add(&m)?;
@@ -354,7 +373,8 @@ impl Tensor {
         }))
     }
     /// p-norm over `dims` (torch.linalg.vector_norm); `ord` 2, 1 or infinity.
-    pub fn vector_norm(&self, ord: f64, dims: &[isize], keepdim: bool) -> Result<Tensor> {
+    pub fn vector_norm(&self, ord: f64, dims: impl IntoShape, keepdim: bool) -> Result<Tensor> {
+        let dims = &dims.to_dims("norm")?;
         if ord == 2.0 {
             self.square()?.sum_dims(dims, keepdim)?.sqrt()
         } else if ord == 1.0 {

@@ -238,7 +238,7 @@ fn assert_gpu_oom(what: &str, r: wgtorch::Result<Tensor>) {
 fn gpu_tensor_past_the_buffer_limit_is_refused_before_host_allocation() {
     let Some(g) = common::gpu() else { return };
     // 100 GB: creating the values on the host first aborted the process.
-    let n = 25_000_000_000;
+    let n: usize = 25_000_000_000;
     assert_gpu_oom("randn", Tensor::randn([n], &g));
     assert_gpu_oom("rand", Tensor::rand([n], &g));
     assert_gpu_oom("zeros", Tensor::zeros([n], &g));
