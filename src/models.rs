@@ -34,7 +34,7 @@ impl Module for SimpleCnn {
         let pool = |t: &Tensor| crate::ops::max_pool2d(t, [2, 2], [2, 2], [0, 0]);
         let x = pool(&self.conv1.forward(x)?.relu()?)?;
         let x = pool(&self.conv2.forward(&x)?.relu()?)?;
-        let x = x.reshape(&[-1, 64 * 8 * 8])?;
+        let x = x.reshape([-1, 64 * 8 * 8])?;
         self.fc2.forward(&self.fc1.forward(&x)?.relu()?)
     }
     fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, Kind)) {

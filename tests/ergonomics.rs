@@ -2,6 +2,9 @@
 //! PyTorch's result types, one shape-argument type (`[-1, 5]`, `&[-1, 5]`, `Vec`s, `x.shape()`,
 //! `-1`, `[]`) with PyTorch's errors, the prelude, and `Error` constructors for user code.
 
+// The borrowed forms (`&[-1, 5]`) are what these tests check.
+#![allow(clippy::needless_borrows_for_generic_args)]
+
 mod common;
 
 use common::{devices, vals};

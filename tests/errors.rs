@@ -23,15 +23,15 @@ fn shape_dtype_dim_and_index_errors() {
         );
         let m = msg(a.matmul(&Tensor::zeros([2, 3], &dev).unwrap()));
         assert!(m.contains("cannot be multiplied (2x3 and 2x3)"), "{m}");
-        let m = msg(a.sum_dims(&[2], false));
+        let m = msg(a.sum_dims([2], false));
         assert!(
             m.contains("Dimension out of range (expected to be in range of [-2, 1], but got 2)"),
             "{m}"
         );
-        let m = msg(a.t().unwrap().view(&[6]));
+        let m = msg(a.t().unwrap().view([6]));
         assert!(m.contains("Use .reshape(...) instead"), "{m}");
-        assert!(a.t().unwrap().reshape(&[6]).is_ok());
-        let m = msg(a.reshape(&[4, 2]));
+        assert!(a.t().unwrap().reshape([6]).is_ok());
+        let m = msg(a.reshape([4, 2]));
         assert!(
             m.contains("shape '[4, 2]' is invalid for input of size 6"),
             "{m}"

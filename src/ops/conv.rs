@@ -147,17 +147,17 @@ pub fn conv2d(
     let k = cg * kh * kw;
     let l = g.ho * g.wo;
     let cols = cols
-        .reshape(&[g.n, groups, k, l])?
-        .permute(&[1, 2, 0, 3])?
-        .reshape(&[groups, k, g.n * l])?;
-    let w = weight.reshape(&[groups, o / groups, k])?;
+        .reshape([g.n, groups, k, l])?
+        .permute([1, 2, 0, 3])?
+        .reshape([groups, k, g.n * l])?;
+    let w = weight.reshape([groups, o / groups, k])?;
     let y = w
         .matmul(&cols)?
-        .reshape(&[groups, o / groups, g.n, l])?
-        .permute(&[2, 0, 1, 3])?
-        .reshape(&[g.n, o, g.ho, g.wo])?;
+        .reshape([groups, o / groups, g.n, l])?
+        .permute([2, 0, 1, 3])?
+        .reshape([g.n, o, g.ho, g.wo])?;
     match bias {
-        Some(b) => y.add(&b.reshape(&[1, o, 1, 1])?),
+        Some(b) => y.add(&b.reshape([1, o, 1, 1])?),
         None => Ok(y),
     }
 }
@@ -234,7 +234,7 @@ fn conv2d_dense(
                 // On a GPU the stride-1 input gradient runs as the forward kernel on flipped
                 // weights (its gather needs no divisibility tests).
                 Some(gt) if dev.is_gpu() => {
-                    let wt = w.transpose(0, 1)?.flip(&[2, 3])?.dense()?;
+                    let wt = w.transpose(0, 1)?.flip([2, 3])?.dense()?;
                     let gx = gy.storage().conv2d(&wt.storage(), None, &gt, g.c)?;
                     Some(gx)
                 }
@@ -249,7 +249,7 @@ fn conv2d_dense(
             gw.map(|s| Tensor::from_storage(s, w.shape(), dev)),
         ];
         if *has_bias {
-            grads.push(Some(gy.sum_dims(&[0, 2, 3], false)?));
+            grads.push(Some(gy.sum_dims([0, 2, 3], false)?));
         }
         Ok(grads)
     }))
@@ -286,18 +286,18 @@ fn conv2d_backward_graph(
     o: usize,
 ) -> Result<Vec<Option<Tensor>>> {
     let (k, l) = (g.c * g.kh * g.kw, g.ho * g.wo);
-    let gy3 = gy.reshape(&[g.n, o, l])?;
-    let w2 = w.reshape(&[o, k])?;
+    let gy3 = gy.reshape([g.n, o, l])?;
+    let w2 = w.reshape([o, k])?;
     let gx = w2.t()?.matmul(&gy3)?.col2im(g)?;
     let cols = x.im2col(g, 0.0)?;
     let gw = gy3
         .matmul(&cols.transpose(1, 2)?)?
-        .sum_dims(&[0], false)?
+        .sum_dims([0], false)?
         .reshape(w.shape())?;
     Ok(vec![
         Some(gx),
         Some(gw),
-        Some(gy.sum_dims(&[0, 2, 3], false)?),
+        Some(gy.sum_dims([0, 2, 3], false)?),
     ])
 }
 
@@ -324,7 +324,7 @@ fn pool_cols(
         input.shape()[input.ndim() - 1],
     );
     let nc: usize = lead.iter().product();
-    let x = input.reshape(&[nc, 1, h, w])?;
+    let x = input.reshape([nc, 1, h, w])?;
     let g = ConvGeom::new(op, x.shape(), k, s, p, [1, 1])?;
     let cols = x.im2col(&g, pad)?; // [NC, kh*kw, L]
     let mut out = lead;
@@ -399,8 +399,8 @@ fn max_pool2d_backward(
         saved,
         |(idx, planes, out_shape), g2| {
             let (idx, planes) = (idx.get()?, *planes);
-            let flat = g2.reshape(&[planes, g2.numel() / planes.max(1)])?;
-            let picked = flat.gather(1, &idx.reshape(&[planes, idx.numel() / planes.max(1)])?)?;
+            let flat = g2.reshape([planes, g2.numel() / planes.max(1)])?;
+            let picked = flat.gather(1, &idx.reshape([planes, idx.numel() / planes.max(1)])?)?;
             Ok(vec![Some(picked.reshape(out_shape)?)])
         },
     ))
@@ -414,7 +414,7 @@ pub fn avg_pool2d(
     padding: [usize; 2],
 ) -> Result<Tensor> {
     let (cols, _, out) = pool_cols("avg_pool2d", input, kernel, stride, padding, 0.0)?;
-    cols.mean_dims(&[1], false)?.reshape(&out)
+    cols.mean_dims([1], false)?.reshape(&out)
 }
 
 /// Adaptive average pooling to `[oh, ow]` with PyTorch's window bounds.
@@ -448,7 +448,7 @@ pub fn adaptive_avg_pool2d(input: &Tensor, output: [usize; 2]) -> Result<Tensor>
                 input
                     .narrow(nd as isize - 2, h0, h1 - h0)?
                     .narrow(nd as isize - 1, w0, w1 - w0)?;
-            cols.push(cell.mean_dims(&[-2, -1], false)?);
+            cols.push(cell.mean_dims([-2, -1], false)?);
         }
         rows.push(Tensor::stack(&cols, -1)?);
     }

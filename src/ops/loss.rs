@@ -75,9 +75,9 @@ fn flatten_classes(input: &Tensor, target: &Tensor, op: &'static str) -> Result<
         let mut p: Vec<isize> = vec![0];
         p.extend(2..input.ndim() as isize);
         p.push(1);
-        input.permute(&p)?.reshape(&[-1, c])?
+        input.permute(&p)?.reshape([-1, c])?
     };
-    Ok((x, target.reshape(&[-1])?))
+    Ok((x, target.reshape([-1])?))
 }
 
 /// The loss of each row of `logp` `[rows, C]` at its target (gathered under `op`'s name, so an
@@ -96,12 +96,12 @@ fn nll_rows(
     let safe_t = Tensor::where_cond(&keep, target, &target.zeros_like()?)?;
     let picked = logp
         .gather_as(op, 1, &safe_t.unsqueeze(1)?)?
-        .reshape(&[-1])?
+        .reshape([-1])?
         .neg()?;
     let mut loss = picked;
     if label_smoothing > 0.0 {
         let smooth = logp
-            .sum_dims(&[1], false)?
+            .sum_dims([1], false)?
             .neg()?
             .mul_scalar(1.0 / c as f64)?;
         loss = loss

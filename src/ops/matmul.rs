@@ -31,8 +31,8 @@ fn fold(a: &Tensor, b: &Tensor, out_full: &[usize]) -> Result<Option<Tensor>> {
         return Ok(None);
     }
     let c = big
-        .reshape(&[1, rows, k])?
-        .bmm_raw(&mat.reshape(&[1, k, n])?)?;
+        .reshape([1, rows, k])?
+        .bmm_raw(&mat.reshape([1, k, n])?)?;
     Ok(Some(if transpose {
         let mut shape = big.shape().to_vec();
         shape.pop();
@@ -186,7 +186,7 @@ impl Tensor {
                 let to3 = |t: &Tensor, r: usize, c: usize| -> Result<Tensor> {
                     let mut full = batch.clone();
                     full.extend([r, c]);
-                    t.expand(&full)?.reshape(&[bsz, r, c])
+                    t.expand(&full)?.reshape([bsz, r, c])
                 };
                 to3(&a, m, k)?.bmm_raw(&to3(&b, k, n)?)?
             }

@@ -169,7 +169,7 @@ impl Tensor {
     /// Flatten dims `start_dim..=end_dim` into one.
     pub fn flatten(&self, start_dim: isize, end_dim: isize) -> Result<Tensor> {
         if self.ndim() == 0 {
-            return self.reshape(&[1]);
+            return self.reshape([1]);
         }
         let (a, b) = (
             wrap_dim("flatten", start_dim, self.ndim())?,

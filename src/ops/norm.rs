@@ -63,10 +63,10 @@ pub fn batch_norm(
             let unbiased = var.mul_scalar(n as f64 / (n as f64 - 1.0))?;
             let new_m = rm
                 .mul_scalar(1.0 - momentum)?
-                .add(&mean.reshape(&[c])?.mul_scalar(momentum)?)?;
+                .add(&mean.reshape([c])?.mul_scalar(momentum)?)?;
             let new_v = rv
                 .mul_scalar(1.0 - momentum)?
-                .add(&unbiased.reshape(&[c])?.mul_scalar(momentum)?)?;
+                .add(&unbiased.reshape([c])?.mul_scalar(momentum)?)?;
             rm.copy_(&new_m)?;
             rv.copy_(&new_v)?;
         }

@@ -184,7 +184,7 @@ impl Tensor {
     }
     /// Sum of all elements (0-d).
     pub fn sum_all(&self) -> Result<Tensor> {
-        self.sum_dims(&[], false)
+        self.sum_dims([], false)
     }
     /// Mean over `dims` (empty: all); half types accumulate in f32 (the mean of 100,000 f16
     /// ones is 1, not inf); the mean of no elements is NaN.
@@ -201,7 +201,7 @@ impl Tensor {
     }
     /// Mean of all elements.
     pub fn mean_all(&self) -> Result<Tensor> {
-        self.mean_dims(&[], false)
+        self.mean_dims([], false)
     }
     /// Maximum over `dims`; the gradient is split evenly among ties (PyTorch's amax).
     pub fn amax(&self, dims: impl IntoShape, keepdim: bool) -> Result<Tensor> {
@@ -226,7 +226,7 @@ impl Tensor {
                 (g.unsqueeze_dims(d)?, y.unsqueeze_dims(d)?)
             };
             let mask = x.eq(&y)?.to_dtype(x.dtype())?;
-            let count = mask.sum_dims(&d.iter().map(|&i| i as isize).collect::<Vec<_>>(), true)?;
+            let count = mask.sum_dims(d.iter().map(|&i| i as isize).collect::<Vec<_>>(), true)?;
             Ok(vec![Some(mask.div(&count)?.mul(&g)?)])
         }))
     }
@@ -249,8 +249,8 @@ impl Tensor {
         let d = wrap_dim(vop.name(), dim, self.ndim())?;
         if self.ndim() == 0 {
             // PyTorch: dim 0 / -1 of a 0-d tensor is its one element (index 0).
-            let (v, i) = self.reshape(&[1])?.extreme_dim(vop, iop, 0, false)?;
-            return Ok((v.reshape(&[])?, i.reshape(&[])?));
+            let (v, i) = self.reshape([1])?.extreme_dim(vop, iop, 0, false)?;
+            return Ok((v.reshape([])?, i.reshape([])?));
         }
         let idx = self.reduce_raw(iop, &[d], true)?;
         let vals = self.detach().gather(d as isize, &idx)?;
@@ -278,11 +278,11 @@ impl Tensor {
             Some(dim) => {
                 let d = wrap_dim(op.name(), dim, self.ndim())?;
                 if self.ndim() == 0 {
-                    return self.reshape(&[1])?.reduce_raw(op, &[0], false);
+                    return self.reshape([1])?.reduce_raw(op, &[0], false);
                 }
                 self.reduce_raw(op, &[d], keepdim)
             }
-            None => self.detach().reshape(&[-1])?.reduce_raw(op, &[0], false),
+            None => self.detach().reshape([-1])?.reduce_raw(op, &[0], false),
         }
     }
     /// Variance over `dims` with Bessel's correction when `unbiased`.
@@ -338,7 +338,7 @@ impl Tensor {
     pub fn prod_dim(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
         let d = wrap_dim("prod", dim, self.ndim())?;
         if self.ndim() == 0 {
-            return self.reshape(&[1])?.prod_dim(0, false);
+            return self.reshape([1])?.prod_dim(0, false);
         }
         // Half products accumulate in f32 (ReduceOp::out_dtype) and round once.
         let out = self.reduce_raw(ReduceOp::Prod, &[d], keepdim)?;
@@ -409,24 +409,24 @@ impl Tensor {
         let out = y.permute_raw(&inv);
         Ok(record(out, "cumsum", &[self], d, |&d, g| {
             Ok(vec![Some(
-                g.flip(&[d as isize])?
+                g.flip([d as isize])?
                     .cumsum(d as isize)?
-                    .flip(&[d as isize])?,
+                    .flip([d as isize])?,
             )])
         }))
     }
     /// Softmax along `dim`, numerically stable.
     pub fn softmax(&self, dim: isize) -> Result<Tensor> {
         let x = crate::amp::upper(self)?;
-        let m = x.amax(&[dim], true).in_op("softmax")?.detach();
+        let m = x.amax([dim], true).in_op("softmax")?.detach();
         let e = x.sub(&m)?.exp()?;
-        e.div(&e.sum_dims(&[dim], true)?)
+        e.div(&e.sum_dims([dim], true)?)
     }
     /// Log-softmax along `dim`, numerically stable.
     pub fn log_softmax(&self, dim: isize) -> Result<Tensor> {
         let x = crate::amp::upper(self)?;
-        let m = x.amax(&[dim], true).in_op("log_softmax")?.detach();
+        let m = x.amax([dim], true).in_op("log_softmax")?.detach();
         let z = x.sub(&m)?;
-        z.sub(&z.exp()?.sum_dims(&[dim], true)?.log()?)
+        z.sub(&z.exp()?.sum_dims([dim], true)?.log()?)
     }
 }

@@ -56,7 +56,7 @@ fn conv_all(t: &[Tensor], padding: usize) -> Tensor {
     let b = t[2].clone().requires_grad_(true);
     let y = F::conv2d(&x, &w, Some(&b), [1, 1], [padding; 2], [1, 1], 1).unwrap();
     y.sum_all().unwrap().backward().unwrap();
-    let flat = |t: &Tensor| t.reshape(&[-1]).unwrap();
+    let flat = |t: &Tensor| t.reshape([-1]).unwrap();
     let parts = [
         flat(&y.detach()),
         flat(&x.grad().unwrap()),
