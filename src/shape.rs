@@ -255,9 +255,13 @@ dim_int!(i32, i64, isize, usize);
 /// - a single integer for a one-entry list (`x.view(-1)`, `Tensor::zeros(5, &dev)`);
 /// - `[]` for a 0-d shape or an empty list of dims.
 ///
-/// `-1` means "infer this size" for `view` / `reshape` and "keep this size" for `expand`, and the
+/// `-1` means "infer this size" for `view` / `reshape`, "keep this size" for `expand`, and the
 /// last dim in a list of dims; each op checks its entries and reports PyTorch's errors. Arrays
 /// are accepted up to 32 entries; pass longer lists as slices or `Vec`s.
+///
+/// A list of bare literals is `i32`, as in any Rust expression without other type information:
+/// write sizes past `i32::MAX` with a type (`[2usize << 40]`, `1isize << 32`), or the compiler
+/// reports the overflow.
 ///
 /// ```
 /// use wgtorch::{Device, Tensor};
@@ -298,7 +302,14 @@ impl<T: DimInt> IntoShape for [T] {
         self.iter()
             .map(|&d| {
                 d.to_isize().ok_or_else(|| {
-                    Error::shape(op, format!("size {d} is too large (more than {MAX_NUMEL})"))
+                    let shape: Vec<String> = self.iter().map(|d| d.to_string()).collect();
+                    Error::shape(
+                        op,
+                        format!(
+                            "shape [{}] has too many elements (size {d} is more than {MAX_NUMEL})",
+                            shape.join(", ")
+                        ),
+                    )
                 })
             })
             .collect()

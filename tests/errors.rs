@@ -101,7 +101,7 @@ fn missing_gpu_ordinal_is_an_error_not_a_panic() {
 fn oversized_buffer_names_the_limit_and_adapter() {
     let Some(gpu) = common::gpu() else { return };
     // 2^31 f32 elements = 8 GiB, past any storage-binding limit lavapipe or a browser offers.
-    let m = msg(Tensor::zeros([1 << 31], &gpu));
+    let m = msg(Tensor::zeros([1usize << 31], &gpu));
     assert!(
         m.contains("max_storage_buffer_binding_size") && m.contains("adapter"),
         "{m}"

@@ -64,7 +64,7 @@ fn zeros_past_usize_elements_is_an_error() {
         // A zero size does not excuse strides that overflow.
         expect_err(
             "zeros [0, 2^40, 2^40]",
-            Tensor::zeros([0, 1 << 40, 1 << 40], &dev),
+            Tensor::zeros([0, 1usize << 40, 1 << 40], &dev),
             &[TOO_MANY],
         );
         // The product used to wrap to 0 and match an empty vector.
@@ -74,7 +74,7 @@ fn zeros_past_usize_elements_is_an_error() {
             &[TOO_MANY],
         );
         // Sizes that fit still work, including empty ones.
-        assert_eq!(Tensor::zeros([0, 1 << 40], &dev).unwrap().numel(), 0);
+        assert_eq!(Tensor::zeros([0, 1usize << 40], &dev).unwrap().numel(), 0);
     }
 }
 
@@ -104,15 +104,19 @@ fn bmm_with_wrapped_inner_size_is_an_error() {
 fn view_and_reshape_products_never_wrap() {
     for dev in devices() {
         let e = Tensor::zeros([0], &dev).unwrap();
-        expect_err("view", e.view([1 << 32, 1 << 32]), &[TOO_MANY]);
-        expect_err("reshape -1", e.reshape([-1, 1 << 32, 1 << 32]), &[TOO_MANY]);
+        expect_err("view", e.view([1usize << 32, 1 << 32]), &[TOO_MANY]);
+        expect_err(
+            "reshape -1",
+            e.reshape([-1, 1isize << 32, 1 << 32]),
+            &[TOO_MANY],
+        );
         expect_err(
             "view zero first",
-            e.view([0, 1 << 40, 1 << 40]),
+            e.view([0, 1usize << 40, 1 << 40]),
             &[TOO_MANY],
         );
         let x = Tensor::zeros([4], &dev).unwrap();
-        expect_err("view -1 wrap", x.view([-1, 1 << 62, 8]), &[TOO_MANY]);
+        expect_err("view -1 wrap", x.view([-1, 1isize << 62, 8]), &[TOO_MANY]);
         assert_eq!(x.view([2, -1]).unwrap().shape(), &[2, 2]);
     }
 }
@@ -130,8 +134,8 @@ fn expand_broadcast_repeat_cat_past_max_elements() {
         expect_err("add broadcast", a.add(&b), &[TOO_MANY]);
         expect_err("where broadcast", a.gt(&b), &[TOO_MANY]);
         let two = Tensor::zeros([2], &dev).unwrap();
-        expect_err("repeat", two.repeat([1 << 62]), &[TOO_MANY]);
-        expect_err("repeat wrap", two.repeat([1 << 63, 2]), &[TOO_MANY]);
+        expect_err("repeat", two.repeat([1usize << 62]), &[TOO_MANY]);
+        expect_err("repeat wrap", two.repeat([1usize << 63, 2]), &[TOO_MANY]);
         let big = huge_view(&[1 << 62], &dev).unwrap();
         expect_err(
             "cat",
@@ -218,7 +222,7 @@ fn cpu_kernel_output_beyond_memory_is_out_of_memory() {
         .unwrap()
         .to_dtype(DType::I32)
         .unwrap()
-        .expand([1 << 48])
+        .expand([1usize << 48])
         .unwrap();
     let one = Tensor::ones([1], &cpu).unwrap();
     for (what, r) in [
