@@ -29,7 +29,7 @@ fn main() -> Result<()> {
     );
     println!(
         "|dL/dw| = {:.5}",
-        w.grad().unwrap().vector_norm(2.0, &[], false)?.item()?
+        w.grad().unwrap().vector_norm(2.0, [], false)?.item()?
     );
     let a = Tensor::randn([64, 64], &dev)?;
     let s = Tensor::einsum("ij,jk->ik", &[a.clone(), a.t()?])?

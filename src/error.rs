@@ -131,13 +131,26 @@ pub enum Error {
     /// A blocking call where blocking is impossible (the browser).
     #[error("{0}")]
     WouldBlock(String),
-    /// I/O.
-    #[error("{path}: {source}")]
+    /// I/O. `path` is the file involved, or empty for an error converted with `?` / `From`.
+    #[error("{}{source}", if path.is_empty() { String::new() } else { format!("{path}: ") })]
     Io {
         path: String,
         #[source]
         source: std::io::Error,
     },
+    /// An error raised by user code with [`Error::msg`].
+    #[error("{0}")]
+    Msg(String),
+}
+
+/// `?` on an I/O result in a function returning [`Result`] (the error names no path).
+impl From<std::io::Error> for Error {
+    fn from(source: std::io::Error) -> Self {
+        Error::Io {
+            path: String::new(),
+            source,
+        }
+    }
 }
 
 /// `Result` with [`Error`].
@@ -156,7 +169,31 @@ impl<T> InOp<T> for Result<T> {
 }
 
 impl Error {
-    pub(crate) fn shape(op: &'static str, msg: impl Into<String>) -> Self {
+    /// An error with a message, for user code that returns [`Result`] from its own functions
+    /// (PyTorch code's `raise RuntimeError(...)`).
+    ///
+    /// ```
+    /// use wgtorch::{Device, Error, Result, Tensor};
+    /// fn check_batch(x: &Tensor) -> Result<()> {
+    ///     if x.ndim() != 4 {
+    ///         return Err(Error::msg(format!("expected a 4-D batch, got shape {:?}", x.shape())));
+    ///     }
+    ///     Ok(())
+    /// }
+    /// let err = check_batch(&Tensor::zeros([3], &Device::Cpu)?).unwrap_err();
+    /// assert_eq!(err.to_string(), "expected a 4-D batch, got shape [3]");
+    /// # Ok::<(), wgtorch::Error>(())
+    /// ```
+    pub fn msg(msg: impl std::fmt::Display) -> Self {
+        Error::Msg(msg.to_string())
+    }
+    /// Shapes that do not agree ([`Error::Shape`]): "`op`: `msg`".
+    ///
+    /// ```
+    /// let e = wgtorch::Error::shape("my_layer", "expected 3 channels, got 4");
+    /// assert_eq!(e.to_string(), "my_layer: expected 3 channels, got 4");
+    /// ```
+    pub fn shape(op: &'static str, msg: impl Into<String>) -> Self {
         Error::Shape {
             op,
             msg: msg.into(),
@@ -183,7 +220,8 @@ impl Error {
             | Error::DataLoader { .. }
             | Error::NoGpu(_)
             | Error::WouldBlock(_)
-            | Error::Io { .. } => {}
+            | Error::Io { .. }
+            | Error::Msg(_) => {}
         }
         self
     }
@@ -195,7 +233,13 @@ impl Error {
             detail: String::new(),
         }
     }
-    pub(crate) fn arg(op: &'static str, msg: impl Into<String>) -> Self {
+    /// A bad argument value ([`Error::InvalidArgument`]): "`op`: `msg`".
+    ///
+    /// ```
+    /// let e = wgtorch::Error::arg("my_dropout", "p must be in [0, 1], got 1.5");
+    /// assert_eq!(e.to_string(), "my_dropout: p must be in [0, 1], got 1.5");
+    /// ```
+    pub fn arg(op: &'static str, msg: impl Into<String>) -> Self {
         Error::InvalidArgument {
             op,
             msg: msg.into(),

@@ -39,4 +39,46 @@ pub use device::Device;
 pub use dtype::{DType, Scalar};
 pub use error::{Error, Result};
 pub use rng::{manual_seed, with_default_generator, Generator};
+pub use shape::IntoShape;
 pub use tensor::Tensor;
+
+/// What a PyTorch program has in scope: `use wgtorch::prelude::*;` brings the tensor types,
+/// the [`Result`] and [`Error`] for your own functions, `nn` (with the [`nn::Module`] and
+/// [`nn::ModuleExt`] traits), `F` (`torch.nn.functional`), `optim` (with the
+/// [`optim::Optimizer`] trait), [`no_grad`] and [`manual_seed`].
+///
+/// ```
+/// use wgtorch::prelude::*;
+///
+/// // Your own functions return wgtorch's Result, and raise with Error::msg.
+/// fn affine(x: &Tensor, w: &Tensor) -> Result<Tensor> {
+///     if x.dtype() != DType::F32 {
+///         return Err(Error::msg(format!("expected float32, got {}", x.dtype())));
+///     }
+///     Ok(x.matmul(&w.t()?)? * 0.5 + 1.0) // x @ w.T * 0.5 + 1.0
+/// }
+///
+/// manual_seed(0);
+/// let dev = Device::Cpu; // or Device::best()
+/// let w = Tensor::randn([5, 10], &dev)?.requires_grad_(true);
+/// let mut opt = optim::Sgd::new(vec![w.clone()], 0.1)?;
+/// let x = Tensor::randn([4, 2, 10], &dev)?;
+/// let y = affine(&x.view([-1, 10])?, &w)?.reshape(&[4, -1])?; // x.view(-1, 10) ... .reshape(4, -1)
+/// let loss = (&y - 1.0).square()?.mean_all()?;
+/// loss.backward()?;
+/// opt.step()?;
+/// opt.zero_grad();
+/// {
+///     let _g = no_grad(); // with torch.no_grad():
+///     let err = affine(&x.view([-1, 10])?, &w)?.sub_scalar(1.0)?.square()?.mean_all()?;
+///     assert!(err.item()? < loss.item()?);
+/// }
+/// let _ = F::Reduction::Mean; // torch.nn.functional as F
+/// assert!(affine(&x.to_dtype(DType::F64)?, &w).is_err());
+/// # Ok::<(), wgtorch::Error>(())
+/// ```
+pub mod prelude {
+    pub use crate::nn::{self, functional as F, Module, ModuleExt};
+    pub use crate::optim::{self, Optimizer};
+    pub use crate::{manual_seed, no_grad, DType, Device, Error, Result, Scalar, Tensor};
+}

@@ -1,5 +1,7 @@
 //! Shapes, strides and broadcasting.
 
+use std::fmt;
+
 use crate::{Error, Result};
 
 /// Row-major strides of a contiguous tensor of `shape`.
@@ -225,7 +227,139 @@ impl Layout {
     }
 }
 
-/// Resolve a shape with at most one `-1` against `numel`.
+/// An integer that may stand in a shape or a list of dims: `i32` (what a bare literal such as
+/// `-1` is), `i64`, `isize` and `usize`.
+pub trait DimInt: Copy + fmt::Display {
+    /// The value as `isize`, or `None` past its range.
+    fn to_isize(self) -> Option<isize>;
+}
+
+macro_rules! dim_int {
+    ($($t:ty),*) => {
+        $(impl DimInt for $t {
+            fn to_isize(self) -> Option<isize> {
+                isize::try_from(self).ok()
+            }
+        })*
+    };
+}
+dim_int!(i32, i64, isize, usize);
+
+/// A shape or a list of dims, given the way PyTorch takes them: every op with such an argument
+/// (`view`, `reshape`, `expand`, `permute`, `flip`, `repeat`, `sum_dims`, `Tensor::zeros`, ...)
+/// accepts any of
+///
+/// - arrays and slices of `i32`, `i64`, `isize` or `usize`, by value or by reference:
+///   `[-1, 5]` (a bare literal is `i32`), `&[-1, 5]`, `[2usize, 3]`, `x.shape()`;
+/// - `Vec`s of those, by value or by reference;
+/// - a single integer for a one-entry list (`x.view(-1)`, `Tensor::zeros(5, &dev)`);
+/// - `[]` for a 0-d shape or an empty list of dims.
+///
+/// `-1` means "infer this size" for `view` / `reshape`, "keep this size" for `expand`, and the
+/// last dim in a list of dims; each op checks its entries and reports PyTorch's errors. Arrays
+/// are accepted up to 32 entries; pass longer lists as slices or `Vec`s.
+///
+/// A list of bare literals is `i32`, as in any Rust expression without other type information:
+/// write sizes past `i32::MAX` with a type (`[2usize << 40]`, `1isize << 32`), or the compiler
+/// reports the overflow.
+///
+/// ```
+/// use wgtorch::{Device, Tensor};
+/// let x = Tensor::arange(0.0, 10.0, 1.0, &Device::Cpu)?;
+/// assert_eq!(x.view([-1, 5])?.shape(), &[2, 5]);
+/// assert_eq!(x.reshape(&[5, -1])?.shape(), &[5, 2]);
+/// let dims: Vec<usize> = vec![2, 5];
+/// assert_eq!(x.view(&dims)?.sum_dims(-1, false)?.shape(), &[2]);
+/// assert_eq!(Tensor::zeros([], &Device::Cpu)?.ndim(), 0);
+/// let err = x.view([-1, 7]).unwrap_err();
+/// assert!(err.to_string().contains("shape '[-1, 7]' is invalid for input of size 10"));
+/// # Ok::<(), wgtorch::Error>(())
+/// ```
+pub trait IntoShape {
+    /// The entries as signed integers, unchecked (`-1` kept), or an error naming `op` for an
+    /// entry past `isize::MAX`.
+    fn to_dims(&self, op: &'static str) -> Result<Vec<isize>>;
+
+    /// The entries as the sizes of a tensor to create: each must be non-negative (PyTorch's
+    /// "Trying to create tensor with negative dimension -1: [-1, 5]").
+    fn to_sizes(&self, op: &'static str) -> Result<Vec<usize>> {
+        let dims = self.to_dims(op)?;
+        dims.iter()
+            .map(|&d| {
+                usize::try_from(d).map_err(|_| {
+                    Error::arg(
+                        op,
+                        format!("Trying to create tensor with negative dimension {d}: {dims:?}"),
+                    )
+                })
+            })
+            .collect()
+    }
+}
+
+impl<T: DimInt> IntoShape for [T] {
+    fn to_dims(&self, op: &'static str) -> Result<Vec<isize>> {
+        self.iter()
+            .map(|&d| {
+                d.to_isize().ok_or_else(|| {
+                    let shape: Vec<String> = self.iter().map(|d| d.to_string()).collect();
+                    Error::shape(
+                        op,
+                        format!(
+                            "shape [{}] has too many elements (size {d} is more than {MAX_NUMEL})",
+                            shape.join(", ")
+                        ),
+                    )
+                })
+            })
+            .collect()
+    }
+}
+
+impl<T: DimInt> IntoShape for Vec<T> {
+    fn to_dims(&self, op: &'static str) -> Result<Vec<isize>> {
+        self.as_slice().to_dims(op)
+    }
+}
+
+impl<S: IntoShape + ?Sized> IntoShape for &S {
+    fn to_dims(&self, op: &'static str) -> Result<Vec<isize>> {
+        (**self).to_dims(op)
+    }
+}
+
+/// `[]`: implemented for `usize` only, so that the element type of an empty literal is inferred
+/// (the non-empty arrays below are generic over [`DimInt`], one impl per length, so that it is).
+impl IntoShape for [usize; 0] {
+    fn to_dims(&self, _op: &'static str) -> Result<Vec<isize>> {
+        Ok(Vec::new())
+    }
+}
+
+macro_rules! shape_arrays {
+    ($($n:literal)*) => {
+        $(impl<T: DimInt> IntoShape for [T; $n] {
+            fn to_dims(&self, op: &'static str) -> Result<Vec<isize>> {
+                self.as_slice().to_dims(op)
+            }
+        })*
+    };
+}
+shape_arrays!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32);
+
+macro_rules! shape_scalars {
+    ($($t:ty),*) => {
+        $(impl IntoShape for $t {
+            fn to_dims(&self, op: &'static str) -> Result<Vec<isize>> {
+                [*self].to_dims(op)
+            }
+        })*
+    };
+}
+shape_scalars!(i32, i64, isize, usize);
+
+/// Resolve a shape with at most one `-1` against `numel` (`view` / `reshape`), with PyTorch's
+/// errors.
 pub fn infer_shape(op: &'static str, shape: &[isize], numel_in: usize) -> Result<Vec<usize>> {
     let mut infer = None;
     for (i, &d) in shape.iter().enumerate() {
@@ -235,7 +369,10 @@ pub fn infer_shape(op: &'static str, shape: &[isize], numel_in: usize) -> Result
             }
             infer = Some(i);
         } else if d < 0 {
-            return Err(Error::arg(op, format!("invalid shape dimension {d}")));
+            return Err(Error::arg(
+                op,
+                format!("invalid shape dimension {d} at index {i} of shape {shape:?}"),
+            ));
         }
     }
     let mut out: Vec<usize> = shape.iter().map(|&d| d.max(0) as usize).collect();
@@ -246,6 +383,12 @@ pub fn infer_shape(op: &'static str, shape: &[isize], numel_in: usize) -> Result
         }
     }
     match infer {
+        Some(_) if known == 0 && numel_in == 0 => {
+            return Err(Error::shape(
+                op,
+                format!("cannot reshape tensor of 0 elements into shape {shape:?} because the unspecified dimension size -1 can be any value and is ambiguous"),
+            ));
+        }
         Some(i) => {
             if known == 0 || numel_in % known != 0 {
                 return Err(Error::shape(

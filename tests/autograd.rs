@@ -124,7 +124,7 @@ fn double_backward() -> Result<()> {
     g.sum_all()?.backward()?;
     let m = w
         .matmul(&w.t()?)?
-        .sum_dims(&[1], false)?
+        .sum_dims([1], false)?
         .mul_scalar(2.0)?
         .to_vec::<f32>()?;
     let got = x.grad().unwrap().to_vec::<f32>()?;
@@ -156,13 +156,13 @@ fn gradcheck_every_differentiable_op_family() -> Result<()> {
         ("sin", |v| v[0].sin()),
         ("softmax", |v| v[0].softmax(1)),
         ("log_softmax", |v| v[0].log_softmax(0)),
-        ("logsumexp", |v| v[0].logsumexp(&[1], false)),
-        ("var", |v| v[0].var_dims(&[1], true, false)),
+        ("logsumexp", |v| v[0].logsumexp([1], false)),
+        ("var", |v| v[0].var_dims([1], true, false)),
         ("prod", |v| v[0].prod_dim(1, false)),
         ("cumsum", |v| v[0].cumsum(1)),
-        ("amax", |v| v[0].amax(&[0], false)),
+        ("amax", |v| v[0].amax([0], false)),
         ("permute+slice", |v| v[0].t()?.slice(0, 0, 3, 2)?.exp()),
-        ("flip+repeat", |v| v[0].flip(&[1])?.repeat(&[2, 1])?.sin()),
+        ("flip+repeat", |v| v[0].flip([1])?.repeat([2, 1])?.sin()),
         ("einsum trace", |v| {
             Tensor::einsum("ij,kj->ik", &[v[0].clone(), v[0].clone()])?.diagonal(0, 1)
         }),
@@ -179,7 +179,7 @@ fn gradcheck_every_differentiable_op_family() -> Result<()> {
         }),
         ("batch_norm", |v| {
             F::batch_norm_with(
-                &v[0].reshape_to(&[2, 3, 1])?,
+                &v[0].reshape(&[2, 3, 1])?,
                 None,
                 None,
                 F::BatchNormFuncOptions {
@@ -193,8 +193,8 @@ fn gradcheck_every_differentiable_op_family() -> Result<()> {
         }),
         ("conv2d", |v| {
             F::conv2d_with(
-                &v[0].reshape_to(&[1, 1, 2, 3])?,
-                &v[0].narrow(1, 0, 2)?.reshape_to(&[1, 1, 2, 2])?,
+                &v[0].reshape(&[1, 1, 2, 3])?,
+                &v[0].narrow(1, 0, 2)?.reshape(&[1, 1, 2, 2])?,
                 None,
                 F::Conv2dFuncOptions {
                     padding: [1, 0].into(),
@@ -204,7 +204,7 @@ fn gradcheck_every_differentiable_op_family() -> Result<()> {
         }),
         ("max_pool2d", |v| {
             F::max_pool2d_with(
-                &v[0].reshape_to(&[1, 1, 2, 3])?,
+                &v[0].reshape(&[1, 1, 2, 3])?,
                 [2, 2],
                 F::MaxPool2dOptions {
                     stride: Some([1, 1].into()),
@@ -266,8 +266,8 @@ fn gradcheck_every_differentiable_op_family() -> Result<()> {
         move |v| {
             v[0].gather(1, &i2)?.mul(
                 &v[0]
-                    .index_select(1, &i2.narrow(0, 0, 1)?.reshape(&[-1])?)?
-                    .sum_dims(&[1], true)?,
+                    .index_select(1, &i2.narrow(0, 0, 1)?.reshape([-1])?)?
+                    .sum_dims([1], true)?,
             )
         },
         std::slice::from_ref(&x),
@@ -341,17 +341,17 @@ fn gradcheck_the_remaining_ops() -> Result<()> {
             v[0].abs()?.add_scalar(0.1)?.pow_scalar(2.5)
         }),
         ("sum/mean", |v| {
-            v[0].sum_dims(&[0], true)?.mul(&v[0].mean_dims(&[1], true)?)
+            v[0].sum_dims([0], true)?.mul(&v[0].mean_dims([1], true)?)
         }),
-        ("amin", |v| v[0].amin(&[1], false)),
+        ("amin", |v| v[0].amin([1], false)),
         ("max_dim", |v| v[0].max_dim(1, false).map(|p| p.0)),
-        ("std", |v| v[0].std_dims(&[0, 1], false, false)),
-        ("vector_norm", |v| v[0].vector_norm(2.0, &[-1], false)),
+        ("std", |v| v[0].std_dims([0, 1], false, false)),
+        ("vector_norm", |v| v[0].vector_norm(2.0, [-1], false)),
         ("transpose/squeeze/unsqueeze", |v| {
             v[0].transpose(0, 1)?.unsqueeze(0)?.squeeze_dim(0)?.exp()
         }),
         ("expand/narrow", |v| {
-            v[0].narrow(1, 1, 1)?.expand(&[2, 4])?.sin()
+            v[0].narrow(1, 1, 1)?.expand([2, 4])?.sin()
         }),
         ("split/chunk", |v| {
             v[0].split(2, 1)?[1].mul(&v[0].chunk(3, 1)?[0])
@@ -361,7 +361,7 @@ fn gradcheck_the_remaining_ops() -> Result<()> {
                 .masked_select(&v[0].lt_scalar(0.0)?)
         }),
         ("avg/adaptive pool", |v| {
-            let i = v[0].reshape_to(&[1, 1, 2, 3])?;
+            let i = v[0].reshape(&[1, 1, 2, 3])?;
             F::avg_pool2d_with(
                 &i,
                 [1, 2],
@@ -393,13 +393,13 @@ fn gradcheck_the_remaining_ops() -> Result<()> {
         }),
         ("minimum", |v| v[0].minimum(&v[1])),
         ("broadcast", |v| {
-            v[0].mul(&v[1].narrow(0, 0, 1)?.reshape_to(&[3])?)
+            v[0].mul(&v[1].narrow(0, 0, 1)?.reshape([3])?)
         }),
         ("bmm", |v| v[0].unsqueeze(0)?.bmm(&v[1].t()?.unsqueeze(0)?)),
         ("linear", |v| {
             v[0].linear(
                 &v[1],
-                Some(&v[1].narrow(0, 0, 1)?.reshape_to(&[3])?.narrow(0, 0, 2)?),
+                Some(&v[1].narrow(0, 0, 1)?.reshape([3])?.narrow(0, 0, 2)?),
             )
         }),
         ("einsum outer", |v| {
@@ -427,14 +427,14 @@ fn gradcheck_the_remaining_ops() -> Result<()> {
 fn ties_split_like_pytorch() -> Result<()> {
     for dev in common::devices() {
         let x = Tensor::from_slice(&[1.0f32, 3.0, 3.0], [3], &dev)?.requires_grad_(true);
-        x.amax(&[0], false)?.backward()?;
+        x.amax([0], false)?.backward()?;
         assert_eq!(
             x.grad().unwrap().to_vec::<f32>()?,
             vec![0.0, 0.5, 0.5],
             "amax splits evenly"
         );
         x.set_grad(None);
-        x.reshape(&[1, 3])?
+        x.reshape([1, 3])?
             .max_dim(1, false)?
             .0
             .sum_all()?

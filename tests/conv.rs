@@ -274,8 +274,8 @@ fn max_and_min_propagate_nan_on_every_device() -> Result<()> {
             assert!(v[0].is_nan() && v[1].is_nan(), "{dev:?}: {v:?}");
         }
         assert_eq!(a.maximum(&b)?.to_vec::<f32>()?[2..], [3.0, 5.0]);
-        let m = a.reshape(&[2, 2])?;
-        for r in [m.amax(&[1], false)?, m.amin(&[1], false)?] {
+        let m = a.reshape([2, 2])?;
+        for r in [m.amax([1], false)?, m.amin([1], false)?] {
             let v = r.to_vec::<f32>()?;
             assert!(v[0].is_nan() && !v[1].is_nan(), "{dev:?}: {v:?}");
         }

@@ -236,7 +236,7 @@ fn modules_name_parameters_switch_modes_and_move() -> Result<()> {
     let w = Linear::new(100, 50, &dev)?
         .weight
         .abs()?
-        .amax(&[], false)?
+        .amax([], false)?
         .item()?;
     assert!(w <= 0.1 && w > 0.05);
     if let Some(gpu) = common::gpu() {
@@ -443,7 +443,7 @@ fn init_and_loss_modules() -> Result<()> {
         BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss,
     };
     let w = Tensor::zeros([256, 512], &Device::Cpu)?;
-    let std = |t: &Tensor| t.std_dims(&[], false, false).unwrap().item().unwrap();
+    let std = |t: &Tensor| t.std_dims([], false, false).unwrap().item().unwrap();
     init::kaiming_normal_(&w, 0.0, FanMode::FanIn, "relu")?;
     assert!((std(&w) - (2.0f64 / 512.0).sqrt()).abs() < 0.003);
     init::kaiming_uniform_(&w, 0.0, FanMode::FanOut, "relu")?;

@@ -23,15 +23,15 @@ fn shape_dtype_dim_and_index_errors() {
         );
         let m = msg(a.matmul(&Tensor::zeros([2, 3], &dev).unwrap()));
         assert!(m.contains("cannot be multiplied (2x3 and 2x3)"), "{m}");
-        let m = msg(a.sum_dims(&[2], false));
+        let m = msg(a.sum_dims([2], false));
         assert!(
             m.contains("Dimension out of range (expected to be in range of [-2, 1], but got 2)"),
             "{m}"
         );
-        let m = msg(a.t().unwrap().view(&[6]));
+        let m = msg(a.t().unwrap().view([6]));
         assert!(m.contains("Use .reshape(...) instead"), "{m}");
-        assert!(a.t().unwrap().reshape(&[6]).is_ok());
-        let m = msg(a.reshape(&[4, 2]));
+        assert!(a.t().unwrap().reshape([6]).is_ok());
+        let m = msg(a.reshape([4, 2]));
         assert!(
             m.contains("shape '[4, 2]' is invalid for input of size 6"),
             "{m}"
@@ -101,7 +101,7 @@ fn missing_gpu_ordinal_is_an_error_not_a_panic() {
 fn oversized_buffer_names_the_limit_and_adapter() {
     let Some(gpu) = common::gpu() else { return };
     // 2^31 f32 elements = 8 GiB, past any storage-binding limit lavapipe or a browser offers.
-    let m = msg(Tensor::zeros([1 << 31], &gpu));
+    let m = msg(Tensor::zeros([1usize << 31], &gpu));
     assert!(
         m.contains("max_storage_buffer_binding_size") && m.contains("adapter"),
         "{m}"

@@ -92,7 +92,7 @@ fn apply_views(t: &Tensor, views: Option<&Value>) -> Result<Tensor> {
     let mut t = t.clone();
     for v in views.and_then(|v| v.as_array()).into_iter().flatten() {
         if let Some(p) = v.get("permute") {
-            t = t.permute(&sints(p))?;
+            t = t.permute(sints(p))?;
         } else if let Some(s) = v.get("slice") {
             let dim = s["dim"].as_i64().unwrap() as isize;
             let n = t.dim_size(dim)?;
@@ -101,7 +101,7 @@ fn apply_views(t: &Tensor, views: Option<&Value>) -> Result<Tensor> {
             let step = s["step"].as_u64().unwrap_or(1) as usize;
             t = t.slice(dim, start, end, step)?;
         } else if let Some(e) = v.get("expand") {
-            t = t.expand(&ints(e))?;
+            t = t.expand(ints(e))?;
         } else {
             panic!("unknown view {v}");
         }
@@ -176,10 +176,10 @@ fn run_op(op: &str, kw: &Value, x: &[Tensor]) -> Result<Option<Vec<Tensor>>> {
         "torch.where" => one(Tensor::where_cond(&x[0], &x[1], &x[2])?),
         "torch.Tensor.masked_fill" => one(x[0].masked_fill(&x[1], f("value").unwrap())?),
         "torch.masked_select" => one(x[0].masked_select(&x[1])?),
-        "torch.sum" => one(x[0].sum_dims(&dims(), keep())?),
-        "torch.mean" => one(x[0].mean_dims(&dims(), keep())?),
-        "torch.amax" => one(x[0].amax(&dims(), keep())?),
-        "torch.amin" => one(x[0].amin(&dims(), keep())?),
+        "torch.sum" => one(x[0].sum_dims(dims(), keep())?),
+        "torch.mean" => one(x[0].mean_dims(dims(), keep())?),
+        "torch.amax" => one(x[0].amax(dims(), keep())?),
+        "torch.amin" => one(x[0].amin(dims(), keep())?),
         "torch.max" => {
             let (v, i) = x[0].max_dim(dim(), keep())?;
             Ok(Some(vec![v, i]))
@@ -191,15 +191,15 @@ fn run_op(op: &str, kw: &Value, x: &[Tensor]) -> Result<Option<Vec<Tensor>>> {
         "torch.argmax" => one(x[0].argmax(kw["dim"].as_i64().map(|d| d as isize), keep())?),
         "torch.argmin" => one(x[0].argmin(kw["dim"].as_i64().map(|d| d as isize), keep())?),
         "torch.var" => {
-            one(x[0].var_dims(&dims(), kw["unbiased"].as_bool().unwrap_or(true), keep())?)
+            one(x[0].var_dims(dims(), kw["unbiased"].as_bool().unwrap_or(true), keep())?)
         }
         "torch.std" => {
-            one(x[0].std_dims(&dims(), kw["unbiased"].as_bool().unwrap_or(true), keep())?)
+            one(x[0].std_dims(dims(), kw["unbiased"].as_bool().unwrap_or(true), keep())?)
         }
-        "torch.logsumexp" => one(x[0].logsumexp(&dims(), keep())?),
+        "torch.logsumexp" => one(x[0].logsumexp(dims(), keep())?),
         "torch.prod" => one(x[0].prod_dim(dim(), keep())?),
         "torch.linalg.vector_norm" => {
-            one(x[0].vector_norm(f("ord").unwrap_or(2.0), &dims(), keep())?)
+            one(x[0].vector_norm(f("ord").unwrap_or(2.0), dims(), keep())?)
         }
         "torch.cumsum" => one(x[0].cumsum(dim())?),
         "torch.softmax" => one(x[0].softmax(dim())?),
@@ -208,8 +208,8 @@ fn run_op(op: &str, kw: &Value, x: &[Tensor]) -> Result<Option<Vec<Tensor>>> {
         "torch.bmm" => one(x[0].bmm(&x[1])?),
         "torch.nn.functional.linear" => one(x[0].linear(&x[1], x.get(2))?),
         "torch.einsum" => one(Tensor::einsum(kw["equation"].as_str().unwrap(), x)?),
-        "torch.reshape" => one(x[0].reshape(&sints(&kw["shape"]))?),
-        "torch.permute" => one(x[0].permute(&sints(&kw["dims"]))?),
+        "torch.reshape" => one(x[0].reshape(sints(&kw["shape"]))?),
+        "torch.permute" => one(x[0].permute(sints(&kw["dims"]))?),
         "torch.transpose" => one(x[0].transpose(
             kw["dim0"].as_i64().unwrap() as isize,
             kw["dim1"].as_i64().unwrap() as isize,
@@ -224,7 +224,7 @@ fn run_op(op: &str, kw: &Value, x: &[Tensor]) -> Result<Option<Vec<Tensor>>> {
             kw["start_dim"].as_i64().unwrap_or(0) as isize,
             kw["end_dim"].as_i64().unwrap_or(-1) as isize,
         )?),
-        "torch.Tensor.expand" => one(x[0].expand(&ints(&kw["size"]))?),
+        "torch.Tensor.expand" => one(x[0].expand(ints(&kw["size"]))?),
         "torch.narrow" => one(x[0].narrow(
             dim(),
             kw["start"].as_u64().unwrap() as usize,
@@ -233,14 +233,14 @@ fn run_op(op: &str, kw: &Value, x: &[Tensor]) -> Result<Option<Vec<Tensor>>> {
         "torch.cat" => one(Tensor::cat(x, dim())?),
         "torch.stack" => one(Tensor::stack(x, dim())?),
         "torch.split" => Ok(Some(match &kw["split_size_or_sections"] {
-            Value::Array(_) => x[0].split_sizes(&ints(&kw["split_size_or_sections"]), dim())?,
+            Value::Array(_) => x[0].split_sizes(ints(&kw["split_size_or_sections"]), dim())?,
             v => x[0].split(v.as_u64().unwrap() as usize, dim())?,
         })),
         "torch.chunk" => Ok(Some(
             x[0].chunk(kw["chunks"].as_u64().unwrap() as usize, dim())?,
         )),
-        "torch.flip" => one(x[0].flip(&sints(&kw["dims"]))?),
-        "torch.Tensor.repeat" => one(x[0].repeat(&ints(&kw["repeats"]))?),
+        "torch.flip" => one(x[0].flip(sints(&kw["dims"]))?),
+        "torch.Tensor.repeat" => one(x[0].repeat(ints(&kw["repeats"]))?),
         "torch.index_select" => one(x[0].index_select(dim(), &x[1])?),
         "torch.gather" => one(x[0].gather(dim(), &x[1])?),
         "torch.scatter_add" => one(x[0].scatter_add(dim(), &x[1], &x[2])?),

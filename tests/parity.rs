@@ -37,8 +37,8 @@ fn gpu_matches_cpu_on_many_shapes() -> Result<()> {
         ("where", |a, b| Tensor::where_cond(&a.gt(b)?, a, b)),
         ("exp", |a, _| a.exp()),
         ("gelu", |a, _| a.gelu()),
-        ("sum", |a, _| a.sum_dims(&[-1], false)),
-        ("amax", |a, _| a.amax(&[0], true)),
+        ("sum", |a, _| a.sum_dims([-1], false)),
+        ("amax", |a, _| a.amax([0], true)),
         ("softmax", |a, _| a.softmax(-1)),
         ("cumsum", |a, _| a.cumsum(0)),
         ("argmax", |a, _| a.argmax(Some(-1), false)),
@@ -80,31 +80,31 @@ fn gpu_matches_cpu_on_views_and_scalars() -> Result<()> {
     wgtorch::manual_seed(3);
     let (c, g) = both(&[6, 8, 5], &gpu)?;
     let views: &[ViewCase] = &[
-        ("permute", |t| t.permute(&[2, 0, 1])?.exp()),
+        ("permute", |t| t.permute([2, 0, 1])?.exp()),
         ("slice step", |t| t.slice(1, 1, 8, 3)?.sigmoid()),
         ("narrow+transpose", |t| {
             t.narrow(0, 2, 3)?.transpose(0, 2)?.contiguous()
         }),
-        ("expand", |t| t.narrow(2, 0, 1)?.expand(&[6, 8, 4])?.relu()),
+        ("expand", |t| t.narrow(2, 0, 1)?.expand([6, 8, 4])?.relu()),
         ("diagonal", |t| t.diagonal(0, 1)?.square()),
-        ("flip", |t| t.flip(&[0, 2])),
-        ("repeat", |t| t.narrow(0, 0, 2)?.repeat(&[2, 1, 1])),
+        ("flip", |t| t.flip([0, 2])),
+        ("repeat", |t| t.narrow(0, 0, 2)?.repeat([2, 1, 1])),
         ("cat", |t| {
-            Tensor::cat(&[t.clone(), t.permute(&[0, 1, 2])?.narrow(0, 0, 1)?], 0)
+            Tensor::cat(&[t.clone(), t.permute([0, 1, 2])?.narrow(0, 0, 1)?], 0)
         }),
         ("index_select", |t| {
             t.index_select(1, &Tensor::from_vec(vec![7i32, 0, 3], [3], &t.device())?)
         }),
-        ("var", |t| t.var_dims(&[0, 2], true, false)),
+        ("var", |t| t.var_dims([0, 2], true, false)),
         ("scalar", |t| t.sum_all()?.mul(&t.mean_all()?)),
         ("conv2d", |t| {
             let w = t
                 .narrow(0, 0, 2)?
                 .narrow(1, 0, 6)?
                 .narrow(2, 0, 3)?
-                .reshape_to(&[2, 2, 3, 3])?;
+                .reshape(&[2, 2, 3, 3])?;
             F::conv2d_with(
-                &t.reshape_to(&[2, 3, 8, 5])?.narrow(1, 0, 2)?,
+                &t.reshape(&[2, 3, 8, 5])?.narrow(1, 0, 2)?,
                 &w,
                 None,
                 F::Conv2dFuncOptions {
@@ -117,7 +117,7 @@ fn gpu_matches_cpu_on_views_and_scalars() -> Result<()> {
         }),
         ("max_pool", |t| {
             F::max_pool2d_with(
-                &t.reshape_to(&[1, 3, 16, 5])?,
+                &t.reshape(&[1, 3, 16, 5])?,
                 [3, 2],
                 F::MaxPool2dOptions {
                     stride: Some([2, 1].into()),
@@ -138,9 +138,9 @@ fn gpu_matches_cpu_on_views_and_scalars() -> Result<()> {
     let xc = c.detach().requires_grad_(true);
     let xg = g.detach().requires_grad_(true);
     for x in [&xc, &xg] {
-        x.permute(&[1, 0, 2])?
+        x.permute([1, 0, 2])?
             .softmax(-1)?
-            .mul(&x.permute(&[1, 0, 2])?.tanh()?)?
+            .mul(&x.permute([1, 0, 2])?.tanh()?)?
             .sum_all()?
             .backward()?;
     }

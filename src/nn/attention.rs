@@ -135,7 +135,7 @@ fn repeat_heads(t: &Tensor, q: &Tensor) -> Result<Tensor> {
     let mut ex = x.shape().to_vec();
     ex[d + 1] = hq / ht;
     shape[d] = hq;
-    x.expand(&ex)?.reshape_to(&shape)
+    x.expand(&ex)?.reshape(&shape)
 }
 
 /// The attention core: `(softmax(q kᵀ · scale + bias) v, weights)`. With `safe`, rows whose scores
@@ -503,16 +503,16 @@ impl MultiheadAttention {
         let hd = e / h;
         let pad = pad
             .map(|p| {
-                p.reshape_to(&[n, 1, 1, s])?
+                p.reshape(&[n, 1, 1, s])?
                     .expand(&[n, h, 1, s])?
-                    .reshape_to(&[n * h, 1, s])
+                    .reshape(&[n * h, 1, s])
             })
             .transpose()?;
         let bias = match (attn, pad) {
             (Some(a), Some(p)) => Some(a.add(&p)?),
             (a, p) => a.or(p),
         };
-        let heads = |t: &Tensor, len: usize| t.reshape_to(&[len, n * h, hd])?.transpose(0, 1);
+        let heads = |t: &Tensor, len: usize| t.reshape(&[len, n * h, hd])?.transpose(0, 1);
         let (q, k, v) = (heads(&q, l)?, heads(&k, s)?, heads(&v, s)?);
         let p = if self.training {
             self.options.dropout
@@ -528,7 +528,7 @@ impl MultiheadAttention {
             p,
             !args.need_weights,
         )?;
-        let o = o.transpose(0, 1)?.reshape_to(&[l, n, e])?;
+        let o = o.transpose(0, 1)?.reshape(&[l, n, e])?;
         let o = self.out_proj.forward(&o)?;
         let o = match (batched, self.options.batch_first) {
             (false, _) => o.squeeze_dim(1)?,
@@ -538,7 +538,7 @@ impl MultiheadAttention {
         if !args.need_weights {
             return Ok((o, None));
         }
-        let mut wts = wts.reshape_to(&[n, h, l, s])?;
+        let mut wts = wts.reshape(&[n, h, l, s])?;
         if args.average_attn_weights {
             wts = wts.mean_dims(&[1], false)?;
         }

@@ -219,17 +219,17 @@ pub fn conv2d_with(
     let k = cg * kh * kw;
     let l = g.ho * g.wo;
     let cols = cols
-        .reshape_to(&[g.n, groups, k, l])?
-        .permute(&[1, 2, 0, 3])?
-        .reshape_to(&[groups, k, g.n * l])?;
-    let w = weight.reshape_to(&[groups, o / groups, k])?;
+        .reshape([g.n, groups, k, l])?
+        .permute([1, 2, 0, 3])?
+        .reshape([groups, k, g.n * l])?;
+    let w = weight.reshape([groups, o / groups, k])?;
     let y = w
         .matmul(&cols)?
-        .reshape_to(&[groups, o / groups, g.n, l])?
-        .permute(&[2, 0, 1, 3])?
-        .reshape_to(&[g.n, o, g.ho, g.wo])?;
+        .reshape([groups, o / groups, g.n, l])?
+        .permute([2, 0, 1, 3])?
+        .reshape([g.n, o, g.ho, g.wo])?;
     match bias {
-        Some(b) => y.add(&b.reshape_to(&[1, o, 1, 1])?),
+        Some(b) => y.add(&b.reshape([1, o, 1, 1])?),
         None => Ok(y),
     }
 }
@@ -306,7 +306,7 @@ fn conv2d_dense(
                 // On a GPU the stride-1 input gradient runs as the forward kernel on flipped
                 // weights (its gather needs no divisibility tests).
                 Some(gt) if dev.is_gpu() => {
-                    let wt = w.transpose(0, 1)?.flip(&[2, 3])?.dense()?;
+                    let wt = w.transpose(0, 1)?.flip([2, 3])?.dense()?;
                     let gx = gy.storage().conv2d(&wt.storage(), None, &gt, g.c)?;
                     Some(gx)
                 }
@@ -321,7 +321,7 @@ fn conv2d_dense(
             gw.map(|s| Tensor::from_storage(s, w.shape(), dev)),
         ];
         if *has_bias {
-            grads.push(Some(gy.sum_dims(&[0, 2, 3], false)?));
+            grads.push(Some(gy.sum_dims([0, 2, 3], false)?));
         }
         Ok(grads)
     }))
@@ -358,18 +358,18 @@ fn conv2d_backward_graph(
     o: usize,
 ) -> Result<Vec<Option<Tensor>>> {
     let (k, l) = (g.c * g.kh * g.kw, g.ho * g.wo);
-    let gy3 = gy.reshape_to(&[g.n, o, l])?;
-    let w2 = w.reshape_to(&[o, k])?;
+    let gy3 = gy.reshape([g.n, o, l])?;
+    let w2 = w.reshape([o, k])?;
     let gx = w2.t()?.matmul(&gy3)?.col2im(g)?;
     let cols = x.im2col(g, 0.0)?;
     let gw = gy3
         .matmul(&cols.transpose(1, 2)?)?
-        .sum_dims(&[0], false)?
-        .reshape_to(w.shape())?;
+        .sum_dims([0], false)?
+        .reshape(w.shape())?;
     Ok(vec![
         Some(gx),
         Some(gw),
-        Some(gy.sum_dims(&[0, 2, 3], false)?),
+        Some(gy.sum_dims([0, 2, 3], false)?),
     ])
 }
 
@@ -396,7 +396,7 @@ fn pool_cols(
         input.shape()[input.ndim() - 1],
     );
     let nc: usize = lead.iter().product();
-    let x = input.reshape_to(&[nc, 1, h, w])?;
+    let x = input.reshape([nc, 1, h, w])?;
     let g = ConvGeom::new(op, x.shape(), k, s, p, [1, 1])?;
     let cols = x.im2col(&g, pad)?; // [NC, kh*kw, L]
     let mut out = lead;
@@ -512,10 +512,9 @@ fn max_pool2d_backward(
         saved,
         |(idx, planes, out_shape), g2| {
             let (idx, planes) = (idx.get()?, *planes);
-            let flat = g2.reshape_to(&[planes, g2.numel() / planes.max(1)])?;
-            let picked =
-                flat.gather(1, &idx.reshape_to(&[planes, idx.numel() / planes.max(1)])?)?;
-            Ok(vec![Some(picked.reshape_to(out_shape)?)])
+            let flat = g2.reshape([planes, g2.numel() / planes.max(1)])?;
+            let picked = flat.gather(1, &idx.reshape([planes, idx.numel() / planes.max(1)])?)?;
+            Ok(vec![Some(picked.reshape(out_shape)?)])
         },
     ))
 }
@@ -578,17 +577,17 @@ pub fn avg_pool2d_with(
         return cols
             .sum_dims(&[1], false)?
             .div_scalar(d as f64)?
-            .reshape_to(&out);
+            .reshape(&out);
     }
     if options.count_include_pad || padding == [0, 0] {
-        return cols.mean_dims(&[1], false)?.reshape_to(&out);
+        return cols.mean_dims(&[1], false)?.reshape(&out);
     }
     // Taps inside the input per window: the same pooling of a ones plane, summed.
     let ones = Tensor::full_dtype([1, 1, g.h, g.w], 1.0, input.dtype(), &input.device())?;
     let counts = ones
         .im2col(&ConvGeom { n: 1, c: 1, ..g }, 0.0)?
         .sum_dims(&[1], false)?;
-    cols.sum_dims(&[1], false)?.div(&counts)?.reshape_to(&out)
+    cols.sum_dims(&[1], false)?.div(&counts)?.reshape(&out)
 }
 
 /// Adaptive average pooling over `[N, C, H, W]` or `[C, H, W]` to `output_size` (one number or
@@ -631,7 +630,7 @@ pub fn adaptive_avg_pool2d(input: &Tensor, output_size: impl Into<Size2>) -> Res
                 input
                     .narrow(nd as isize - 2, h0, h1 - h0)?
                     .narrow(nd as isize - 1, w0, w1 - w0)?;
-            cols.push(cell.mean_dims(&[-2, -1], false)?);
+            cols.push(cell.mean_dims([-2, -1], false)?);
         }
         rows.push(Tensor::stack(&cols, -1)?);
     }

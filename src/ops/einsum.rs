@@ -202,8 +202,8 @@ fn contract(
     );
     let ao: Vec<char> = batch.iter().chain(&left).chain(&summed).copied().collect();
     let bo: Vec<char> = batch.iter().chain(&summed).chain(&right).copied().collect();
-    let a3 = permute_to(a, sa, &ao)?.reshape_to(&[nb, nl, nc])?;
-    let b3 = permute_to(b, sb, &bo)?.reshape_to(&[nb, nc, nr])?;
+    let a3 = permute_to(a, sa, &ao)?.reshape([nb, nl, nc])?;
+    let b3 = permute_to(b, sb, &bo)?.reshape([nb, nc, nr])?;
     let c = a3.matmul(&b3)?;
     let mut shape: Vec<usize> = Vec::new();
     for (t, s, cs) in [(a, sa, &batch), (a, sa, &left), (b, sb, &right)] {
@@ -212,5 +212,5 @@ fn contract(
         }
     }
     let subs: Vec<char> = batch.iter().chain(&left).chain(&right).copied().collect();
-    Ok((c.reshape_to(&shape)?, subs))
+    Ok((c.reshape(&shape)?, subs))
 }

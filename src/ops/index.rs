@@ -32,10 +32,8 @@ impl Tensor {
         let d = wrap_dim(op, dim, self.ndim())?;
         if self.ndim() == 0 && index.ndim() <= 1 {
             // PyTorch treats a 0-d input (and index) as one element along dim 0.
-            let out = self
-                .reshape(&[1])?
-                .gather_as(op, 0, &index.reshape(&[-1])?)?;
-            return out.reshape_to(index.shape());
+            let out = self.reshape([1])?.gather_as(op, 0, &index.reshape([-1])?)?;
+            return out.reshape(index.shape());
         }
         if index.ndim() != self.ndim() {
             return Err(Error::shape(op, format!("Index tensor must have the same number of dimensions as input tensor ({:?} vs {:?})", index.shape(), self.shape())));
@@ -81,11 +79,11 @@ impl Tensor {
         let d = wrap_dim(op, dim, self.ndim())?;
         if self.ndim() == 0 && index.ndim() <= 1 && src.ndim() <= 1 {
             // As gather: a 0-d tensor is one element along dim 0.
-            let (i, s) = (index.reshape(&[-1])?, src.reshape(&[-1])?);
+            let (i, s) = (index.reshape([-1])?, src.reshape([-1])?);
             return self
-                .reshape(&[1])?
+                .reshape([1])?
                 .scatter_add_as(op, 0, &i, &s)?
-                .reshape(&[]);
+                .reshape([]);
         }
         if index.ndim() != self.ndim() || src.ndim() != self.ndim() {
             return Err(Error::shape(op, format!("Index tensor must have the same number of dimensions as self tensor (self {:?}, index {:?}, src {:?})", self.shape(), index.shape(), src.shape())));
@@ -148,12 +146,12 @@ impl Tensor {
                 ),
             ));
         }
-        let index = index.reshape(&[-1])?;
+        let index = index.reshape([-1])?;
         if self.ndim() == 0 {
             return self
-                .reshape(&[1])?
+                .reshape([1])?
                 .index_select_as(op, 0, &index)?
-                .reshape(&[]);
+                .reshape([]);
         }
         let mut shape = self.shape().to_vec();
         shape[d] = index.numel();
@@ -178,7 +176,7 @@ impl Tensor {
         let mut shape: Vec<isize> = self.shape().iter().map(|&s| s as isize).collect();
         shape.push(weight.shape()[1] as isize);
         weight
-            .index_select_as("embedding", 0, &self.reshape(&[-1])?)?
+            .index_select_as("embedding", 0, &self.reshape([-1])?)?
             .reshape(&shape)
     }
 
@@ -190,7 +188,7 @@ impl Tensor {
         let zeros = Tensor::full_dtype(&shape, 0.0, DType::I32, &self.device())?;
         let idx = self.unsqueeze(-1)?;
         let ones = Tensor::full_dtype([1], 1.0, DType::I32, &self.device())?;
-        let ones = ones.reshape(&vec![1; idx.ndim()])?.expand(idx.shape())?;
+        let ones = ones.reshape(vec![1; idx.ndim()])?.expand(idx.shape())?;
         zeros.scatter_add_as("one_hot", -1, &idx, &ones)
     }
 
@@ -205,7 +203,7 @@ impl Tensor {
             });
         }
         let shape = crate::shape::broadcast_shapes("masked_select", self.shape(), mask.shape())?;
-        let x = self.expand(&shape)?.reshape(&[-1])?;
+        let x = self.expand(&shape)?.reshape([-1])?;
         let m = mask.expand(&shape)?.to_f64_vec()?;
         let pos: Vec<i32> = m
             .iter()

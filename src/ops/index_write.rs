@@ -64,7 +64,7 @@ impl Plan {
     }
     /// `[n_d, n_r]` back to self's shape (contiguous).
     fn unflatten(&self, t: &Tensor) -> Result<Tensor> {
-        t.reshape_to(&self.p_shape)?
+        t.reshape(&self.p_shape)?
             .permute(&self.inverse())?
             .contiguous()
     }
@@ -89,7 +89,7 @@ impl Plan {
         let nb = self.b_shape.len();
         let mut shape = self.b_shape.clone();
         shape.extend_from_slice(&self.r_shape);
-        let r = r.reshape_to(&shape)?;
+        let r = r.reshape(&shape)?;
         if self.before == 0 {
             return Ok(r);
         }
@@ -189,7 +189,7 @@ impl Tensor {
                 "For integral input tensors, argument alpha must not be a floating point number.",
             ));
         }
-        let src = source.reshape_to(&ss)?;
+        let src = source.reshape(&ss)?;
         let src = if opts.alpha.to_f64() == 1.0 {
             src
         } else {
@@ -199,9 +199,9 @@ impl Tensor {
         ishape[d] = n as isize;
         // A broadcast view of the index: the CPU check reads each stored index once.
         let idx = index.reshape(&ishape)?.expand(&ss)?;
-        self.reshape_to(&xs)?
+        self.reshape(&xs)?
             .scatter_add_as(OP, d as isize, &idx, &src)?
-            .reshape_to(self.shape())
+            .reshape(self.shape())
     }
 
     /// [`Tensor::index_add`] in place.
@@ -514,7 +514,7 @@ impl Tensor {
         let pos = Tensor::from_vec(pos, [n], &self.device())?;
         let put = Tensor::full_dtype([n_all as usize], 0.0, self.dtype(), &self.device())?
             .scatter_add_as(OP, 0, &pos, &src)?
-            .reshape_to(&shape)?;
+            .reshape(&shape)?;
         Tensor::where_cond(&m, &put, &x)
     }
 

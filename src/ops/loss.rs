@@ -98,9 +98,9 @@ fn flatten_classes(input: &Tensor, target: &Tensor, op: &'static str) -> Result<
         let mut p: Vec<isize> = vec![0];
         p.extend(2..input.ndim() as isize);
         p.push(1);
-        input.permute(&p)?.reshape(&[-1, c])?
+        input.permute(&p)?.reshape([-1, c])?
     };
-    Ok((x, target.reshape(&[-1])?))
+    Ok((x, target.reshape([-1])?))
 }
 
 /// The loss of each row of `logp` `[rows, C]` at its target (gathered under `op`'s name, so an
@@ -139,7 +139,7 @@ fn nll_rows(
     let safe_t = Tensor::where_cond(&keep, target, &target.zeros_like()?)?;
     let picked = logp
         .gather_as(op, 1, &safe_t.unsqueeze(1)?)?
-        .reshape(&[-1])?
+        .reshape([-1])?
         .neg()?;
     let keepf = keep.to_dtype(logp.dtype())?;
     // Each row's weight: w[t] (0 where ignored).
@@ -164,7 +164,7 @@ fn nll_rows(
         loss = loss.mul_scalar(1.0 - label_smoothing)?.add(&smooth)?;
     }
     match reduction {
-        Reduction::None => loss.reshape_to(out_shape),
+        Reduction::None => loss.reshape(out_shape),
         r => r.apply_weighted(op, &loss, &wt),
     }
 }

@@ -31,15 +31,15 @@ fn fold(a: &Tensor, b: &Tensor, out_full: &[usize]) -> Result<Option<Tensor>> {
         return Ok(None);
     }
     let c = big
-        .reshape_to(&[1, rows, k])?
-        .bmm_raw(&mat.reshape_to(&[1, k, n])?)?;
+        .reshape([1, rows, k])?
+        .bmm_raw(&mat.reshape([1, k, n])?)?;
     Ok(Some(if transpose {
         let mut shape = big.shape().to_vec();
         shape.pop();
         shape.push(n);
-        c.reshape_to(&shape)?.transpose(-1, -2)?.contiguous()?
+        c.reshape(&shape)?.transpose(-1, -2)?.contiguous()?
     } else {
-        c.reshape_to(out_full)?
+        c.reshape(out_full)?
     }))
 }
 
@@ -186,7 +186,7 @@ impl Tensor {
                 let to3 = |t: &Tensor, r: usize, c: usize| -> Result<Tensor> {
                     let mut full = batch.clone();
                     full.extend([r, c]);
-                    t.expand(&full)?.reshape_to(&[bsz, r, c])
+                    t.expand(&full)?.reshape([bsz, r, c])
                 };
                 to3(&a, m, k)?.bmm_raw(&to3(&b, k, n)?)?
             }
@@ -198,7 +198,7 @@ impl Tensor {
         if db > 1 {
             out.push(n);
         }
-        c.reshape_to(&out)
+        c.reshape(&out)
     }
 
     /// `x @ weight^T + bias` (torch.nn.functional.linear). Leading dims of `x` fold into rows

@@ -1,7 +1,9 @@
 //! Shape and movement ops. Views share storage; their backward rules map the gradient back.
 
 use crate::autograd::record;
-use crate::shape::{checked_numel, infer_shape, wrap_dim, Layout};
+use crate::error::InOp;
+use crate::ops::reduce::wrap_dims;
+use crate::shape::{checked_numel, infer_shape, wrap_dim, IntoShape, Layout};
 use crate::{DType, Error, Result, Tensor};
 
 impl Tensor {
@@ -9,9 +11,19 @@ impl Tensor {
         self.with_layout(self.layout().permute(dims))
     }
 
-    /// A view with another shape; refuses layouts that would need a copy, as PyTorch does.
-    pub fn view(&self, shape: &[isize]) -> Result<Tensor> {
-        let shape = infer_shape("view", shape, self.numel())?;
+    /// A view with another shape; one size may be `-1` (inferred). Refuses layouts that would
+    /// need a copy, as PyTorch does. `shape` is any [`IntoShape`]: `[-1, 5]`, `&[2, 5]`,
+    /// `x.shape()`, a `Vec`, `-1`.
+    ///
+    /// ```
+    /// use wgtorch::{Device, Tensor};
+    /// let x = Tensor::arange(0.0, 10.0, 1.0, &Device::Cpu)?;
+    /// assert_eq!(x.view(&[-1, 5])?.shape(), &[2, 5]);
+    /// assert!(x.view([-1, -1]).is_err()); // only one dimension can be inferred
+    /// # Ok::<(), wgtorch::Error>(())
+    /// ```
+    pub fn view(&self, shape: impl IntoShape) -> Result<Tensor> {
+        let shape = infer_shape("view", &shape.to_dims("view")?, self.numel())?;
         let strides =
             self.layout()
                 .view_strides(&shape)
@@ -30,20 +42,24 @@ impl Tensor {
             Ok(vec![Some(g.reshape(in_shape)?)])
         }))
     }
-    /// Another shape; a view when the strides allow it, else a copy.
-    pub fn reshape(&self, shape: &[isize]) -> Result<Tensor> {
-        let target = infer_shape("reshape", shape, self.numel())?;
+    /// Another shape (one size may be `-1`); a view when the strides allow it, else a copy.
+    ///
+    /// ```
+    /// use wgtorch::{Device, Tensor};
+    /// let x = Tensor::zeros([2, 3, 4], &Device::Cpu)?;
+    /// assert_eq!(x.permute([2, 0, 1])?.reshape([-1, 6])?.shape(), &[4, 6]);
+    /// # Ok::<(), wgtorch::Error>(())
+    /// ```
+    pub fn reshape(&self, shape: impl IntoShape) -> Result<Tensor> {
+        let target = infer_shape("reshape", &shape.to_dims("reshape")?, self.numel())?;
         if self.layout().view_strides(&target).is_some() {
-            return self.view(shape);
+            return self.view(&target).in_op("reshape");
         }
-        self.contiguous()?.view(shape)
+        self.contiguous()?.view(&target).in_op("reshape")
     }
-    /// [`Tensor::reshape`] with unsigned sizes.
-    pub fn reshape_to(&self, shape: &[usize]) -> Result<Tensor> {
-        self.reshape(&shape.iter().map(|&s| s as isize).collect::<Vec<_>>())
-    }
-    /// Reorder dimensions (a view).
-    pub fn permute(&self, dims: &[isize]) -> Result<Tensor> {
+    /// Reorder dimensions (a view); dims may be negative.
+    pub fn permute(&self, dims: impl IntoShape) -> Result<Tensor> {
+        let dims = &dims.to_dims("permute")?;
         let nd = self.ndim();
         if dims.len() != nd {
             return Err(Error::shape(
@@ -109,8 +125,13 @@ impl Tensor {
         s.remove(d);
         self.reshape(&s)
     }
-    /// Remove the size-1 dimensions among `dims` (sorted).
-    pub fn squeeze_dims(&self, dims: &[usize]) -> Result<Tensor> {
+    /// Remove the size-1 dimensions among `dims` (which may be negative).
+    pub fn squeeze_dims(&self, dims: impl IntoShape) -> Result<Tensor> {
+        let dims = dims.to_dims("squeeze")?;
+        if dims.is_empty() {
+            return Ok(self.clone());
+        }
+        let dims = wrap_dims("squeeze", &dims, self.ndim())?;
         let s: Vec<isize> = self
             .shape()
             .iter()
@@ -148,7 +169,7 @@ impl Tensor {
     /// Flatten dims `start_dim..=end_dim` into one.
     pub fn flatten(&self, start_dim: isize, end_dim: isize) -> Result<Tensor> {
         if self.ndim() == 0 {
-            return self.reshape(&[1]);
+            return self.reshape([1]);
         }
         let (a, b) = (
             wrap_dim("flatten", start_dim, self.ndim())?,
@@ -162,8 +183,16 @@ impl Tensor {
         s.extend(self.shape()[b + 1..].iter().map(|&x| x as isize));
         self.reshape(&s)
     }
-    /// Broadcast to `shape` without copying (stride 0 on expanded dims).
-    pub fn expand(&self, shape: &[usize]) -> Result<Tensor> {
+    /// Broadcast to `shape` without copying (stride 0 on expanded dims); `-1` keeps a dim's size.
+    ///
+    /// ```
+    /// use wgtorch::{Device, Tensor};
+    /// let x = Tensor::zeros([3, 1], &Device::Cpu)?;
+    /// assert_eq!(x.expand([2, -1, 4])?.shape(), &[2, 3, 4]);
+    /// # Ok::<(), wgtorch::Error>(())
+    /// ```
+    pub fn expand(&self, shape: impl IntoShape) -> Result<Tensor> {
+        let shape = &self.expand_sizes(&shape.to_dims("expand")?)?;
         if shape == self.shape() {
             return Ok(self.clone());
         }
@@ -173,6 +202,32 @@ impl Tensor {
         Ok(record(out, "expand", &[self], in_shape, |in_shape, g| {
             Ok(vec![Some(g.sum_to(in_shape)?)])
         }))
+    }
+    /// `expand`'s target sizes: `-1` keeps an existing dim, other negative sizes are refused with
+    /// PyTorch's messages.
+    fn expand_sizes(&self, dims: &[isize]) -> Result<Vec<usize>> {
+        let lead = dims.len().saturating_sub(self.ndim());
+        let mut out = Vec::with_capacity(dims.len());
+        for (i, &d) in dims.iter().enumerate() {
+            let existing = i.checked_sub(lead).map(|j| self.shape()[j]);
+            out.push(match (usize::try_from(d), existing) {
+                (Ok(d), _) => d,
+                (Err(_), Some(s)) if d == -1 => s,
+                (Err(_), None) if d == -1 => {
+                    return Err(Error::shape("expand", format!("The expanded size of the tensor (-1) isn't allowed in a leading, non-existing dimension {i}")));
+                }
+                (Err(_), Some(s)) if s != 1 => {
+                    return Err(Error::shape("expand", format!("The expanded size of the tensor ({d}) must match the existing size ({s}) at non-singleton dimension {i}. Target sizes: {dims:?}. Tensor sizes: {:?}", self.shape())));
+                }
+                (Err(_), _) => {
+                    return Err(Error::arg(
+                        "expand",
+                        format!("Trying to create tensor with negative dimension {d}: {dims:?}"),
+                    ));
+                }
+            });
+        }
+        Ok(out)
     }
     /// Sum a broadcast gradient back to `shape`.
     pub fn sum_to(&self, shape: &[usize]) -> Result<Tensor> {
@@ -193,7 +248,7 @@ impl Tensor {
             }
         }
         let r = self.sum_dims(&dims, true)?;
-        r.reshape_to(shape)
+        r.reshape(shape)
     }
 
     /// A strided view described relative to this tensor's own layout by `f`; its backward writes
@@ -399,8 +454,14 @@ impl Tensor {
             .map(|i| self.narrow(dim, i * size, size.min(n - i * size)))
             .collect()
     }
-    /// Pieces with the given sizes along `dim`.
-    pub fn split_sizes(&self, sizes: &[usize], dim: isize) -> Result<Vec<Tensor>> {
+    /// Pieces with the given sizes along `dim` (torch.split with a list of sizes).
+    pub fn split_sizes(&self, sizes: impl IntoShape, dim: isize) -> Result<Vec<Tensor>> {
+        let signed = sizes.to_dims("split")?;
+        let sizes = &signed
+            .iter()
+            .map(|&s| usize::try_from(s))
+            .collect::<std::result::Result<Vec<usize>, _>>()
+            .map_err(|_| Error::arg("split", format!("split_with_sizes expects split_sizes have only non-negative entries, but got split_sizes={signed:?}")))?;
         let d = self.dim_of_nonscalar("split", dim)?;
         if sizes.iter().try_fold(0usize, |a, &s| a.checked_add(s)) != Some(self.shape()[d]) {
             return Err(Error::shape("split", format!("split_with_sizes expects split_sizes to sum exactly to {} (input tensor's size at dimension {d}), but got split_sizes={sizes:?}", self.shape()[d])));
@@ -426,14 +487,15 @@ impl Tensor {
         let n = self.dim_size(dim)?;
         self.split(n.div_ceil(chunks).max(1), dim)
     }
-    /// Reverse the order along `dims` (a copy); each dim at most once.
-    pub fn flip(&self, dims: &[isize]) -> Result<Tensor> {
+    /// Reverse the order along `dims` (a copy); each dim at most once, negative dims allowed.
+    pub fn flip(&self, dims: impl IntoShape) -> Result<Tensor> {
+        let dims = &dims.to_dims("flip")?;
         let mut x = self.clone();
         if dims.is_empty() {
             return Ok(x);
         }
         // A 0-d tensor accepts dim 0 / -1 and has nothing to reverse.
-        for w in crate::ops::reduce::wrap_dims("flip", dims, self.ndim())? {
+        for w in wrap_dims("flip", dims, self.ndim())? {
             let n = self.shape()[w];
             let idx = Tensor::arange_dtype(
                 (n as f64) - 1.0,
@@ -447,7 +509,8 @@ impl Tensor {
         Ok(x)
     }
     /// Tile the tensor `repeats` times along each dim (torch.Tensor.repeat).
-    pub fn repeat(&self, repeats: &[usize]) -> Result<Tensor> {
+    pub fn repeat(&self, repeats: impl IntoShape) -> Result<Tensor> {
+        let repeats = &repeats.to_sizes("repeat")?;
         if repeats.len() < self.ndim() {
             return Err(Error::arg("repeat", "Number of dimensions of repeat dims can not be smaller than number of dimensions of tensor"));
         }

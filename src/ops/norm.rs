@@ -123,17 +123,17 @@ pub fn batch_norm_with(
             let unbiased = var.mul_scalar(n as f64 / (n as f64 - 1.0))?;
             let new_m = rm
                 .mul_scalar(1.0 - momentum)?
-                .add(&mean.reshape_to(&[c])?.mul_scalar(momentum)?)?;
+                .add(&mean.reshape([c])?.mul_scalar(momentum)?)?;
             let new_v = rv
                 .mul_scalar(1.0 - momentum)?
-                .add(&unbiased.reshape_to(&[c])?.mul_scalar(momentum)?)?;
+                .add(&unbiased.reshape([c])?.mul_scalar(momentum)?)?;
             rm.copy_(&new_m)?;
             rv.copy_(&new_v)?;
         }
         (mean, var)
     } else {
         match (running_mean, running_var) {
-            (Some(m), Some(v)) => (m.reshape_to(&bshape)?, v.reshape_to(&bshape)?),
+            (Some(m), Some(v)) => (m.reshape(&bshape)?, v.reshape(&bshape)?),
             _ => {
                 return Err(Error::arg(
                     "batch_norm",
@@ -144,10 +144,10 @@ pub fn batch_norm_with(
     };
     let mut y = input.sub(&mean)?.mul(&var.add_scalar(eps)?.rsqrt()?)?;
     if let Some(w) = weight {
-        y = y.mul(&w.reshape_to(&bshape)?)?;
+        y = y.mul(&w.reshape(&bshape)?)?;
     }
     if let Some(b) = bias {
-        y = y.add(&b.reshape_to(&bshape)?)?;
+        y = y.add(&b.reshape(&bshape)?)?;
     }
     Ok(y)
 }

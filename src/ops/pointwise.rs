@@ -129,9 +129,12 @@ impl Tensor {
     /// fused scalar kernels (computed in f32, differentiable); integer results are computed in
     /// int32 against a 0-d tensor, so they are exact and wrap like any integer op.
     fn scalar_op(&self, op: BinaryOp, c: Scalar) -> Result<Tensor> {
+        if op == BinaryOp::Sub && self.dtype() == DType::Bool {
+            return Err(bool_sub_error());
+        }
         let mut dt = self.dtype().promote_scalar(c);
-        if op == BinaryOp::Div {
-            dt = DType::promote(dt, DType::F32);
+        if op == BinaryOp::Div && !dt.is_float() {
+            dt = DType::F32;
         }
         if op == BinaryOp::Pow && !dt.is_float() {
             return self.to_dtype(dt)?.pow_int(c);
@@ -441,26 +444,155 @@ impl Tensor {
     }
 }
 
-macro_rules! op_trait {
+impl Tensor {
+    /// `c - x` (torch.rsub; the `c - &x` operator). The result type is `x op c`'s
+    /// ([`DType::promote_scalar`]); a bool tensor is refused, as in PyTorch.
+    pub fn rsub_scalar(&self, c: impl Into<Scalar>) -> Result<Tensor> {
+        let c = c.into();
+        if self.dtype() == DType::Bool {
+            return Err(bool_sub_error());
+        }
+        // `-x + c` is `c - x` exactly (IEEE subtraction adds the negation; integers wrap alike),
+        // once `x` has the result type.
+        self.to_dtype(self.dtype().promote_scalar(c))?
+            .neg()?
+            .add_scalar(c)
+            .in_op("rsub")
+    }
+    /// `c / x`, true division (the `c / &x` operator). The result type is `x / c`'s (integer
+    /// tensors give f32, `f16` stays `f16`); it is computed in at least f32, dividing a 0-d
+    /// tensor holding `c` by `x`.
+    pub fn rdiv_scalar(&self, c: impl Into<Scalar>) -> Result<Tensor> {
+        let c = c.into();
+        let mut dt = self.dtype().promote_scalar(c);
+        if !dt.is_float() {
+            dt = DType::F32;
+        }
+        let compute = DType::promote(dt, DType::F32);
+        Tensor::full_dtype([], c.to_f64(), compute, &self.device())?
+            .div(&self.to_dtype(compute)?)?
+            .to_dtype(dt)
+            .in_op("div")
+    }
+}
+
+/// PyTorch's refusal of `-` with a bool tensor.
+fn bool_sub_error() -> Error {
+    Error::arg(
+        "sub",
+        "Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.",
+    )
+}
+
+// The arithmetic operators, PyTorch-shaped: `&a + &b`, `a * 0.5`, `2 * &x`, `1.0 - x`, on owned
+// tensors or references. Each is its method (`add`/`sub`/`mul`/`div`, `add_scalar`/...,
+// `rsub_scalar`, `rdiv_scalar`) with the same result, and panics with that method's error
+// message where the method returns `Err` (mismatched shapes, devices, dtypes; a bool tensor
+// with `-`). Use the method for a `Result`. A scalar's kind sets the result type as in PyTorch:
+// `int_tensor * 2` stays integer, `int_tensor * 2.0` is f32 ([`DType::promote_scalar`]).
+//
+// The scalar operators take `f64` and `i32` only: with one float and one integer type a bare
+// literal picks its impl at once, so `(&x * 2.0).sum_all()` and `(0.5 * &x + 1).exp()` compile.
+// A second float or integer type (f32, i64) would leave `&x * 2.0`'s type unknown until
+// inference falls back, and a method called on it would not compile. Other scalar types go
+// through the methods (`x.mul_scalar(v_f32)`, `x.add_scalar(n_i64)`) or a cast.
+//
+// No compound assignment (`x += y`): wgtorch's in-place ops refuse tensors in the autograd
+// graph, so `x += y` in a forward pass would compile and then panic where PyTorch records it;
+// write `x = &x + &y` (or call `add_` explicitly).
+
+/// The tensor-tensor operator forms for one op: `&a op &b`, `&a op b`, `a op &b`, `a op b`.
+macro_rules! tensor_ops {
     ($tr:ident, $m:ident, $f:ident) => {
-        /// Operator form; panics with the op's error message on bad input (use the method for a
-        /// `Result`).
+        /// Operator form of the method of the same name; panics with its error message on bad
+        /// input (use the method for a `Result`).
         impl std::ops::$tr<&Tensor> for &Tensor {
             type Output = Tensor;
             fn $m(self, rhs: &Tensor) -> Tensor {
                 self.$f(rhs).unwrap_or_else(|e| panic!("{e}"))
             }
         }
+        /// Operator form; panics with the method's error message on bad input.
+        impl std::ops::$tr<Tensor> for &Tensor {
+            type Output = Tensor;
+            fn $m(self, rhs: Tensor) -> Tensor {
+                std::ops::$tr::$m(self, &rhs)
+            }
+        }
+        /// Operator form; panics with the method's error message on bad input.
+        impl std::ops::$tr<&Tensor> for Tensor {
+            type Output = Tensor;
+            fn $m(self, rhs: &Tensor) -> Tensor {
+                std::ops::$tr::$m(&self, rhs)
+            }
+        }
+        /// Operator form; panics with the method's error message on bad input.
+        impl std::ops::$tr<Tensor> for Tensor {
+            type Output = Tensor;
+            fn $m(self, rhs: Tensor) -> Tensor {
+                std::ops::$tr::$m(&self, &rhs)
+            }
+        }
     };
 }
-op_trait!(Add, add, add);
-op_trait!(Sub, sub, sub);
-op_trait!(Mul, mul, mul);
-op_trait!(Div, div, div);
+tensor_ops!(Add, add, add);
+tensor_ops!(Sub, sub, sub);
+tensor_ops!(Mul, mul, mul);
+tensor_ops!(Div, div, div);
 
+/// The tensor-scalar operator forms for one op and the scalar types: `&x op c`, `x op c` call
+/// `$f(c)`; `c op &x`, `c op x` call `$r(c)` on the tensor.
+macro_rules! scalar_ops {
+    ($tr:ident, $m:ident, $f:ident, $r:ident; $($s:ty),*) => {$(
+        /// Operator form of the `*_scalar` method; panics with its error message on bad input.
+        impl std::ops::$tr<$s> for &Tensor {
+            type Output = Tensor;
+            fn $m(self, c: $s) -> Tensor {
+                self.$f(c).unwrap_or_else(|e| panic!("{e}"))
+            }
+        }
+        /// Operator form of the `*_scalar` method; panics with its error message on bad input.
+        impl std::ops::$tr<$s> for Tensor {
+            type Output = Tensor;
+            fn $m(self, c: $s) -> Tensor {
+                std::ops::$tr::$m(&self, c)
+            }
+        }
+        /// Scalar on the left (PyTorch's reflected operator); panics with the method's error
+        /// message on bad input.
+        impl std::ops::$tr<&Tensor> for $s {
+            type Output = Tensor;
+            fn $m(self, x: &Tensor) -> Tensor {
+                x.$r(self).unwrap_or_else(|e| panic!("{e}"))
+            }
+        }
+        /// Scalar on the left (PyTorch's reflected operator); panics with the method's error
+        /// message on bad input.
+        impl std::ops::$tr<Tensor> for $s {
+            type Output = Tensor;
+            fn $m(self, x: Tensor) -> Tensor {
+                std::ops::$tr::$m(self, &x)
+            }
+        }
+    )*};
+}
+scalar_ops!(Add, add, add_scalar, add_scalar; f64, i32);
+scalar_ops!(Sub, sub, sub_scalar, rsub_scalar; f64, i32);
+scalar_ops!(Mul, mul, mul_scalar, mul_scalar; f64, i32);
+scalar_ops!(Div, div, div_scalar, rdiv_scalar; f64, i32);
+
+/// `-&x`; panics with [`Tensor::neg`]'s error message on bad input (a bool tensor).
 impl std::ops::Neg for &Tensor {
     type Output = Tensor;
     fn neg(self) -> Tensor {
         Tensor::neg(self).unwrap_or_else(|e| panic!("{e}"))
+    }
+}
+
+/// `-x`; panics with [`Tensor::neg`]'s error message on bad input (a bool tensor).
+impl std::ops::Neg for Tensor {
+    type Output = Tensor;
+    fn neg(self) -> Tensor {
+        -&self
     }
 }

@@ -147,10 +147,10 @@ impl Tensor {
     pub fn randint(
         low: i64,
         high: i64,
-        shape: impl AsRef<[usize]>,
+        shape: impl crate::IntoShape,
         device: &Device,
     ) -> Result<Tensor> {
-        Tensor::randint_dtype(low, high, shape.as_ref(), INDEX_DTYPE, device)
+        Tensor::randint_dtype(low, high, &shape.to_sizes("randint")?, INDEX_DTYPE, device)
     }
 
     /// Integers uniform in `[low, high)` with `self`'s shape, dtype and device

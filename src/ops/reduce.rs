@@ -3,7 +3,7 @@
 
 use crate::autograd::{record, Saved};
 use crate::error::InOp;
-use crate::shape::wrap_dim;
+use crate::shape::{wrap_dim, IntoShape};
 use crate::{DType, Error, Result, Tensor};
 
 /// The reductions kernels implement over the last axis of `[rows, n]`.
@@ -129,7 +129,7 @@ impl Tensor {
             let s = x.storage().reduce_rows(op, self.numel() / tail, tail)?;
             let partial = Tensor::from_storage(s, &self.shape()[..k], self.device());
             let rest: Vec<usize> = dims.iter().copied().filter(|&d| d < k).collect();
-            return partial.reduce_raw(op, &rest, false)?.reshape_to(&out_shape);
+            return partial.reduce_raw(op, &rest, false)?.reshape(&out_shape);
         }
         let x = self.detach().permute_raw(&perm).dense()?;
         let s = x.storage().reduce_rows(op, rows, n)?;
@@ -140,7 +140,8 @@ impl Tensor {
     /// in f32 and round once; int32 (and bool, counted as int32) sums wrap in int32 on every
     /// device (PyTorch's default int sum is int64, which wgtorch lacks: this is
     /// `torch.sum(x, dtype=torch.int32)`). The sum of no elements is 0.
-    pub fn sum_dims(&self, dims: &[isize], keepdim: bool) -> Result<Tensor> {
+    pub fn sum_dims(&self, dims: impl IntoShape, keepdim: bool) -> Result<Tensor> {
+        let dims = &dims.to_dims("sum")?;
         self.sum_scaled("sum", dims, keepdim, false)
     }
     /// Sum (or mean, when `mean`) over `dims`: reduced in the kernel's accumulation type
@@ -183,11 +184,12 @@ impl Tensor {
     }
     /// Sum of all elements (0-d).
     pub fn sum_all(&self) -> Result<Tensor> {
-        self.sum_dims(&[], false)
+        self.sum_dims([], false)
     }
     /// Mean over `dims` (empty: all); half types accumulate in f32 (the mean of 100,000 f16
     /// ones is 1, not inf); the mean of no elements is NaN.
-    pub fn mean_dims(&self, dims: &[isize], keepdim: bool) -> Result<Tensor> {
+    pub fn mean_dims(&self, dims: impl IntoShape, keepdim: bool) -> Result<Tensor> {
+        let dims = &dims.to_dims("mean")?;
         if !self.dtype().is_float() {
             return Err(Error::UnsupportedDType {
                 op: "mean",
@@ -199,14 +201,16 @@ impl Tensor {
     }
     /// Mean of all elements.
     pub fn mean_all(&self) -> Result<Tensor> {
-        self.mean_dims(&[], false)
+        self.mean_dims([], false)
     }
     /// Maximum over `dims`; the gradient is split evenly among ties (PyTorch's amax).
-    pub fn amax(&self, dims: &[isize], keepdim: bool) -> Result<Tensor> {
+    pub fn amax(&self, dims: impl IntoShape, keepdim: bool) -> Result<Tensor> {
+        let dims = &dims.to_dims("amax")?;
         self.extreme(ReduceOp::Max, dims, keepdim)
     }
     /// Minimum over `dims`.
-    pub fn amin(&self, dims: &[isize], keepdim: bool) -> Result<Tensor> {
+    pub fn amin(&self, dims: impl IntoShape, keepdim: bool) -> Result<Tensor> {
+        let dims = &dims.to_dims("amin")?;
         self.extreme(ReduceOp::Min, dims, keepdim)
     }
     fn extreme(&self, op: ReduceOp, dims: &[isize], keepdim: bool) -> Result<Tensor> {
@@ -222,7 +226,7 @@ impl Tensor {
                 (g.unsqueeze_dims(d)?, y.unsqueeze_dims(d)?)
             };
             let mask = x.eq(&y)?.to_dtype(x.dtype())?;
-            let count = mask.sum_dims(&d.iter().map(|&i| i as isize).collect::<Vec<_>>(), true)?;
+            let count = mask.sum_dims(d.iter().map(|&i| i as isize).collect::<Vec<_>>(), true)?;
             Ok(vec![Some(mask.div(&count)?.mul(&g)?)])
         }))
     }
@@ -245,8 +249,8 @@ impl Tensor {
         let d = wrap_dim(vop.name(), dim, self.ndim())?;
         if self.ndim() == 0 {
             // PyTorch: dim 0 / -1 of a 0-d tensor is its one element (index 0).
-            let (v, i) = self.reshape(&[1])?.extreme_dim(vop, iop, 0, false)?;
-            return Ok((v.reshape(&[])?, i.reshape(&[])?));
+            let (v, i) = self.reshape([1])?.extreme_dim(vop, iop, 0, false)?;
+            return Ok((v.reshape([])?, i.reshape([])?));
         }
         let idx = self.reduce_raw(iop, &[d], true)?;
         let vals = self.detach().gather(d as isize, &idx)?;
@@ -274,21 +278,28 @@ impl Tensor {
             Some(dim) => {
                 let d = wrap_dim(op.name(), dim, self.ndim())?;
                 if self.ndim() == 0 {
-                    return self.reshape(&[1])?.reduce_raw(op, &[0], false);
+                    return self.reshape([1])?.reduce_raw(op, &[0], false);
                 }
                 self.reduce_raw(op, &[d], keepdim)
             }
-            None => self.detach().reshape(&[-1])?.reduce_raw(op, &[0], false),
+            None => self.detach().reshape([-1])?.reduce_raw(op, &[0], false),
         }
     }
     /// Variance over `dims` with Bessel's correction when `unbiased`.
-    pub fn var_dims(&self, dims: &[isize], unbiased: bool, keepdim: bool) -> Result<Tensor> {
+    pub fn var_dims(&self, dims: impl IntoShape, unbiased: bool, keepdim: bool) -> Result<Tensor> {
+        let dims = &dims.to_dims("var")?;
         self.var_correction(dims, if unbiased { 1.0 } else { 0.0 }, keepdim)
     }
     /// Variance over `dims` divided by `max(0, n - correction)` (torch.var's `correction`):
     /// with no degrees of freedom left it is `ss / 0`, NaN for no elements or one (PyTorch
     /// warns and gives the same), inf when the squares do not sum to zero.
-    pub fn var_correction(&self, dims: &[isize], correction: f64, keepdim: bool) -> Result<Tensor> {
+    pub fn var_correction(
+        &self,
+        dims: impl IntoShape,
+        correction: f64,
+        keepdim: bool,
+    ) -> Result<Tensor> {
+        let dims = &dims.to_dims("var")?;
         let d = wrap_dims("var", dims, self.ndim())?;
         let n: usize = d.iter().map(|&i| self.shape()[i]).product();
         let mean = self.mean_dims(dims, true)?;
@@ -296,15 +307,23 @@ impl Tensor {
         ss.div_scalar((n as f64 - correction).max(0.0))
     }
     /// Standard deviation over `dims`.
-    pub fn std_dims(&self, dims: &[isize], unbiased: bool, keepdim: bool) -> Result<Tensor> {
+    pub fn std_dims(&self, dims: impl IntoShape, unbiased: bool, keepdim: bool) -> Result<Tensor> {
+        let dims = &dims.to_dims("std")?;
         self.var_dims(dims, unbiased, keepdim)?.sqrt()
     }
     /// Standard deviation with torch.std's `correction`.
-    pub fn std_correction(&self, dims: &[isize], correction: f64, keepdim: bool) -> Result<Tensor> {
+    pub fn std_correction(
+        &self,
+        dims: impl IntoShape,
+        correction: f64,
+        keepdim: bool,
+    ) -> Result<Tensor> {
+        let dims = &dims.to_dims("std")?;
         self.var_correction(dims, correction, keepdim)?.sqrt()
     }
     /// `log(sum(exp(x)))` over `dims`, computed stably.
-    pub fn logsumexp(&self, dims: &[isize], keepdim: bool) -> Result<Tensor> {
+    pub fn logsumexp(&self, dims: impl IntoShape, keepdim: bool) -> Result<Tensor> {
+        let dims = &dims.to_dims("logsumexp")?;
         let m = self.amax(dims, true)?.detach();
         let m = Tensor::where_cond(&m.abs()?.eq_scalar(f64::INFINITY)?, &m.zeros_like()?, &m)?;
         let s = self.sub(&m)?.exp()?.sum_dims(dims, true)?.log()?.add(&m)?;
@@ -319,7 +338,7 @@ impl Tensor {
     pub fn prod_dim(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
         let d = wrap_dim("prod", dim, self.ndim())?;
         if self.ndim() == 0 {
-            return self.reshape(&[1])?.prod_dim(0, false);
+            return self.reshape([1])?.prod_dim(0, false);
         }
         // Half products accumulate in f32 (ReduceOp::out_dtype) and round once.
         let out = self.reduce_raw(ReduceOp::Prod, &[d], keepdim)?;
@@ -354,7 +373,8 @@ impl Tensor {
         }))
     }
     /// p-norm over `dims` (torch.linalg.vector_norm); `ord` 2, 1 or infinity.
-    pub fn vector_norm(&self, ord: f64, dims: &[isize], keepdim: bool) -> Result<Tensor> {
+    pub fn vector_norm(&self, ord: f64, dims: impl IntoShape, keepdim: bool) -> Result<Tensor> {
+        let dims = &dims.to_dims("norm")?;
         if ord == 2.0 {
             self.square()?.sum_dims(dims, keepdim)?.sqrt()
         } else if ord == 1.0 {
@@ -389,24 +409,24 @@ impl Tensor {
         let out = y.permute_raw(&inv);
         Ok(record(out, "cumsum", &[self], d, |&d, g| {
             Ok(vec![Some(
-                g.flip(&[d as isize])?
+                g.flip([d as isize])?
                     .cumsum(d as isize)?
-                    .flip(&[d as isize])?,
+                    .flip([d as isize])?,
             )])
         }))
     }
     /// Softmax along `dim`, numerically stable.
     pub fn softmax(&self, dim: isize) -> Result<Tensor> {
         let x = crate::amp::upper(self)?;
-        let m = x.amax(&[dim], true).in_op("softmax")?.detach();
+        let m = x.amax([dim], true).in_op("softmax")?.detach();
         let e = x.sub(&m)?.exp()?;
-        e.div(&e.sum_dims(&[dim], true)?)
+        e.div(&e.sum_dims([dim], true)?)
     }
     /// Log-softmax along `dim`, numerically stable.
     pub fn log_softmax(&self, dim: isize) -> Result<Tensor> {
         let x = crate::amp::upper(self)?;
-        let m = x.amax(&[dim], true).in_op("log_softmax")?.detach();
+        let m = x.amax([dim], true).in_op("log_softmax")?.detach();
         let z = x.sub(&m)?;
-        z.sub(&z.exp()?.sum_dims(&[dim], true)?.log()?)
+        z.sub(&z.exp()?.sum_dims([dim], true)?.log()?)
     }
 }

@@ -18,7 +18,7 @@ pub fn clip_grad_norm_(params: &[Tensor], max_norm: f64, norm_type: f64) -> Resu
     let mut total: Option<Tensor> = None;
     for g in &grads {
         let n = if norm_type.is_infinite() {
-            g.abs()?.amax(&[], false)?
+            g.abs()?.amax([], false)?
         } else {
             g.abs()?.pow_scalar(norm_type)?.sum_all()?
         };

@@ -161,7 +161,7 @@ impl LBFGS {
         let mut off = 0;
         for p in self.params() {
             let n = p.numel();
-            let u = update.narrow(0, off, n)?.reshape_to(p.shape())?;
+            let u = update.narrow(0, off, n)?.reshape(p.shape())?;
             assign(p, &p.add(&u.mul_scalar(t)?)?)?;
             off += n;
         }

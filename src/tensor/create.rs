@@ -5,7 +5,7 @@ use crate::backend::cpu::{self, CpuElem, CpuStorage};
 use crate::backend::{gpu, Storage};
 use crate::dtype::Elem;
 use crate::error::InOp;
-use crate::shape::{checked_numel, MAX_NUMEL};
+use crate::shape::{checked_numel, IntoShape, MAX_NUMEL};
 use crate::{DType, Device, Error, Result};
 
 /// Place host data on `device`.
@@ -47,10 +47,10 @@ impl Tensor {
     /// ```
     pub fn from_vec<T: CpuElem>(
         data: Vec<T>,
-        shape: impl AsRef<[usize]>,
+        shape: impl IntoShape,
         device: &Device,
     ) -> Result<Tensor> {
-        let shape = shape.as_ref();
+        let shape = &shape.to_sizes("from_vec")?;
         check_len("from_vec", shape, data.len())?;
         Ok(Tensor::from_storage(
             place(T::wrap(data), device)?,
@@ -61,7 +61,7 @@ impl Tensor {
     /// Like [`Tensor::from_vec`], copying a slice.
     pub fn from_slice<T: CpuElem>(
         data: &[T],
-        shape: impl AsRef<[usize]>,
+        shape: impl IntoShape,
         device: &Device,
     ) -> Result<Tensor> {
         let mut v = cpu::try_vec("from_slice", data.len())?;
@@ -75,11 +75,11 @@ impl Tensor {
     /// Values given as f64, converted to `dtype`.
     pub fn from_f64(
         data: &[f64],
-        shape: impl AsRef<[usize]>,
+        shape: impl IntoShape,
         dtype: DType,
         device: &Device,
     ) -> Result<Tensor> {
-        let shape = shape.as_ref();
+        let shape = &shape.to_sizes("from_f64")?;
         check_len("from_f64", shape, data.len())?;
         Ok(Tensor::from_storage(
             place(CpuStorage::from_f64("from_f64", dtype, data)?, device)?,
@@ -89,12 +89,12 @@ impl Tensor {
     }
     /// `shape` filled with `value`, of `dtype`.
     pub fn full_dtype(
-        shape: impl AsRef<[usize]>,
+        shape: impl IntoShape,
         value: f64,
         dtype: DType,
         device: &Device,
     ) -> Result<Tensor> {
-        let shape = shape.as_ref();
+        let shape = &shape.to_sizes("full")?;
         let n = checked_numel("full", shape)?;
         let s = match device {
             Device::Cpu => Storage::Cpu(CpuStorage::full("full", dtype, n, value)?),
@@ -105,16 +105,25 @@ impl Tensor {
         };
         Ok(Tensor::from_storage(s, shape, *device))
     }
-    /// f32 tensor filled with `value`.
-    pub fn full(shape: impl AsRef<[usize]>, value: f64, device: &Device) -> Result<Tensor> {
+    /// f32 tensor filled with `value`. Like every constructor, takes the shape as any
+    /// [`IntoShape`]: `[2, 3]`, `&[2, 3]`, `x.shape()`, a `Vec`, `5` or `[]` (0-d).
+    ///
+    /// ```
+    /// use wgtorch::{Device, Tensor};
+    /// let t = Tensor::full([2, 3], 7.0, &Device::Cpu)?;
+    /// assert_eq!(t.shape(), &[2, 3]);
+    /// assert!(Tensor::full([-1, 3], 7.0, &Device::Cpu).is_err()); // negative dimension
+    /// # Ok::<(), wgtorch::Error>(())
+    /// ```
+    pub fn full(shape: impl IntoShape, value: f64, device: &Device) -> Result<Tensor> {
         Tensor::full_dtype(shape, value, DType::F32, device)
     }
     /// f32 zeros.
-    pub fn zeros(shape: impl AsRef<[usize]>, device: &Device) -> Result<Tensor> {
+    pub fn zeros(shape: impl IntoShape, device: &Device) -> Result<Tensor> {
         Tensor::full(shape, 0.0, device).in_op("zeros")
     }
     /// f32 ones.
-    pub fn ones(shape: impl AsRef<[usize]>, device: &Device) -> Result<Tensor> {
+    pub fn ones(shape: impl IntoShape, device: &Device) -> Result<Tensor> {
         Tensor::full(shape, 1.0, device).in_op("ones")
     }
     /// `[start, end)` in steps of `step`, f32 (PyTorch's `arange` with float arguments).
@@ -158,8 +167,8 @@ impl Tensor {
         Tensor::from_vec(v, [n, n], device)
     }
     /// Uniform in [0, 1), from the default generator.
-    pub fn rand(shape: impl AsRef<[usize]>, device: &Device) -> Result<Tensor> {
-        Tensor::rand_dtype(shape.as_ref(), DType::F32, device)
+    pub fn rand(shape: impl IntoShape, device: &Device) -> Result<Tensor> {
+        Tensor::rand_dtype(&shape.to_sizes("rand")?, DType::F32, device)
     }
     /// Uniform in [0, 1) of a floating `dtype`, drawn at that type's precision (as PyTorch's
     /// `uniform_`: a draw rounded to a coarser type could land on 1). f32 keeps the stream
@@ -193,8 +202,9 @@ impl Tensor {
         Tensor::from_f64(&v, shape, dtype, device)
     }
     /// Standard normal, from the default generator.
-    pub fn randn(shape: impl AsRef<[usize]>, device: &Device) -> Result<Tensor> {
-        let n = admit("randn", shape.as_ref(), DType::F32, device)?;
+    pub fn randn(shape: impl IntoShape, device: &Device) -> Result<Tensor> {
+        let shape = shape.to_sizes("randn")?;
+        let n = admit("randn", &shape, DType::F32, device)?;
         let v =
             crate::rng::with_default_generator(|g| generate("randn", n, |_| g.normal() as f32))?;
         Tensor::from_vec(v, shape, device)
@@ -237,20 +247,20 @@ impl Tensor {
     /// assert_eq!((y.shape(), y.dtype()), (&[2usize, 3][..], DType::I32));
     /// # Ok::<(), wgtorch::Error>(())
     /// ```
-    pub fn new_full(&self, shape: impl AsRef<[usize]>, value: f64) -> Result<Tensor> {
+    pub fn new_full(&self, shape: impl IntoShape, value: f64) -> Result<Tensor> {
         Tensor::full_dtype(shape, value, self.dtype(), &self.device()).in_op("new_full")
     }
     /// Zeros of `shape` with this tensor's dtype and device (torch.Tensor.new_zeros).
-    pub fn new_zeros(&self, shape: impl AsRef<[usize]>) -> Result<Tensor> {
+    pub fn new_zeros(&self, shape: impl IntoShape) -> Result<Tensor> {
         self.new_full(shape, 0.0).in_op("new_zeros")
     }
     /// Ones of `shape` with this tensor's dtype and device (torch.Tensor.new_ones).
-    pub fn new_ones(&self, shape: impl AsRef<[usize]>) -> Result<Tensor> {
+    pub fn new_ones(&self, shape: impl IntoShape) -> Result<Tensor> {
         self.new_full(shape, 1.0).in_op("new_ones")
     }
     /// A tensor of `shape` with this tensor's dtype and device whose values are unspecified
     /// (torch.Tensor.new_empty); here they are zeros, as every new buffer is initialised.
-    pub fn new_empty(&self, shape: impl AsRef<[usize]>) -> Result<Tensor> {
+    pub fn new_empty(&self, shape: impl IntoShape) -> Result<Tensor> {
         self.new_full(shape, 0.0).in_op("new_empty")
     }
     /// A 0-d tensor of `value` with this tensor's dtype and device.

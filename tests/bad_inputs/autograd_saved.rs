@@ -184,12 +184,12 @@ fn ops_that_read_no_saved_data_do_not_raise() -> Result<()> {
             x.add(&b)?,
             x.sub(&b)?,
             x.add_scalar(1.0)?,
-            x.view(&[3, 2])?.permute(&[1, 0])?,
-            x.transpose(0, 1)?.reshape(&[6])?.view(&[2, 3])?,
-            x.unsqueeze(0)?.expand(&[2, 2, 3])?.sum_dims(&[0], false)?,
+            x.view([3, 2])?.permute([1, 0])?,
+            x.transpose(0, 1)?.reshape([6])?.view([2, 3])?,
+            x.unsqueeze(0)?.expand([2, 2, 3])?.sum_dims([0], false)?,
             x.narrow(1, 1, 2)?,
             Tensor::cat(&[x.clone(), b.clone()], 0)?,
-            x.flip(&[1])?,
+            x.flip([1])?,
         ];
         let loss = parts
             .iter()
@@ -311,7 +311,7 @@ fn max_pool2d_input_changed_in_place() -> Result<()> {
 fn reduction_inputs_changed_in_place() -> Result<()> {
     for dev in common::devices() {
         let x = seq(&[2, 3], true, &dev);
-        let loss = x.amax(&[1], false)?.sum_all()?;
+        let loss = x.amax([1], false)?.sum_all()?;
         bump(&x);
         expect_err(&loss, &modified(&x, "", 1, 0), "amax");
 
@@ -550,7 +550,7 @@ fn saved_outputs_do_not_keep_their_node_alive() -> Result<()> {
     // node -> rule -> output -> node, so dropping the output frees the node (and the storage).
     for dev in common::devices() {
         let x = seq(&[3], true, &dev);
-        for y in [x.exp()?, x.div(&x.add_scalar(1.0)?)?, x.amax(&[0], true)?] {
+        for y in [x.exp()?, x.div(&x.add_scalar(1.0)?)?, x.amax([0], true)?] {
             let node = std::sync::Arc::downgrade(y.grad_fn().expect("a node"));
             drop(y);
             assert!(node.upgrade().is_none(), "the node outlived its output");

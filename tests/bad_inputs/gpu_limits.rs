@@ -57,20 +57,20 @@ fn elementwise_past_65535_groups() {
 fn row_reductions_past_65535_groups() {
     let Some(g) = common::gpu() else { return };
     // One row per invocation: rows past 65,535 workgroups of 256.
-    let x = i32_range(PAST_1D + 3).reshape(&[-1, 1]).unwrap();
+    let x = i32_range(PAST_1D + 3).reshape([-1, 1]).unwrap();
     same_on_gpu("sum of short rows", &g, &x, |t| {
-        t.sum_dims(&[1], false).unwrap()
+        t.sum_dims([1], false).unwrap()
     });
     same_on_gpu("argmax of short rows", &g, &x, |t| {
         t.argmax(Some(1), false).unwrap()
     });
     // One workgroup per row (the tree kernel on real GPUs).
     let x = i32_range((MAXD + 1) * 65)
-        .reshape(&[-1, 65])
+        .reshape([-1, 65])
         .unwrap()
         .to_dtype(DType::F32)
         .unwrap();
-    same_on_gpu("amax of rows", &g, &x, |t| t.amax(&[1], false).unwrap());
+    same_on_gpu("amax of rows", &g, &x, |t| t.amax([1], false).unwrap());
     same_on_gpu("argmax of rows", &g, &x, |t| {
         t.argmax(Some(1), false).unwrap()
     });
@@ -79,7 +79,7 @@ fn row_reductions_past_65535_groups() {
 #[test]
 fn cumsum_past_65535_groups() {
     let Some(g) = common::gpu() else { return };
-    let x = i32_range(PAST_1D + 3).reshape(&[-1, 1]).unwrap();
+    let x = i32_range(PAST_1D + 3).reshape([-1, 1]).unwrap();
     same_on_gpu("cumsum", &g, &x, |t| t.cumsum(1).unwrap());
 }
 
@@ -203,11 +203,11 @@ fn pooling_past_65535_groups() {
 fn gather_scatter_add_past_65535_groups() {
     let Some(g) = common::gpu() else { return };
     // Rows of two (the scatter kernel scans its row of the index for each output).
-    let x = i32_range(PAST_1D + 4).reshape(&[-1, 2]).unwrap();
+    let x = i32_range(PAST_1D + 4).reshape([-1, 2]).unwrap();
     let rows = (PAST_1D + 4) / 2;
     let idx = Tensor::from_vec(vec![1i32, 0], [1, 2], &Device::Cpu)
         .unwrap()
-        .repeat(&[rows, 1])
+        .repeat([rows, 1])
         .unwrap();
     same_on_gpu("gather", &g, &x, |t| {
         t.gather(1, &idx.to(&t.device()).unwrap()).unwrap()
@@ -249,7 +249,7 @@ fn assert_gpu_oom(what: &str, r: wgtorch::Result<Tensor>) {
 fn gpu_tensor_past_the_buffer_limit_is_refused_before_host_allocation() {
     let Some(g) = common::gpu() else { return };
     // 100 GB: creating the values on the host first aborted the process.
-    let n = 25_000_000_000;
+    let n: usize = 25_000_000_000;
     assert_gpu_oom("randn", Tensor::randn([n], &g));
     assert_gpu_oom("rand", Tensor::rand([n], &g));
     assert_gpu_oom("zeros", Tensor::zeros([n], &g));
@@ -314,8 +314,8 @@ fn matmul_inner_dimension_past_u32_is_refused() {
     let Some(g) = common::gpu() else { return };
     // Broadcast operands take no memory; K = 2^32 + 1 was truncated to 1 in the kernel's words.
     let k = (1usize << 32) + 1;
-    let a = Tensor::ones([1, 1], &g).unwrap().expand(&[1, k]).unwrap();
-    let b = Tensor::ones([1, 1], &g).unwrap().expand(&[k, 1]).unwrap();
+    let a = Tensor::ones([1, 1], &g).unwrap().expand([1, k]).unwrap();
+    let b = Tensor::ones([1, 1], &g).unwrap().expand([k, 1]).unwrap();
     match a.matmul(&b) {
         Err(e) => assert!(e.to_string().contains("matmul"), "{e}"),
         Ok(t) => panic!("expected an error, got {:?}", common::vals(&t)),
@@ -330,14 +330,12 @@ fn argmax_of_rows_past_65535_elements_on_a_cpu_adapter() {
     let x = i32_range(70_000)
         .to_dtype(DType::F32)
         .unwrap()
-        .reshape(&[1, -1])
+        .reshape([1, -1])
         .unwrap()
-        .repeat(&[16, 1])
+        .repeat([16, 1])
         .unwrap();
     same_on_gpu("argmax of long rows", &g, &x, |t| {
         t.argmax(Some(1), false).unwrap()
     });
-    same_on_gpu("amax of long rows", &g, &x, |t| {
-        t.amax(&[1], false).unwrap()
-    });
+    same_on_gpu("amax of long rows", &g, &x, |t| t.amax([1], false).unwrap());
 }

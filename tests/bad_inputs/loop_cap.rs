@@ -65,7 +65,7 @@ fn conv_all(t: &[Tensor], padding: usize) -> Tensor {
     )
     .unwrap();
     y.sum_all().unwrap().backward().unwrap();
-    let flat = |t: &Tensor| t.reshape(&[-1]).unwrap();
+    let flat = |t: &Tensor| t.reshape([-1]).unwrap();
     let parts = [
         flat(&y.detach()),
         flat(&x.grad().unwrap()),

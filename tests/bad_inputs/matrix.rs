@@ -88,16 +88,15 @@ fn rows() -> Vec<Row> {
             "reshape",
             Shape,
             "is invalid for input of size 6",
-            |d, o| f32s(&[2, 3], d)?.reshape(&[4, 2])
+            |d, o| f32s(&[2, 3], d)?.reshape([4, 2])
         ),
         row!("view", Shape, "Use .reshape(...) instead", |d, o| f32s(
             &[2, 3],
             d
         )?
         .t()?
-        .view(&[6])),
-        row!("expand", Shape, "", |d, o| f32s(&[2, 3], d)?
-            .expand(&[2, 4])),
+        .view([6])),
+        row!("expand", Shape, "", |d, o| f32s(&[2, 3], d)?.expand([2, 4])),
         row!("where", Shape, "must match the size", |d, o| {
             Tensor::where_cond(
                 &f32s(&[2], d)?.gt_scalar(0.0)?,
@@ -202,7 +201,7 @@ fn rows() -> Vec<Row> {
             &[2, 3],
             d
         )?
-        .sum_dims(&[2], false)),
+        .sum_dims([2], false)),
         row!("softmax", Dim, "Dimension out of range", |d, o| f32s(
             &[2, 3],
             d
@@ -218,8 +217,7 @@ fn rows() -> Vec<Row> {
             d
         )?
         .transpose(0, 2)),
-        row!("permute", Dim, "", |d, o| f32s(&[2, 3], d)?
-            .permute(&[0, 0])),
+        row!("permute", Dim, "", |d, o| f32s(&[2, 3], d)?.permute([0, 0])),
         row!("unsqueeze", Dim, "Dimension out of range", |d, o| f32s(
             &[2, 3],
             d
@@ -234,7 +232,7 @@ fn rows() -> Vec<Row> {
             &[2, 3],
             d
         )?
-        .flip(&[0, 0])),
+        .flip([0, 0])),
         row!("cat", Dim, "zero-dimensional tensor", |d, o| {
             let s = Tensor::scalar(1.0f32, d)?;
             Tensor::cat(&[s.clone(), s], 0)

@@ -216,7 +216,7 @@ fn clamp_propagates_nan() {
             .unwrap()
             .narrow(1, 0, 1)
             .unwrap()
-            .reshape(&[4])
+            .reshape([4])
             .unwrap();
         same(
             &format!("{d} strided"),
@@ -256,7 +256,7 @@ fn half_mean_of_many_ones_is_one() {
         // rows: mean over dim 1 of [4, 30000] ones
         let x = Tensor::from_vec(vec![f16::ONE; 120_000], [4, 30_000], &d).unwrap();
         assert_eq!(
-            vals(&x.mean_dims(&[1], false).unwrap()),
+            vals(&x.mean_dims([1], false).unwrap()),
             [1.0; 4],
             "{d} rows"
         );
@@ -297,8 +297,8 @@ fn argmax_nan_is_the_max() {
             assert_eq!(ints(&i), [1], "{d}");
         }
         // amax / amin -> nan
-        assert!(vals(&x.amax(&[], false).unwrap())[0].is_nan(), "{d}");
-        assert!(vals(&x.amin(&[], false).unwrap())[0].is_nan(), "{d}");
+        assert!(vals(&x.amax([], false).unwrap())[0].is_nan(), "{d}");
+        assert!(vals(&x.amin([], false).unwrap())[0].is_nan(), "{d}");
         // Long rows (the workgroup tree on a GPU), the first NaN wins: index 500
         for n in [1000usize, 20_000] {
             let mut v: Vec<f32> = (0..n).map(|i| i as f32).collect();
@@ -307,8 +307,8 @@ fn argmax_nan_is_the_max() {
             let t = f32s(&v, &d);
             assert_eq!(ints(&t.argmax(None, false).unwrap()), [500], "{d} n={n}");
             assert_eq!(ints(&t.argmin(None, false).unwrap()), [500], "{d} n={n}");
-            assert!(vals(&t.amax(&[], false).unwrap())[0].is_nan(), "{d} n={n}");
-            assert!(vals(&t.amin(&[], false).unwrap())[0].is_nan(), "{d} n={n}");
+            assert!(vals(&t.amax([], false).unwrap())[0].is_nan(), "{d} n={n}");
+            assert!(vals(&t.amin([], false).unwrap())[0].is_nan(), "{d} n={n}");
         }
         // Many short rows (one invocation per row), f16 too: [[nan, 5], [3, 4], ...] -> [0, 1, ...]
         let mut v = vec![0.0f32; 64];
@@ -340,15 +340,15 @@ fn var_of_empty_is_nan() {
         let e = Tensor::zeros([0], &d).unwrap();
         // torch.empty(0).var() -> nan (with a warning); std -> nan; mean -> nan; sum -> 0
         assert!(
-            vals(&e.var_dims(&[], true, false).unwrap())[0].is_nan(),
+            vals(&e.var_dims([], true, false).unwrap())[0].is_nan(),
             "{d}"
         );
         assert!(
-            vals(&e.std_dims(&[], true, false).unwrap())[0].is_nan(),
+            vals(&e.std_dims([], true, false).unwrap())[0].is_nan(),
             "{d}"
         );
         assert!(
-            vals(&e.var_dims(&[], false, false).unwrap())[0].is_nan(),
+            vals(&e.var_dims([], false, false).unwrap())[0].is_nan(),
             "{d}"
         );
         assert!(vals(&e.mean_all().unwrap())[0].is_nan(), "{d}");
@@ -356,25 +356,21 @@ fn var_of_empty_is_nan() {
         // torch.tensor([3.]).var() -> nan (correction 1 >= n); .var(correction=0) -> 0
         let one = f32s(&[3.0], &d);
         assert!(
-            vals(&one.var_dims(&[], true, false).unwrap())[0].is_nan(),
+            vals(&one.var_dims([], true, false).unwrap())[0].is_nan(),
             "{d}"
         );
-        assert_eq!(
-            vals(&one.var_dims(&[], false, false).unwrap()),
-            [0.0],
-            "{d}"
-        );
+        assert_eq!(vals(&one.var_dims([], false, false).unwrap()), [0.0], "{d}");
         // torch.tensor([1., 3.]).var(correction=2) -> inf; correction=3 -> inf (divides by 0)
         let two = f32s(&[1.0, 3.0], &d);
         for c in [2.0, 3.0] {
             assert_eq!(
-                vals(&two.var_correction(&[], c, false).unwrap()),
+                vals(&two.var_correction([], c, false).unwrap()),
                 [f64::INFINITY],
                 "{d} c={c}"
             );
         }
         assert_eq!(
-            vals(&two.var_correction(&[], 1.0, false).unwrap()),
+            vals(&two.var_correction([], 1.0, false).unwrap()),
             [2.0],
             "{d}"
         );
@@ -382,7 +378,7 @@ fn var_of_empty_is_nan() {
         let e2 = Tensor::zeros([2, 0], &d).unwrap();
         same(
             &format!("{d}"),
-            &vals(&e2.var_dims(&[1], true, false).unwrap()),
+            &vals(&e2.var_dims([1], true, false).unwrap()),
             &[f64::NAN; 2],
         );
     }

@@ -64,7 +64,7 @@ fn zeros_past_usize_elements_is_an_error() {
         // A zero size does not excuse strides that overflow.
         expect_err(
             "zeros [0, 2^40, 2^40]",
-            Tensor::zeros([0, 1 << 40, 1 << 40], &dev),
+            Tensor::zeros([0, 1usize << 40, 1 << 40], &dev),
             &[TOO_MANY],
         );
         // The product used to wrap to 0 and match an empty vector.
@@ -74,7 +74,7 @@ fn zeros_past_usize_elements_is_an_error() {
             &[TOO_MANY],
         );
         // Sizes that fit still work, including empty ones.
-        assert_eq!(Tensor::zeros([0, 1 << 40], &dev).unwrap().numel(), 0);
+        assert_eq!(Tensor::zeros([0, 1usize << 40], &dev).unwrap().numel(), 0);
     }
 }
 
@@ -104,20 +104,20 @@ fn bmm_with_wrapped_inner_size_is_an_error() {
 fn view_and_reshape_products_never_wrap() {
     for dev in devices() {
         let e = Tensor::zeros([0], &dev).unwrap();
-        expect_err("view", e.view(&[1 << 32, 1 << 32]), &[TOO_MANY]);
+        expect_err("view", e.view([1usize << 32, 1 << 32]), &[TOO_MANY]);
         expect_err(
             "reshape -1",
-            e.reshape(&[-1, 1 << 32, 1 << 32]),
+            e.reshape([-1, 1isize << 32, 1 << 32]),
             &[TOO_MANY],
         );
         expect_err(
             "view zero first",
-            e.view(&[0, 1 << 40, 1 << 40]),
+            e.view([0, 1usize << 40, 1 << 40]),
             &[TOO_MANY],
         );
         let x = Tensor::zeros([4], &dev).unwrap();
-        expect_err("view -1 wrap", x.view(&[-1, 1 << 62, 8]), &[TOO_MANY]);
-        assert_eq!(x.view(&[2, -1]).unwrap().shape(), &[2, 2]);
+        expect_err("view -1 wrap", x.view([-1, 1isize << 62, 8]), &[TOO_MANY]);
+        assert_eq!(x.view([2, -1]).unwrap().shape(), &[2, 2]);
     }
 }
 
@@ -134,8 +134,8 @@ fn expand_broadcast_repeat_cat_past_max_elements() {
         expect_err("add broadcast", a.add(&b), &[TOO_MANY]);
         expect_err("where broadcast", a.gt(&b), &[TOO_MANY]);
         let two = Tensor::zeros([2], &dev).unwrap();
-        expect_err("repeat", two.repeat(&[1 << 62]), &[TOO_MANY]);
-        expect_err("repeat wrap", two.repeat(&[1 << 63, 2]), &[TOO_MANY]);
+        expect_err("repeat", two.repeat([1usize << 62]), &[TOO_MANY]);
+        expect_err("repeat wrap", two.repeat([1usize << 63, 2]), &[TOO_MANY]);
         let big = huge_view(&[1 << 62], &dev).unwrap();
         expect_err(
             "cat",
@@ -254,7 +254,7 @@ fn cpu_kernel_output_beyond_memory_is_out_of_memory() {
         .unwrap()
         .to_dtype(DType::I32)
         .unwrap()
-        .expand(&[1 << 48])
+        .expand([1usize << 48])
         .unwrap();
     let one = Tensor::ones([1], &cpu).unwrap();
     for (what, r) in [
@@ -338,7 +338,7 @@ fn copy_from_itself_does_not_deadlock() {
             r.narrow(0, 0, 5)?.copy_(&r.narrow(0, 1, 5)?)?;
             assert_eq!(vals(&r), vec![1., 2., 3., 4., 5., 5.]);
             // A broadcast source from the same storage.
-            let r = Tensor::arange(0.0, 4.0, 1.0, &dev)?.reshape(&[2, 2])?;
+            let r = Tensor::arange(0.0, 4.0, 1.0, &dev)?.reshape([2, 2])?;
             r.copy_(&r.narrow(0, 1, 1)?)?;
             assert_eq!(vals(&r), vec![2., 3., 2., 3.]);
             // A dtype conversion of itself.
@@ -478,19 +478,19 @@ fn transpose_and_other_dim_ops_of_zero_dim_tensor() {
             s.transpose(0, 1),
             &["Dimension out of range"],
         );
-        assert_eq!(s.sum_dims(&[0], false).unwrap().item().unwrap(), 2.0);
+        assert_eq!(s.sum_dims([0], false).unwrap().item().unwrap(), 2.0);
         assert_eq!(s.softmax(0).unwrap().item().unwrap(), 1.0);
         assert_eq!(s.log_softmax(-1).unwrap().item().unwrap(), 0.0);
         assert_eq!(s.cumsum(0).unwrap().item().unwrap(), 2.0);
-        assert_eq!(s.amax(&[0], false).unwrap().item().unwrap(), 2.0);
-        let f = s.flip(&[0]).unwrap();
+        assert_eq!(s.amax([0], false).unwrap().item().unwrap(), 2.0);
+        let f = s.flip([0]).unwrap();
         assert_eq!((f.shape(), f.item().unwrap()), (scalar, 2.0));
         assert_eq!(s.unsqueeze(0).unwrap().shape(), &[1]);
         assert_eq!(s.unsqueeze(-1).unwrap().shape(), &[1]);
         assert_eq!(s.squeeze_dim(0).unwrap().shape(), scalar);
         let i0 = Tensor::from_vec(vec![0i32], [1], &dev).unwrap();
         assert_eq!(s.index_select(0, &i0).unwrap().item().unwrap(), 2.0);
-        assert_eq!(s.permute(&[]).unwrap().shape(), scalar);
+        assert_eq!(s.permute([]).unwrap().shape(), scalar);
         assert_eq!(s.flatten(0, -1).unwrap().shape(), &[1]);
     }
 }
@@ -598,7 +598,7 @@ fn narrow_start_out_of_range() {
         assert_eq!(x.slice(0, 0, 3, usize::MAX).unwrap().shape(), &[1, 2]);
         expect_err(
             "split_sizes overflow",
-            x.split_sizes(&[usize::MAX, 4], 0),
+            x.split_sizes([usize::MAX, 4], 0),
             &["split"],
         );
     }
@@ -609,19 +609,19 @@ fn flip_repeated_dims_is_an_error() {
     for dev in devices() {
         let x = Tensor::arange(0.0, 4.0, 1.0, &dev)
             .unwrap()
-            .reshape(&[2, 2])
+            .reshape([2, 2])
             .unwrap();
         expect_err(
             "flip [0, 0]",
-            x.flip(&[0, 0]),
+            x.flip([0, 0]),
             &["dim 0 appears multiple times in the list of dims"],
         );
         expect_err(
             "flip [1, -1]",
-            x.flip(&[1, -1]),
+            x.flip([1, -1]),
             &["dim 1 appears multiple times"],
         );
-        assert_eq!(vals(&x.flip(&[0, 1]).unwrap()), vec![3., 2., 1., 0.]);
-        assert_eq!(vals(&x.flip(&[]).unwrap()), vec![0., 1., 2., 3.]);
+        assert_eq!(vals(&x.flip([0, 1]).unwrap()), vec![3., 2., 1., 0.]);
+        assert_eq!(vals(&x.flip([]).unwrap()), vec![0., 1., 2., 3.]);
     }
 }
