@@ -191,6 +191,14 @@ impl Tensor {
     pub fn randn_like(&self) -> Result<Tensor> {
         Tensor::randn(self.shape(), &self.device())?.to_dtype(self.dtype())
     }
+    /// A 0-d integer tensor of `dtype` holding `value` exactly (int64 past 2^53 included; for
+    /// int32 the caller has checked that it fits).
+    pub(crate) fn scalar_int(value: i64, dtype: DType, device: &Device) -> Result<Tensor> {
+        match dtype {
+            DType::I64 => Tensor::scalar(value, device),
+            _ => Tensor::full_dtype([], value as f64, dtype, device),
+        }
+    }
     /// A 0-d tensor of `value` with this tensor's dtype and device.
     pub(crate) fn scalar_like(&self, value: f64) -> Result<Tensor> {
         Tensor::full_dtype([], value, self.dtype(), &self.device())
