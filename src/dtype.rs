@@ -179,7 +179,11 @@ impl Scalar {
     pub(crate) fn to_int(self, op: &'static str, dt: DType) -> crate::Result<i64> {
         match dt {
             DType::I64 => Ok(self.to_i64()),
-            _ => self.to_i32(op).map(i64::from),
+            DType::I32 => self.to_i32(op).map(i64::from),
+            // Callers pass integer dtypes; the narrowest check for any other.
+            DType::Bool | DType::F16 | DType::BF16 | DType::F32 | DType::F64 => {
+                self.to_i32(op).map(i64::from)
+            }
         }
     }
 }

@@ -28,10 +28,7 @@ fn creation_and_readback() {
             "{dev}"
         );
         assert!(format!("{t:?}").contains("dtype=int64"), "{dev}");
-        assert_eq!(
-            Tensor::scalar(-7i64, &dev).unwrap().item_i64().unwrap(),
-            -7
-        );
+        assert_eq!(Tensor::scalar(-7i64, &dev).unwrap().item_i64().unwrap(), -7);
         assert_eq!(Tensor::scalar(5i64, &dev).unwrap().item().unwrap(), 5.0);
         let a = Tensor::arange_dtype(0.0, 4.0, 1.0, DType::I64, &dev).unwrap();
         assert_eq!(a.to_vec::<i64>().unwrap(), vec![0, 1, 2, 3], "{dev}");
@@ -72,8 +69,14 @@ fn cpu_values_beyond_int32_are_exact_and_wrap_like_pytorch() {
     // Comparisons, max and argmax are exact where f64 would tie.
     let a = long(&[big - 1, big], &dev);
     let b = long(&[big, big], &dev);
-    assert_eq!(a.lt(&b).unwrap().to_vec::<bool>().unwrap(), vec![true, false]);
-    assert_eq!(a.eq(&b).unwrap().to_vec::<bool>().unwrap(), vec![false, true]);
+    assert_eq!(
+        a.lt(&b).unwrap().to_vec::<bool>().unwrap(),
+        vec![true, false]
+    );
+    assert_eq!(
+        a.eq(&b).unwrap().to_vec::<bool>().unwrap(),
+        vec![false, true]
+    );
     assert_eq!(a.argmax(None, false).unwrap().item_i64().unwrap(), 1);
     assert_eq!(a.amax(&[], false).unwrap().item_i64().unwrap(), big);
     assert_eq!(a.sum_all().unwrap().item_i64().unwrap(), 2 * big - 1);
@@ -86,7 +89,10 @@ fn cpu_values_beyond_int32_are_exact_and_wrap_like_pytorch() {
         vec![false, true]
     );
     assert_eq!(
-        a.clamp(None, Some(big - 1)).unwrap().to_vec::<i64>().unwrap(),
+        a.clamp(None, Some(big - 1))
+            .unwrap()
+            .to_vec::<i64>()
+            .unwrap(),
         vec![big - 1, big - 1]
     );
     assert_eq!(
@@ -161,7 +167,12 @@ fn gpu_matches_cpu_inside_int32() {
             x.argmax(Some(1), false).unwrap().to_vec().unwrap(),
             x.max_dim(0, false).unwrap().1.to_vec().unwrap(),
             x.amin(&[0], false).unwrap().to_vec().unwrap(),
-            x.transpose(0, 1).unwrap().contiguous().unwrap().to_vec().unwrap(),
+            x.transpose(0, 1)
+                .unwrap()
+                .contiguous()
+                .unwrap()
+                .to_vec()
+                .unwrap(),
             x.to_dtype(DType::I32)
                 .unwrap()
                 .to_dtype(DType::I64)
@@ -217,7 +228,10 @@ fn casts_both_ways_at_the_int32_boundary() {
         );
     }
     // Past int32 on the CPU: int64 -> int32 wraps (PyTorch's narrowing), int64 <-> f64 exact.
-    let l = long(&[i32::MAX as i64 + 1, i32::MIN as i64 - 1, 1 << 40], &Device::Cpu);
+    let l = long(
+        &[i32::MAX as i64 + 1, i32::MIN as i64 - 1, 1 << 40],
+        &Device::Cpu,
+    );
     assert_eq!(
         l.to_dtype(DType::I32).unwrap().to_vec::<i32>().unwrap(),
         vec![i32::MIN, i32::MAX, 0]
@@ -225,7 +239,10 @@ fn casts_both_ways_at_the_int32_boundary() {
     let d = long(&[1 << 53, -(1 << 53)], &Device::Cpu)
         .to_dtype(DType::F64)
         .unwrap();
-    assert_eq!(d.to_vec::<f64>().unwrap(), vec![9007199254740992.0, -9007199254740992.0]);
+    assert_eq!(
+        d.to_vec::<f64>().unwrap(),
+        vec![9007199254740992.0, -9007199254740992.0]
+    );
     assert_eq!(
         d.to_dtype(DType::I64).unwrap().to_vec::<i64>().unwrap(),
         vec![1 << 53, -(1 << 53)]
@@ -316,7 +333,10 @@ fn reductions_give_pytorch_dtypes() {
             vec![5, 6]
         );
         assert_eq!(i.cumsum(0).unwrap().dtype(), DType::I64);
-        assert_eq!(b.cumsum(1).unwrap().to_vec::<i64>().unwrap(), vec![1, 2, 0, 1]);
+        assert_eq!(
+            b.cumsum(1).unwrap().to_vec::<i64>().unwrap(),
+            vec![1, 2, 0, 1]
+        );
         // Indices are int64.
         for t in [&i, &f, &l] {
             let a = t.argmax(Some(1), false).unwrap();
@@ -357,7 +377,11 @@ fn indexing_with_int64_indices() {
         let idx = Tensor::from_vec(vec![2i64, 0, 1, 1], [2, 2], &dev).unwrap();
         let idx32 = idx.to_dtype(DType::I32).unwrap();
         let g = x.gather(1, &idx).unwrap();
-        assert_eq!(g.to_vec::<f32>().unwrap(), vec![2.0, 0.0, 4.0, 4.0], "{dev}");
+        assert_eq!(
+            g.to_vec::<f32>().unwrap(),
+            vec![2.0, 0.0, 4.0, 4.0],
+            "{dev}"
+        );
         assert_eq!(
             x.gather(1, &idx32).unwrap().to_vec::<f32>().unwrap(),
             g.to_vec::<f32>().unwrap()
@@ -371,7 +395,10 @@ fn indexing_with_int64_indices() {
         let z = Tensor::zeros([2, 3], &dev).unwrap();
         let src = Tensor::ones([2, 2], &dev).unwrap();
         assert_eq!(
-            z.scatter_add(1, &idx, &src).unwrap().to_vec::<f32>().unwrap(),
+            z.scatter_add(1, &idx, &src)
+                .unwrap()
+                .to_vec::<f32>()
+                .unwrap(),
             vec![1.0, 0.0, 1.0, 0.0, 2.0, 0.0],
             "{dev}"
         );
@@ -379,15 +406,25 @@ fn indexing_with_int64_indices() {
         let zl = Tensor::full_dtype([2, 3], 0.0, DType::I64, &dev).unwrap();
         let sl = Tensor::full_dtype([2, 2], 5.0, DType::I64, &dev).unwrap();
         assert_eq!(
-            zl.scatter_add(1, &idx, &sl).unwrap().to_vec::<i64>().unwrap(),
+            zl.scatter_add(1, &idx, &sl)
+                .unwrap()
+                .to_vec::<i64>()
+                .unwrap(),
             vec![5, 0, 5, 0, 10, 0],
             "{dev}"
         );
         let words = Tensor::from_vec(vec![2i64, 0], [2], &dev).unwrap();
-        let e = words.embedding(&x.transpose(0, 1).unwrap().contiguous().unwrap()).unwrap();
-        assert_eq!(e.to_vec::<f32>().unwrap(), vec![2.0, 5.0, 0.0, 3.0], "{dev}");
+        let e = words
+            .embedding(&x.transpose(0, 1).unwrap().contiguous().unwrap())
+            .unwrap();
+        assert_eq!(
+            e.to_vec::<f32>().unwrap(),
+            vec![2.0, 5.0, 0.0, 3.0],
+            "{dev}"
+        );
         // Losses take int64 targets (PyTorch's) and agree with int32 ones.
-        let logits = Tensor::from_vec(vec![0.1f32, 2.0, -1.0, 0.5, 0.2, 0.3], [2, 3], &dev).unwrap();
+        let logits =
+            Tensor::from_vec(vec![0.1f32, 2.0, -1.0, 0.5, 0.2, 0.3], [2, 3], &dev).unwrap();
         let t64 = long(&[1, -100], &dev);
         let t32 = t64.to_dtype(DType::I32).unwrap();
         let a = F::cross_entropy(&logits, &t64, F::Reduction::Mean, -100, 0.0).unwrap();
@@ -409,7 +446,13 @@ fn indexing_with_int64_indices() {
     let x = Tensor::zeros([4], &Device::Cpu).unwrap();
     let r = x.index_select(0, &long(&[1 << 32], &Device::Cpu));
     assert!(
-        matches!(r, Err(Error::IndexOutOfRange { index: 4294967296, .. })),
+        matches!(
+            r,
+            Err(Error::IndexOutOfRange {
+                index: 4294967296,
+                ..
+            })
+        ),
         "{r:?}"
     );
 }
@@ -423,7 +466,10 @@ fn safetensors_round_trip() {
     let small = long(&[7, -7], &Device::Cpu);
     wgtorch::io::save(
         &path,
-        &[("big".to_string(), big.clone()), ("small".to_string(), small)],
+        &[
+            ("big".to_string(), big.clone()),
+            ("small".to_string(), small),
+        ],
     )
     .unwrap();
     let loaded = wgtorch::io::load(&path, &Device::Cpu).unwrap();
@@ -481,12 +527,31 @@ fn bad_inputs() {
         assert!(
             matches!(
                 r,
-                Err(Error::DTypeMismatch { op: "gather", expected: DType::I64, found: DType::F32 })
+                Err(Error::DTypeMismatch {
+                    op: "gather",
+                    expected: DType::I64,
+                    found: DType::F32
+                })
             ),
             "{r:?}"
         );
-        let r = F::cross_entropy(&x, &Tensor::zeros([2], &dev).unwrap(), F::Reduction::Mean, -100, 0.0);
-        assert!(matches!(r, Err(Error::DTypeMismatch { expected: DType::I64, .. })), "{r:?}");
+        let r = F::cross_entropy(
+            &x,
+            &Tensor::zeros([2], &dev).unwrap(),
+            F::Reduction::Mean,
+            -100,
+            0.0,
+        );
+        assert!(
+            matches!(
+                r,
+                Err(Error::DTypeMismatch {
+                    expected: DType::I64,
+                    ..
+                })
+            ),
+            "{r:?}"
+        );
         assert!(matches!(
             Tensor::scalar(1.5f32, &dev).unwrap().item_i64(),
             Err(Error::UnsupportedDType { op: "item_i64", .. })
@@ -500,12 +565,16 @@ fn bad_inputs() {
     }
     // U64 values past int64 are refused at load, never wrapped.
     let data: Vec<u8> = u64::MAX.to_le_bytes().to_vec();
-    let view = safetensors::tensor::TensorView::new(safetensors::Dtype::U64, vec![1], &data).unwrap();
+    let view =
+        safetensors::tensor::TensorView::new(safetensors::Dtype::U64, vec![1], &data).unwrap();
     let bytes = safetensors::serialize(vec![("u", view)], None).unwrap();
     let msg = err_text(wgtorch::io::from_safetensors_bytes(
         std::path::Path::new("mem"),
         &bytes,
         &Device::Cpu,
     ));
-    assert!(msg.contains("18446744073709551615") && msg.contains("int64"), "{msg}");
+    assert!(
+        msg.contains("18446744073709551615") && msg.contains("int64"),
+        "{msg}"
+    );
 }

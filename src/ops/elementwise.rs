@@ -5,6 +5,7 @@
 use crate::autograd::Saved;
 use crate::dtype::{Elem, Real};
 use crate::{Result, Tensor};
+use num_traits::{WrappingAdd, WrappingMul, WrappingSub};
 
 const SQRT_2_OVER_PI: f64 = 0.797_884_560_802_865_4;
 const FRAC_1_SQRT_2: f64 = std::f64::consts::FRAC_1_SQRT_2;
@@ -446,7 +447,10 @@ impl BinaryOp {
     /// overflow as PyTorch's (and WGSL's) integer arithmetic does. Float-only ops are promoted
     /// before they reach a kernel; they fall back to the float function here.
     #[inline(always)]
-    pub fn cpu_int<I: Elem + num_traits::PrimInt + num_traits::WrappingAdd + num_traits::WrappingSub + num_traits::WrappingMul>(&self, a: I, b: I) -> I {
+    pub fn cpu_int<I>(&self, a: I, b: I) -> I
+    where
+        I: Elem + num_traits::PrimInt + WrappingAdd + WrappingSub + WrappingMul,
+    {
         use BinaryOp::*;
         match self {
             Add => a.wrapping_add(&b),

@@ -172,7 +172,9 @@ impl Tensor {
                 && self.device().is_gpu()
                 && self.numel() <= i32::MAX as usize
             {
-                let count = self.to_dtype(DType::I32)?.reduce_raw(ReduceOp::Sum, &d, keepdim)?;
+                let count = self
+                    .to_dtype(DType::I32)?
+                    .reduce_raw(ReduceOp::Sum, &d, keepdim)?;
                 return count.to_dtype(DType::I64);
             }
             return self

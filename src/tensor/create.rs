@@ -196,7 +196,9 @@ impl Tensor {
     pub(crate) fn scalar_int(value: i64, dtype: DType, device: &Device) -> Result<Tensor> {
         match dtype {
             DType::I64 => Tensor::scalar(value, device),
-            _ => Tensor::full_dtype([], value as f64, dtype, device),
+            DType::I32 | DType::Bool | DType::F16 | DType::BF16 | DType::F32 | DType::F64 => {
+                Tensor::full_dtype([], value as f64, dtype, device)
+            }
         }
     }
     /// A 0-d tensor of `value` with this tensor's dtype and device.
