@@ -67,7 +67,7 @@ fn cnn_step(dev: &Device, half: Option<DType>, reps: usize) -> Result<Step> {
     let mut scaler = GradScaler::new();
     scaler.enabled = half == Some(DType::F16);
     let x = Tensor::randn([64, 3, 32, 32], dev)?;
-    let y = Tensor::from_vec((0..64).map(|i| i % 10).collect::<Vec<i32>>(), [64], dev)?;
+    let y = Tensor::from_vec((0..64).map(|i| i % 10).collect::<Vec<i64>>(), [64], dev)?;
     let ctx = match dev {
         Device::Gpu(n) => Some(wgtorch::backend::gpu::context(*n)?),
         Device::Cpu => None,
@@ -140,7 +140,7 @@ fn cold_start() -> Result<()> {
     let model = SimpleCnn::new(&dev)?;
     let mut opt = Adam::new(model.parameters(), 1e-3)?;
     let x = Tensor::randn([64, 3, 32, 32], &dev)?;
-    let y = Tensor::from_vec((0..64).map(|i| i % 10).collect::<Vec<i32>>(), [64], &dev)?;
+    let y = Tensor::from_vec((0..64).map(|i| i % 10).collect::<Vec<i64>>(), [64], &dev)?;
     let loss = F::cross_entropy(&model.forward(&x)?, &y)?;
     opt.zero_grad();
     loss.backward()?;

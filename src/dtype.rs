@@ -14,8 +14,14 @@ use std::fmt;
 pub enum DType {
     /// Boolean (masks, comparison results).
     Bool,
-    /// 32-bit signed integer: indices and class labels.
+    /// 32-bit signed integer.
     I32,
+    /// 64-bit signed integer: PyTorch's index dtype ([`DType::INDEX`]) and its default for
+    /// class labels. On the CPU a real `i64` vector with wrapping (two's complement) arithmetic.
+    /// On a GPU (WGSL has no 64-bit integers) it is stored as int32: values outside the int32
+    /// range are refused with an error (at upload, at a cast, and for ops whose result leaves
+    /// the range: those run in i64 on the host and upload the checked result), never wrapped.
+    I64,
     /// IEEE half precision.
     F16,
     /// bfloat16.
@@ -27,24 +33,48 @@ pub enum DType {
 }
 
 impl DType {
+    /// The dtype of indices the crate produces (argmax, max_dim's indices, sort, topk, ...) and
+    /// the default of integer results PyTorch types as `torch.long` (integer sums, one_hot):
+    /// int64, as PyTorch's. New index-producing ops use this constant.
+    ///
+    /// ```
+    /// use wgtorch::{DType, Device, Tensor};
+    /// let x = Tensor::from_vec(vec![1.0f32, 3.0, 2.0], [3], &Device::Cpu)?;
+    /// assert_eq!(x.argmax(Some(0), false)?.dtype(), DType::INDEX);
+    /// assert_eq!(DType::INDEX, DType::I64);
+    /// # Ok::<(), wgtorch::Error>(())
+    /// ```
+    pub const INDEX: DType = DType::I64;
+
     /// Bytes per element on the CPU.
     pub fn size_in_bytes(self) -> usize {
         match self {
             DType::Bool => 1,
             DType::F16 | DType::BF16 => 2,
             DType::I32 | DType::F32 => 4,
-            DType::F64 => 8,
+            DType::I64 | DType::F64 => 8,
         }
     }
     /// Floating-point types.
     pub fn is_float(self) -> bool {
-        matches!(self, DType::F16 | DType::BF16 | DType::F32 | DType::F64)
+        match self {
+            DType::F16 | DType::BF16 | DType::F32 | DType::F64 => true,
+            DType::Bool | DType::I32 | DType::I64 => false,
+        }
+    }
+    /// Integer types (bool excluded).
+    pub fn is_int(self) -> bool {
+        match self {
+            DType::I32 | DType::I64 => true,
+            DType::Bool | DType::F16 | DType::BF16 | DType::F32 | DType::F64 => false,
+        }
     }
     /// PyTorch's short name (`float32`, `int32`, ...).
     pub fn name(self) -> &'static str {
         match self {
             DType::Bool => "bool",
             DType::I32 => "int32",
+            DType::I64 => "int64",
             DType::F16 => "float16",
             DType::BF16 => "bfloat16",
             DType::F32 => "float32",
@@ -52,7 +82,15 @@ impl DType {
         }
     }
     /// The type both operands are promoted to in a binary op (PyTorch's `result_type` for
-    /// tensors of the same category order bool < int < float).
+    /// tensors of the same category order bool < int < float): int32 with int64 is int64, an
+    /// integer with a float is the float, f16 with bf16 is f32.
+    ///
+    /// ```
+    /// use wgtorch::DType;
+    /// assert_eq!(DType::promote(DType::I32, DType::I64), DType::I64);
+    /// assert_eq!(DType::promote(DType::I64, DType::F16), DType::F16);
+    /// assert_eq!(DType::promote(DType::Bool, DType::I32), DType::I32);
+    /// ```
     pub fn promote(a: DType, b: DType) -> DType {
         if a == b {
             return a;
@@ -72,20 +110,19 @@ impl DType {
     pub fn can_cast(from: DType, to: DType) -> bool {
         let category = |d: DType| match d {
             DType::Bool => 0,
-            DType::I32 => 1,
-            _ => 2,
+            DType::I32 | DType::I64 => 1,
+            DType::F16 | DType::BF16 | DType::F32 | DType::F64 => 2,
         };
         category(from) <= category(to)
     }
     /// The type of `tensor op scalar` for a tensor of this dtype (PyTorch's `result_type` with a
     /// Python number): a scalar of a higher category (bool < int < float) gives that category's
-    /// default type (int32 here, as wgtorch has no int64; float32), otherwise the tensor's
-    /// dtype wins, so `f16 * 2.0` stays f16 and `int32 * 2` stays int32, but `int32 * 1.0` is
-    /// f32.
+    /// default type (int64, float32), otherwise the tensor's dtype wins, so `f16 * 2.0` stays
+    /// f16 and `int32 * 2` stays int32, but `int32 * 1.0` is f32 and `bool + 1` is int64.
     pub fn promote_scalar(self, s: Scalar) -> DType {
         match s {
             Scalar::Float(_) if !self.is_float() => DType::F32,
-            Scalar::Int(_) if self == DType::Bool => DType::I32,
+            Scalar::Int(_) if self == DType::Bool => DType::I64,
             _ => self,
         }
     }
@@ -129,6 +166,24 @@ impl Scalar {
                 )
             }),
             Scalar::Float(v) => Ok(i32::from_f64(v)),
+        }
+    }
+    /// The value as an int64 element (a float truncates toward zero).
+    pub(crate) fn to_i64(self) -> i64 {
+        match self {
+            Scalar::Int(v) => v,
+            Scalar::Float(v) => i64::from_f64(v),
+        }
+    }
+    /// The value as an element of the integer dtype `dt` (int32's overflow error named `op`).
+    pub(crate) fn to_int(self, op: &'static str, dt: DType) -> crate::Result<i64> {
+        match dt {
+            DType::I64 => Ok(self.to_i64()),
+            DType::I32 => self.to_i32(op).map(i64::from),
+            // Callers pass integer dtypes; the narrowest check for any other.
+            DType::Bool | DType::F16 | DType::BF16 | DType::F32 | DType::F64 => {
+                self.to_i32(op).map(i64::from)
+            }
         }
     }
 }
@@ -191,6 +246,14 @@ pub trait Elem: Copy + Send + Sync + 'static + fmt::Debug + PartialOrd + Default
     fn to_f64(self) -> f64;
     /// Narrow from f64.
     fn from_f64(v: f64) -> Self;
+    /// Whether this is an integer type (bool included): conversions from it go through
+    /// [`Elem::to_i64`], exact where f64 is not (int64 past 2^53).
+    const INT: bool;
+    /// As int64 (integers exactly; floats truncate toward zero, saturating; NaN is 0).
+    fn to_i64(self) -> i64;
+    /// From int64: integers narrow with wrapping (PyTorch's int64 -> int32), floats round once
+    /// to nearest, bool is `v != 0`.
+    fn from_i64(v: i64) -> Self;
 }
 
 macro_rules! float_elem {
@@ -212,6 +275,15 @@ macro_rules! float_elem {
             }
             #[inline(always)]
             fn from_f64(v: f64) -> Self {
+                ($from)(v as $acc)
+            }
+            const INT: bool = false;
+            #[inline(always)]
+            fn to_i64(self) -> i64 {
+                ($to)(self) as i64
+            }
+            #[inline(always)]
+            fn from_i64(v: i64) -> Self {
                 ($from)(v as $acc)
             }
         }
@@ -240,6 +312,44 @@ impl Elem for i32 {
     fn from_f64(v: f64) -> Self {
         v as i32
     }
+    const INT: bool = true;
+    #[inline(always)]
+    fn to_i64(self) -> i64 {
+        self as i64
+    }
+    #[inline(always)]
+    fn from_i64(v: i64) -> Self {
+        v as i32
+    }
+}
+impl Elem for i64 {
+    const DTYPE: DType = DType::I64;
+    type Acc = f64;
+    #[inline(always)]
+    fn to_acc(self) -> f64 {
+        self as f64
+    }
+    #[inline(always)]
+    fn from_acc(v: f64) -> Self {
+        // Integer arithmetic on int64 never goes through the compute type (the kernels have
+        // i64 paths); this serves the generic fallbacks, exact below 2^53.
+        v as i64
+    }
+    fn to_f64(self) -> f64 {
+        self as f64
+    }
+    fn from_f64(v: f64) -> Self {
+        v as i64
+    }
+    const INT: bool = true;
+    #[inline(always)]
+    fn to_i64(self) -> i64 {
+        self
+    }
+    #[inline(always)]
+    fn from_i64(v: i64) -> Self {
+        v
+    }
 }
 impl Elem for bool {
     const DTYPE: DType = DType::Bool;
@@ -257,5 +367,14 @@ impl Elem for bool {
     }
     fn from_f64(v: f64) -> Self {
         v != 0.0
+    }
+    const INT: bool = true;
+    #[inline(always)]
+    fn to_i64(self) -> i64 {
+        self as i64
+    }
+    #[inline(always)]
+    fn from_i64(v: i64) -> Self {
+        v != 0
     }
 }

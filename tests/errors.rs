@@ -39,7 +39,7 @@ fn shape_dtype_dim_and_index_errors() {
         let i = Tensor::from_vec(vec![0.0f32, 1.0], [2], &dev).unwrap();
         let m = msg(a.index_select(0, &i));
         assert!(
-            m.contains("index_select") && m.contains("int32") && m.contains("float32"),
+            m.contains("index_select") && m.contains("int64") && m.contains("float32"),
             "{m}"
         );
         let x = Tensor::zeros([2, 3, 8, 8], &dev).unwrap();

@@ -21,7 +21,8 @@ fn dtype_of(s: &str) -> DType {
         "f32" => DType::F32,
         "f16" => DType::F16,
         "bf16" => DType::BF16,
-        "i64" | "i32" => DType::I32,
+        "i64" => DType::I64,
+        "i32" => DType::I32,
         "bool" => DType::Bool,
         other => panic!("unknown dtype {other}"),
     }

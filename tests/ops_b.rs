@@ -6,7 +6,7 @@
 mod common;
 
 use common::{devices, seed_lock, vals};
-use wgtorch::ops::{IndexAddOptions, Indexing, INDEX_DTYPE};
+use wgtorch::ops::{IndexAddOptions, Indexing};
 use wgtorch::{DType, Device, Result, Scalar, Tensor};
 
 fn msg<T: std::fmt::Debug>(r: Result<T>) -> String {
@@ -325,7 +325,7 @@ fn chi_square(counts: &[f64], probs: &[f64]) -> f64 {
 }
 
 fn to_i32(t: &Tensor) -> Vec<i32> {
-    assert_eq!(t.dtype(), INDEX_DTYPE);
+    assert_eq!(t.dtype(), DType::INDEX);
     t.to_vec::<i32>().unwrap()
 }
 
@@ -421,7 +421,7 @@ fn randint_and_randperm() {
         let t = Tensor::randint(-3, 4, [2000], &dev).unwrap();
         assert_eq!(
             (t.shape(), t.dtype(), t.device()),
-            (&[2000usize][..], INDEX_DTYPE, dev)
+            (&[2000usize][..], DType::INDEX, dev)
         );
         let v = to_i32(&t);
         let mut counts = [0f64; 7];

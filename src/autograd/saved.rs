@@ -82,6 +82,7 @@ fn legacy_type_name(dtype: DType, device: Device) -> String {
     let base = match dtype {
         DType::Bool => "BoolTensor",
         DType::I32 => "IntTensor",
+        DType::I64 => "LongTensor",
         DType::F16 => "HalfTensor",
         DType::BF16 => "BFloat16Tensor",
         DType::F32 => "FloatTensor",

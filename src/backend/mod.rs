@@ -148,9 +148,9 @@ impl Storage {
         il: &Layout,
     ) -> Result<Storage> {
         match (self, idx) {
-            (Storage::Cpu(x), Storage::Cpu(CpuStorage::I32(i))) => {
+            (Storage::Cpu(x), Storage::Cpu(i)) => {
                 cpu::reserve(op, x.dtype(), il.numel())?;
-                Ok(Storage::Cpu(cpu::gather(op, x, xshape, dim, i, il)?))
+                Ok(Storage::Cpu(cpu::gather_any(op, x, xshape, dim, i, il)?))
             }
             (Storage::Gpu(x), Storage::Gpu(i)) => {
                 Ok(Storage::Gpu(gpu::gather(op, x, xshape, dim, i, il)?))
@@ -171,9 +171,9 @@ impl Storage {
         sl: &Layout,
     ) -> Result<Storage> {
         match (self, idx, src) {
-            (Storage::Cpu(b), Storage::Cpu(CpuStorage::I32(i)), Storage::Cpu(s)) => {
+            (Storage::Cpu(b), Storage::Cpu(i), Storage::Cpu(s)) => {
                 let mut out = b.clone();
-                cpu::scatter_add(op, &mut out, bshape, dim, i, il, s, sl)?;
+                cpu::scatter_add_any(op, &mut out, bshape, dim, i, il, s, sl)?;
                 Ok(Storage::Cpu(out))
             }
             (Storage::Gpu(b), Storage::Gpu(i), Storage::Gpu(s)) => Ok(Storage::Gpu(

@@ -9,7 +9,8 @@ use std::sync::mpsc::{sync_channel, Receiver};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-/// A batch: inputs `[B, ...]` and labels `[B]` (I32), on the loader's device.
+/// A batch: inputs `[B, ...]` and labels `[B]` (int64, PyTorch's `torch.long` targets), on the
+/// loader's device.
 pub type Batch = (Tensor, Tensor);
 
 /// Iterates a dataset in batches. Each epoch's order comes from `seed` and the epoch number, so a
@@ -172,7 +173,7 @@ pub fn collate(ds: &dyn Dataset, idx: &[usize], dev: &Device) -> Result<Batch> {
             _ => {}
         }
         data.extend(x.to_dtype(crate::DType::F32)?.to_vec::<f32>()?);
-        labels.push(y);
+        labels.push(i64::from(y));
     }
     let mut s = vec![idx.len()];
     s.extend(shape.unwrap_or_default());

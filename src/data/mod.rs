@@ -18,7 +18,8 @@ pub use transforms::Transform;
 use crate::{Error, Result, Tensor};
 use std::sync::Arc;
 
-/// A sample: a CPU tensor and its class label.
+/// A sample: a CPU tensor and its class label (the DataLoader batches labels as int64,
+/// PyTorch's target dtype).
 pub type Sample = (Tensor, i32);
 
 /// An indexable collection of samples.

@@ -1,7 +1,7 @@
 //! Saving and loading tensors as safetensors with PyTorch's key names, and training checkpoints.
 //! Every write is atomic: a temporary file beside the target, fsync, rename. Every load checks the
 //! file before trusting it: a regular file, a header within it, shapes whose sizes fit, integer
-//! values that fit wgtorch's int32, a dtype the device holds.
+//! values that fit wgtorch's integer dtypes, a dtype the device holds.
 
 mod checkpoint;
 mod file;
@@ -36,6 +36,7 @@ fn host_bytes(t: &Tensor) -> Result<(Dtype, Vec<u8>)> {
         CpuStorage::F16(v) => (Dtype::F16, bytemuck::cast_slice(&v).to_vec()),
         CpuStorage::BF16(v) => (Dtype::BF16, bytemuck::cast_slice(&v).to_vec()),
         CpuStorage::I32(v) => (Dtype::I32, bytemuck::cast_slice(&v).to_vec()),
+        CpuStorage::I64(v) => (Dtype::I64, bytemuck::cast_slice(&v).to_vec()),
         CpuStorage::Bool(v) => (Dtype::BOOL, v.iter().map(|&b| b as u8).collect()),
     })
 }
@@ -75,10 +76,11 @@ pub type Loaded = (Vec<(String, Tensor)>, HashMap<String, String>);
 /// Parse safetensors bytes into tensors on `device`, plus the metadata. `path` names the source in
 /// errors.
 ///
-/// Integer types load as I32 (PyTorch's int64 labels and counters), sign-extended; a value that
-/// does not fit in int32 is refused, naming the tensor, the dtype and the value, never wrapped.
-/// A dtype the device cannot hold (F64 on a GPU) is [`Error::DTypeNotOnDevice`]: load on the CPU
-/// and convert with `to_dtype` first.
+/// I32 and I64 load as themselves; the narrower integer types (I8, U8, I16, U16) load as I32 and
+/// U32 and U64 as I64, exactly: a U64 value past int64 is refused, naming the tensor, the dtype
+/// and the value, never wrapped. On a GPU, int64 is stored as int32 ([`crate::DType::I64`]): a
+/// value outside int32 is refused there. A dtype the device cannot hold (F64 on a GPU) is
+/// [`Error::DTypeNotOnDevice`]: load on the CPU and convert with `to_dtype` first.
 pub fn from_safetensors_bytes(path: &Path, bytes: &[u8], device: &Device) -> Result<Loaded> {
     let st = safetensors::SafeTensors::deserialize(bytes)
         .map_err(|e| bad(path, format!("not a valid safetensors file: {e}")))?;
@@ -132,20 +134,21 @@ fn decode(path: &Path, key: &str, v: &TensorView<'_>) -> Result<CpuStorage> {
     let d = v.data();
     let dt = v.dtype();
     let int = |x: Result<Vec<i32>>| x.map(CpuStorage::I32);
+    let long = |x: Result<Vec<i64>>| x.map(CpuStorage::I64);
     match dt {
         Dtype::F32 => Ok(CpuStorage::F32(bytemuck::pod_collect_to_vec(d))),
         Dtype::F64 => Ok(CpuStorage::F64(bytemuck::pod_collect_to_vec(d))),
         Dtype::F16 => Ok(CpuStorage::F16(bytemuck::pod_collect_to_vec(d))),
         Dtype::BF16 => Ok(CpuStorage::BF16(bytemuck::pod_collect_to_vec(d))),
         Dtype::I32 => Ok(CpuStorage::I32(bytemuck::pod_collect_to_vec(d))),
+        Dtype::I64 => Ok(CpuStorage::I64(bytemuck::pod_collect_to_vec(d))),
         Dtype::BOOL => Ok(CpuStorage::Bool(d.iter().map(|&b| b != 0).collect())),
-        Dtype::I8 => int(to_i32(path, key, dt, d, i8::from_le_bytes)),
-        Dtype::U8 => int(to_i32(path, key, dt, d, u8::from_le_bytes)),
-        Dtype::I16 => int(to_i32(path, key, dt, d, i16::from_le_bytes)),
-        Dtype::U16 => int(to_i32(path, key, dt, d, u16::from_le_bytes)),
-        Dtype::U32 => int(to_i32(path, key, dt, d, u32::from_le_bytes)),
-        Dtype::I64 => int(to_i32(path, key, dt, d, i64::from_le_bytes)),
-        Dtype::U64 => int(to_i32(path, key, dt, d, u64::from_le_bytes)),
+        Dtype::I8 => int(to_int(path, key, dt, d, i8::from_le_bytes)),
+        Dtype::U8 => int(to_int(path, key, dt, d, u8::from_le_bytes)),
+        Dtype::I16 => int(to_int(path, key, dt, d, i16::from_le_bytes)),
+        Dtype::U16 => int(to_int(path, key, dt, d, u16::from_le_bytes)),
+        Dtype::U32 => long(to_int(path, key, dt, d, u32::from_le_bytes)),
+        Dtype::U64 => long(to_int(path, key, dt, d, u64::from_le_bytes)),
         other => Err(bad(
             path,
             format!("tensor {key}: dtype {other:?} is not supported"),
@@ -153,16 +156,17 @@ fn decode(path: &Path, key: &str, v: &TensorView<'_>) -> Result<CpuStorage> {
     }
 }
 
-/// Little-endian `W`-byte integers to int32, exactly: a value out of int32's range is an error.
-fn to_i32<T, const W: usize>(
+/// Little-endian `W`-byte integers to `I` (int32 or int64), exactly: a value out of `I`'s range
+/// is an error.
+fn to_int<T, I: crate::dtype::Elem, const W: usize>(
     path: &Path,
     key: &str,
     dtype: Dtype,
     d: &[u8],
     from_le: fn([u8; W]) -> T,
-) -> Result<Vec<i32>>
+) -> Result<Vec<I>>
 where
-    T: Copy + TryInto<i32> + std::fmt::Display,
+    T: Copy + TryInto<I> + std::fmt::Display,
 {
     d.chunks_exact(W)
         .map(|c| {
@@ -173,8 +177,9 @@ where
                 bad(
                     path,
                     format!(
-                        "tensor {key}: value {x} of dtype {dtype:?} does not fit in int32 \
-                         (wgtorch's integer dtype); refusing to wrap it"
+                        "tensor {key}: value {x} of dtype {dtype:?} does not fit in {} \
+                         (wgtorch's integer dtype for it); refusing to wrap it",
+                        I::DTYPE
                     ),
                 )
             })

@@ -3,8 +3,9 @@
 //! does not compile.
 
 use crate::autograd::Saved;
-use crate::dtype::Real;
+use crate::dtype::{Elem, Real};
 use crate::{Result, Tensor};
+use num_traits::{WrappingAdd, WrappingMul, WrappingSub};
 
 const SQRT_2_OVER_PI: f64 = 0.797_884_560_802_865_4;
 const FRAC_1_SQRT_2: f64 = std::f64::consts::FRAC_1_SQRT_2;
@@ -442,19 +443,36 @@ impl BinaryOp {
             _ => R::of(self.cmp(a, b) as u8 as f64),
         }
     }
-    /// CPU scalar function for arithmetic ops on int32: two's complement, wrapping on overflow
-    /// as PyTorch's (and WGSL's) integer arithmetic does. Float-only ops are promoted before
-    /// they reach a kernel; they fall back to the float function here.
+    /// CPU scalar function for arithmetic ops on int32 and int64: two's complement, wrapping on
+    /// overflow as PyTorch's (and WGSL's) integer arithmetic does. Float-only ops are promoted
+    /// before they reach a kernel; they fall back to the float function here.
     #[inline(always)]
-    pub fn cpu_int(&self, a: i32, b: i32) -> i32 {
+    pub fn cpu_int<I>(&self, a: I, b: I) -> I
+    where
+        I: Elem + num_traits::PrimInt + WrappingAdd + WrappingSub + WrappingMul,
+    {
         use BinaryOp::*;
         match self {
-            Add => a.wrapping_add(b),
-            Sub => a.wrapping_sub(b),
-            Mul => a.wrapping_mul(b),
+            Add => a.wrapping_add(&b),
+            Sub => a.wrapping_sub(&b),
+            Mul => a.wrapping_mul(&b),
             Maximum => a.max(b),
             Minimum => a.min(b),
-            _ => self.cpu(a as f64, b as f64) as i32,
+            _ => <I as Elem>::from_f64(self.cpu(<I as Elem>::to_f64(a), <I as Elem>::to_f64(b))),
+        }
+    }
+    /// CPU comparison of ordered integers, exactly (int64 past 2^53 included).
+    #[inline(always)]
+    pub fn cmp_ord<I: Ord + Elem>(&self, a: I, b: I) -> bool {
+        use BinaryOp::*;
+        match self {
+            Eq => a == b,
+            Ne => a != b,
+            Lt => a < b,
+            Le => a <= b,
+            Gt => a > b,
+            Ge => a >= b,
+            _ => self.cmp(a.to_f64(), b.to_f64()),
         }
     }
     /// CPU comparison (and logical ops on 0/1 values).

@@ -5,15 +5,16 @@ use crate::shape::wrap_dim;
 use crate::{DType, Error, Result, Tensor};
 
 impl Tensor {
-    /// The index tensor of `op` is an I32 tensor on `self`'s device. Its values are checked by
-    /// the kernels that read them (on the host for the CPU, on the device for a GPU, reported
-    /// at the next readback: `backend/gpu/checks.rs`).
+    /// The index tensor of `op` is an int64 ([`DType::INDEX`], PyTorch's) or int32 tensor on
+    /// `self`'s device. Its values are checked by the kernels that read them (on the host for
+    /// the CPU, on the device for a GPU, reported at the next readback:
+    /// `backend/gpu/checks.rs`).
     fn check_index(&self, op: &'static str, index: &Tensor) -> Result<()> {
         self.same_device(op, index)?;
-        if index.dtype() != DType::I32 {
+        if !index.dtype().is_int() {
             return Err(Error::DTypeMismatch {
                 op,
-                expected: DType::I32,
+                expected: DType::INDEX,
                 found: index.dtype(),
             });
         }
@@ -180,16 +181,21 @@ impl Tensor {
             .reshape(&shape)
     }
 
-    /// One-hot encoding of integer labels, as I32 with a trailing dimension of `num_classes`
-    /// (a scatter of ones, as in PyTorch: a label outside `[0, num_classes)` is an error).
+    /// One-hot encoding of integer labels, as int64 (PyTorch's) with a trailing dimension of
+    /// `num_classes` (a scatter of ones, as in PyTorch: a label outside `[0, num_classes)` is an
+    /// error).
     pub fn one_hot(&self, num_classes: usize) -> Result<Tensor> {
         let mut shape = self.shape().to_vec();
         shape.push(num_classes);
+        // Scattered in int32 (each count is 0 or 1, and int32 stays on a GPU's device), then
+        // widened.
         let zeros = Tensor::full_dtype(&shape, 0.0, DType::I32, &self.device())?;
         let idx = self.unsqueeze(-1)?;
         let ones = Tensor::full_dtype([1], 1.0, DType::I32, &self.device())?;
         let ones = ones.reshape(vec![1; idx.ndim()])?.expand(idx.shape())?;
-        zeros.scatter_add_as("one_hot", -1, &idx, &ones)
+        zeros
+            .scatter_add_as("one_hot", -1, &idx, &ones)?
+            .to_dtype(DType::INDEX)
     }
 
     /// The elements where `mask` is true, as a 1-D tensor (reads the mask back to size the result).

@@ -63,10 +63,10 @@ impl Reduction {
 /// Move the class dim (1) last and flatten: `[N, C, d...]` → `[N*d..., C]`; targets `[N*d...]`.
 fn flatten_classes(input: &Tensor, target: &Tensor, op: &'static str) -> Result<(Tensor, Tensor)> {
     input.same_device(op, target)?;
-    if target.dtype() != DType::I32 {
+    if !target.dtype().is_int() {
         return Err(Error::DTypeMismatch {
             op,
-            expected: DType::I32,
+            expected: DType::INDEX,
             found: target.dtype(),
         });
     }

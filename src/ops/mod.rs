@@ -26,6 +26,5 @@ pub use index_write::IndexAddOptions;
 pub use loss::*;
 pub use loss_pointwise::*;
 pub use norm::*;
-pub use random::INDEX_DTYPE;
 pub use reduce::ReduceOp;
 pub use views::Indexing;

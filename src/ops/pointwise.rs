@@ -4,7 +4,7 @@ use super::{BinaryOp, UnaryOp};
 use crate::autograd::{is_grad_enabled, record, Saved};
 use crate::error::InOp;
 use crate::shape::broadcast_shapes;
-use crate::{DType, Error, Result, Scalar, Tensor};
+use crate::{DType, Device, Error, Result, Scalar, Tensor};
 
 macro_rules! unary_methods {
     ($($(#[$doc:meta])* $name:ident => $op:expr;)*) => {
@@ -87,7 +87,7 @@ impl Tensor {
         let x = self.to_dtype(dt)?;
         if !dt.is_float() {
             let dev = x.device();
-            let bound = |s: Scalar| Tensor::full_dtype([], s.to_i32("clamp")? as f64, dt, &dev);
+            let bound = |s: Scalar| Tensor::scalar_int(s.to_int("clamp", dt)?, dt, &dev);
             let x = match min {
                 Some(lo) => x.maximum(&bound(lo)?)?,
                 None => x,
@@ -141,7 +141,8 @@ impl Tensor {
         }
         let x = self.to_dtype(dt)?;
         if !dt.is_float() {
-            return x.binary(op, &x.scalar_like(c.to_i32(op.name())? as f64)?);
+            let c = Tensor::scalar_int(c.to_int(op.name(), dt)?, dt, &x.device())?;
+            return x.binary(op, &c);
         }
         let v = c.to_f64();
         x.unary(match op {
@@ -188,7 +189,7 @@ impl Tensor {
                     "neg",
                     "Negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.",
                 )),
-                UnaryOp::Square => self.to_dtype(DType::I32),
+                UnaryOp::Square => self.to_dtype(DType::I64),
                 _ => Ok(self.clone()),
             };
         }
@@ -392,7 +393,24 @@ impl Tensor {
     fn cmp_scalar(&self, op: BinaryOp, v: Scalar) -> Result<Tensor> {
         let x = self.to_dtype(self.dtype().promote_scalar(v))?;
         let c = match v {
-            // An integer out of int32's range still compares correctly, in f32.
+            // An integer tensor against an integer out of int32's range: exactly, in int64 on
+            // the CPU; on a GPU every integer lies in int32's range (int64 is held as int32),
+            // so the answer is the same for every element.
+            Scalar::Int(i) if !x.dtype().is_float() && i32::try_from(i).is_err() => {
+                if !x.device().is_gpu() {
+                    let x = x.to_dtype(DType::I64)?;
+                    return x.binary(op, &Tensor::scalar(i, &x.device())?);
+                }
+                let all = match op {
+                    BinaryOp::Eq => false,
+                    BinaryOp::Ne => true,
+                    BinaryOp::Lt | BinaryOp::Le => i > 0,
+                    BinaryOp::Gt | BinaryOp::Ge => i < 0,
+                    _ => return x.binary(op, &Tensor::scalar(i, &Device::Cpu)?.to(&x.device())?),
+                };
+                return Tensor::full_dtype(x.shape(), all as u8 as f64, DType::Bool, &x.device());
+            }
+            // A float tensor against a large integer compares in f32.
             Scalar::Int(i) if i32::try_from(i).is_err() => {
                 return self
                     .to_dtype(DType::F32)?

@@ -5,9 +5,6 @@
 use crate::rng::{with_default_generator, Generator};
 use crate::{DType, Device, Error, Result, Tensor};
 
-/// The dtype of index results (`multinomial`, `randint`, `randperm`): PyTorch's int64 maps here.
-pub const INDEX_DTYPE: DType = DType::I32;
-
 /// Uniform in [0, 1) with 24 random bits, exactly representable in f32 (never rounds to 1), so
 /// `u < p` is never true for `p = 0` and always true for `p = 1`.
 fn uniform24(g: &mut Generator) -> f32 {
@@ -16,7 +13,7 @@ fn uniform24(g: &mut Generator) -> f32 {
 
 /// The largest value an index result can hold.
 fn index_max() -> i64 {
-    match INDEX_DTYPE {
+    match DType::INDEX {
         DType::I32 => i32::MAX as i64,
         _ => i64::MAX,
     }
@@ -34,6 +31,7 @@ fn check_int_range(op: &'static str, low: i64, high: i64, dtype: DType) -> Resul
     let (min, max) = match dtype {
         DType::Bool => (0, 1),
         DType::I32 => (i32::MIN as i64, i32::MAX as i64),
+        DType::I64 => (i64::MIN, i64::MAX),
         DType::F16 => (-(1 << 11), 1 << 11),
         DType::BF16 => (-(1 << 8), 1 << 8),
         DType::F32 => (-(1 << 24), 1 << 24),
@@ -54,7 +52,7 @@ impl Tensor {
     /// draw is independent; without it a category is drawn at most once (weighted draws without
     /// replacement; once the positive weights are used up, the remaining zero-weight categories
     /// are drawn uniformly, as PyTorch does). A zero-weight category is never drawn with
-    /// replacement. The result has dtype [`INDEX_DTYPE`] and shape `[num_samples]` or
+    /// replacement. The result has dtype [`DType::INDEX`] (int64) and shape `[num_samples]` or
     /// `[rows, num_samples]`. Reads the weights back to the host.
     ///
     /// ```
@@ -105,7 +103,7 @@ impl Tensor {
         let mut shape = self.shape().to_vec();
         shape[self.ndim() - 1] = num_samples;
         let total = crate::shape::checked_numel(OP, &shape)?;
-        crate::backend::gpu::check_alloc(&self.device(), OP, total, INDEX_DTYPE)?;
+        crate::backend::gpu::check_alloc(&self.device(), OP, total, DType::INDEX)?;
         let w = self.to_f64_vec()?;
         for r in 0..rows {
             let row = &w[r * k..(r + 1) * k];
@@ -133,10 +131,10 @@ impl Tensor {
                 }
             }
         });
-        Tensor::from_f64(&out, shape, INDEX_DTYPE, &self.device())
+        Tensor::from_f64(&out, shape, DType::INDEX, &self.device())
     }
 
-    /// Integers uniform in `[low, high)` of `shape`, dtype [`INDEX_DTYPE`] (torch.randint).
+    /// Integers uniform in `[low, high)` of `shape`, dtype [`DType::INDEX`] (int64) (torch.randint).
     ///
     /// ```
     /// use wgtorch::{Device, Tensor};
@@ -150,7 +148,7 @@ impl Tensor {
         shape: impl crate::IntoShape,
         device: &Device,
     ) -> Result<Tensor> {
-        Tensor::randint_dtype(low, high, &shape.to_sizes("randint")?, INDEX_DTYPE, device)
+        Tensor::randint_dtype(low, high, &shape.to_sizes("randint")?, DType::INDEX, device)
     }
 
     /// Integers uniform in `[low, high)` with `self`'s shape, dtype and device
@@ -171,16 +169,24 @@ impl Tensor {
         let n = crate::shape::checked_numel(OP, shape)?;
         crate::backend::gpu::check_alloc(device, OP, n, dtype)?;
         let span = (high as i128 - low as i128) as u64;
-        let mut v: Vec<f64> = crate::backend::cpu::try_vec(OP, n)?;
-        with_default_generator(|g| v.extend((0..n).map(|_| (low + g.below(span) as i64) as f64)));
-        Tensor::from_f64(&v, shape, dtype, device)
+        let mut v: Vec<i64> = crate::backend::cpu::try_vec(OP, n)?;
+        // low + a draw below the span, in i128 so that the full int64 range does not overflow.
+        with_default_generator(|g| {
+            v.extend((0..n).map(|_| (low as i128 + g.below(span) as i128) as i64))
+        });
+        let t = Tensor::from_vec(v, shape, device)?;
+        if dtype == DType::I64 {
+            Ok(t)
+        } else {
+            t.to_dtype(dtype)
+        }
     }
 
-    /// A random permutation of `0..n`, dtype [`INDEX_DTYPE`] (torch.randperm).
+    /// A random permutation of `0..n`, dtype [`DType::INDEX`] (int64) (torch.randperm).
     ///
     /// ```
     /// use wgtorch::{Device, Tensor};
-    /// let mut p = Tensor::randperm(5, &Device::Cpu)?.to_vec::<i32>()?;
+    /// let mut p = Tensor::randperm(5, &Device::Cpu)?.to_vec::<i64>()?;
     /// p.sort();
     /// assert_eq!(p, [0, 1, 2, 3, 4]);
     /// # Ok::<(), wgtorch::Error>(())
@@ -190,10 +196,10 @@ impl Tensor {
         if n as u128 > index_max() as u128 + 1 {
             return Err(Error::arg(
                 OP,
-                format!("n = {n} is past the index dtype {INDEX_DTYPE}"),
+                format!("n = {n} is past the index dtype {}", DType::INDEX),
             ));
         }
-        crate::backend::gpu::check_alloc(device, OP, n, INDEX_DTYPE)?;
+        crate::backend::gpu::check_alloc(device, OP, n, DType::INDEX)?;
         let mut v: Vec<f64> = crate::backend::cpu::try_vec(OP, n)?;
         v.extend((0..n).map(|i| i as f64));
         with_default_generator(|g| {
@@ -202,7 +208,7 @@ impl Tensor {
                 v.swap(i, j);
             }
         });
-        Tensor::from_f64(&v, [n], INDEX_DTYPE, device)
+        Tensor::from_f64(&v, [n], DType::INDEX, device)
     }
 
     /// 1 with probability `self[i]`, else 0, elementwise (torch.bernoulli; `self` holds the

@@ -29,12 +29,14 @@ impl ReduceOp {
             ReduceOp::ArgMin => "argmin",
         }
     }
-    /// The dtype a kernel writes for input dtype `x`: indices for the arg ops; f32 for sums and
-    /// products of half types, which accumulate in f32 on every device (PyTorch's accumulate
-    /// type) and are rounded once by the caller, so partial sums past 65504 do not overflow.
+    /// The dtype a kernel writes for input dtype `x`: indices ([`DType::INDEX`]) for the arg
+    /// ops; f32 for sums and products of half types, which accumulate in f32 on every device
+    /// (PyTorch's accumulate type) and are rounded once by the caller, so partial sums past
+    /// 65504 do not overflow. (The op layer converts integer inputs of sums and products to
+    /// int64 first, PyTorch's result type for them.)
     pub fn out_dtype(self, x: DType) -> DType {
         match self {
-            ReduceOp::ArgMax | ReduceOp::ArgMin => DType::I32,
+            ReduceOp::ArgMax | ReduceOp::ArgMin => DType::INDEX,
             ReduceOp::Sum | ReduceOp::Prod if matches!(x, DType::F16 | DType::BF16) => DType::F32,
             _ => x,
         }
@@ -137,9 +139,18 @@ impl Tensor {
     }
 
     /// Sum over `dims` (empty: all), keeping them as size 1 if `keepdim`. Half types accumulate
-    /// in f32 and round once; int32 (and bool, counted as int32) sums wrap in int32 on every
-    /// device (PyTorch's default int sum is int64, which wgtorch lacks: this is
-    /// `torch.sum(x, dtype=torch.int32)`). The sum of no elements is 0.
+    /// in f32 and round once; integer and bool sums are int64, as PyTorch's (wrapping past
+    /// int64 on the CPU; on a GPU, where int64 is held as int32, a sum past int32 is an error,
+    /// see [`DType::I64`]). The sum of no elements is 0.
+    ///
+    /// ```
+    /// use wgtorch::{DType, Device, Tensor};
+    /// let x = Tensor::from_vec(vec![i32::MAX, 1], [2], &Device::Cpu)?;
+    /// let s = x.sum_all()?;
+    /// assert_eq!(s.dtype(), DType::I64);
+    /// assert_eq!(s.to_vec::<i64>()?, vec![i32::MAX as i64 + 1]);
+    /// # Ok::<(), wgtorch::Error>(())
+    /// ```
     pub fn sum_dims(&self, dims: impl IntoShape, keepdim: bool) -> Result<Tensor> {
         let dims = &dims.to_dims("sum")?;
         self.sum_scaled("sum", dims, keepdim, false)
@@ -154,11 +165,24 @@ impl Tensor {
         mean: bool,
     ) -> Result<Tensor> {
         let d = wrap_dims(op, dims, self.ndim())?;
-        let x = if self.dtype() == DType::Bool {
-            self.to_dtype(DType::I32)?
-        } else {
-            crate::amp::upper(self)?
-        };
+        if !self.dtype().is_float() {
+            let _g = crate::no_grad();
+            // A bool sum counts at most numel ones: below 2^31 the int32 kernel is exact, and on
+            // a GPU it stays on the device (int64 sums there run on the host, see DType::I64).
+            if self.dtype() == DType::Bool
+                && self.device().is_gpu()
+                && self.numel() <= i32::MAX as usize
+            {
+                let count = self
+                    .to_dtype(DType::I32)?
+                    .reduce_raw(ReduceOp::Sum, &d, keepdim)?;
+                return count.to_dtype(DType::I64);
+            }
+            return self
+                .to_dtype(DType::I64)?
+                .reduce_raw(ReduceOp::Sum, &d, keepdim);
+        }
+        let x = crate::amp::upper(self)?;
         let n: usize = d.iter().map(|&i| x.shape()[i]).product();
         let out = {
             let _g = crate::no_grad();
@@ -340,6 +364,13 @@ impl Tensor {
         if self.ndim() == 0 {
             return self.reshape([1])?.prod_dim(0, false);
         }
+        if !self.dtype().is_float() {
+            // PyTorch's product of integers (and bools) is int64.
+            let _g = crate::no_grad();
+            return self
+                .to_dtype(DType::I64)?
+                .reduce_raw(ReduceOp::Prod, &[d], keepdim);
+        }
         // Half products accumulate in f32 (ReduceOp::out_dtype) and round once.
         let out = self.reduce_raw(ReduceOp::Prod, &[d], keepdim)?;
         let out = out.to_dtype(self.dtype())?;
@@ -388,9 +419,13 @@ impl Tensor {
                 .pow_scalar(1.0 / ord)
         }
     }
-    /// Inclusive cumulative sum along `dim`.
+    /// Inclusive cumulative sum along `dim`; integers and bools give int64, as PyTorch's.
     pub fn cumsum(&self, dim: isize) -> Result<Tensor> {
         let d = wrap_dim("cumsum", dim, self.ndim())?;
+        if !self.dtype().is_float() && self.dtype() != DType::I64 {
+            let _g = crate::no_grad();
+            return self.to_dtype(DType::I64)?.cumsum(dim);
+        }
         if self.ndim() == 0 {
             return Ok(self.clone());
         }

@@ -187,7 +187,7 @@ impl Tensor {
                 return Tensor::from_vec(v, shape, device);
             }
             DType::F64 => 53,
-            DType::Bool | DType::I32 => {
+            DType::Bool | DType::I32 | DType::I64 => {
                 return Err(Error::UnsupportedDType {
                     op: "rand",
                     dtype,
@@ -262,6 +262,16 @@ impl Tensor {
     /// (torch.Tensor.new_empty); here they are zeros, as every new buffer is initialised.
     pub fn new_empty(&self, shape: impl IntoShape) -> Result<Tensor> {
         self.new_full(shape, 0.0).in_op("new_empty")
+    }
+    /// A 0-d integer tensor of `dtype` holding `value` exactly (int64 past 2^53 included; for
+    /// int32 the caller has checked that it fits).
+    pub(crate) fn scalar_int(value: i64, dtype: DType, device: &Device) -> Result<Tensor> {
+        match dtype {
+            DType::I64 => Tensor::scalar(value, device),
+            DType::I32 | DType::Bool | DType::F16 | DType::BF16 | DType::F32 | DType::F64 => {
+                Tensor::full_dtype([], value as f64, dtype, device)
+            }
+        }
     }
     /// A 0-d tensor of `value` with this tensor's dtype and device.
     pub(crate) fn scalar_like(&self, value: f64) -> Result<Tensor> {

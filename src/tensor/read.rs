@@ -39,6 +39,27 @@ impl Tensor {
     pub fn item(&self) -> Result<f64> {
         block_on(self.item_async())
     }
+    /// The value of a one-element integer or bool tensor, exactly (PyTorch's `int(t.item())`
+    /// for int64 values past 2^53, which [`Tensor::item`]'s f64 rounds).
+    ///
+    /// ```
+    /// use wgtorch::{Device, Tensor};
+    /// let t = Tensor::scalar(i64::MAX, &Device::Cpu)?;
+    /// assert_eq!(t.item_i64()?, i64::MAX);
+    /// # Ok::<(), wgtorch::Error>(())
+    /// ```
+    pub fn item_i64(&self) -> Result<i64> {
+        if self.dtype().is_float() {
+            return Err(Error::UnsupportedDType {
+                op: "item_i64",
+                dtype: self.dtype(),
+                hint: "; use item() for floating-point tensors",
+            });
+        }
+        self.item()?; // the element-count check
+        let host = block_on(self.host_storage_async())?;
+        crate::backend::cpu::with_cpu!(&host, v, _T => Ok(crate::dtype::Elem::to_i64(v[0])))
+    }
     /// All elements widened to f64 (any dtype).
     pub fn to_f64_vec(&self) -> Result<Vec<f64>> {
         Ok(block_on(self.host_storage_async())?.to_f64_vec())

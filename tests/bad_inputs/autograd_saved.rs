@@ -34,6 +34,7 @@ fn modified(t: &Tensor, origin: &str, now: u64, was: u64) -> String {
     let ty = match t.dtype() {
         DType::F32 => "FloatTensor",
         DType::I32 => "IntTensor",
+        DType::I64 => "LongTensor",
         DType::Bool => "BoolTensor",
         other => panic!("no test for {other}"),
     };

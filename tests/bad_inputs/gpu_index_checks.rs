@@ -136,14 +136,14 @@ fn gpu_scatter_add_into_empty_dim() {
 fn gpu_one_hot_out_of_range() {
     for dev in devices() {
         let r = ints(&[0, 5], &dev).one_hot(3);
-        expect_index_error(&dev, r.and_then(|y| y.to_vec::<i32>()), "one_hot", 5, 1, 3);
+        expect_index_error(&dev, r.and_then(|y| y.to_vec::<i64>()), "one_hot", 5, 1, 3);
         let r = ints(&[-1, 0], &dev).one_hot(3);
-        expect_index_error(&dev, r.and_then(|y| y.to_vec::<i32>()), "one_hot", -1, 1, 3);
+        expect_index_error(&dev, r.and_then(|y| y.to_vec::<i64>()), "one_hot", -1, 1, 3);
         // And a correct one still reads right.
         let ok = ints(&[2, 0], &dev).one_hot(3).unwrap();
         assert_eq!(ok.shape(), &[2, 3]);
         assert_eq!(
-            ok.to_vec::<i32>().unwrap(),
+            ok.to_vec::<i64>().unwrap(),
             vec![0, 0, 1, 1, 0, 0],
             "on {dev:?}"
         );
@@ -305,7 +305,7 @@ fn gpu_index_error_keeps_the_first_failure() {
     // separate failure to report (the flag holds one), and the context is clean afterwards.
     let a = x32(&dev).index_select(0, &ints(&[7], &dev)).unwrap();
     let b = ints(&[0, 9], &dev).one_hot(3).unwrap();
-    expect_index_error(&dev, b.to_vec::<i32>(), "index_select", 7, 0, 3);
+    expect_index_error(&dev, b.to_vec::<i64>(), "index_select", 7, 0, 3);
     drop(a);
     assert_eq!(x32(&dev).sum_all().unwrap().item().unwrap(), 15.0);
 }

@@ -148,9 +148,9 @@ fn rows() -> Vec<Row> {
         // Dtypes an op does not take.
         row!("matmul", DType, "int32", |d, o| f32s(&[2, 2], d)?
             .matmul(&f32s(&[2, 2], d)?.to_dtype(DType::I32)?)),
-        row!("index_select", DType, "int32", |d, o| f32s(&[3], d)?
+        row!("index_select", DType, "int64", |d, o| f32s(&[3], d)?
             .index_select(0, &f32s(&[2], d)?)),
-        row!("gather", DType, "int32", |d, o| f32s(&[3], d)?
+        row!("gather", DType, "int64", |d, o| f32s(&[3], d)?
             .gather(0, &f32s(&[2], d)?)),
         row!("cross_entropy", DType, "", |d, o| F::cross_entropy(
             &f32s(&[2, 3], d)?,

@@ -24,7 +24,8 @@ fn tensor(v: &Value, dev: &Device) -> Result<Tensor> {
         })
         .collect();
     let dt = match v["dtype"].as_str().unwrap() {
-        "i64" | "i32" => DType::I32,
+        "i64" => DType::I64,
+        "i32" => DType::I32,
         "bool" => DType::Bool,
         "f16" => DType::F16,
         "bf16" => DType::BF16,

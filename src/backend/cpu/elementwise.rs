@@ -131,13 +131,20 @@ pub(crate) fn cast(x: &CpuStorage, l: &Layout, to: DType) -> CpuStorage {
     }))
 }
 
+/// One element converted as PyTorch's casts do: integers (and bool) through int64, exactly
+/// (int64 -> int32 wraps, int -> float rounds once), floats through f64.
 #[inline(always)]
 fn convert<S: Elem, D: Elem>(s: S) -> D {
-    D::from_f64(s.to_f64())
+    if S::INT {
+        D::from_i64(s.to_i64())
+    } else {
+        D::from_f64(s.to_f64())
+    }
 }
 
 /// `op(a, b)`: both layouts already broadcast to the output shape and of one dtype.
-/// Comparisons give bool; int32 arithmetic wraps ([`BinaryOp::cpu_int`]).
+/// Comparisons give bool; integer arithmetic wraps ([`BinaryOp::cpu_int`]); int64 compares
+/// exactly (not through f64, which rounds past 2^53).
 pub(crate) fn binary(
     op: BinaryOp,
     a: &CpuStorage,
@@ -145,8 +152,17 @@ pub(crate) fn binary(
     b: &CpuStorage,
     bl: &Layout,
 ) -> CpuStorage {
-    if let (CpuStorage::I32(av), CpuStorage::I32(bv), false) = (a, b, op.is_comparison()) {
-        return CpuStorage::I32(zip(av, al, bv, bl, |a, b| op.cpu_int(a, b)));
+    match (a, b, op.is_comparison()) {
+        (CpuStorage::I32(av), CpuStorage::I32(bv), false) => {
+            return CpuStorage::I32(zip(av, al, bv, bl, |a, b| op.cpu_int(a, b)));
+        }
+        (CpuStorage::I64(av), CpuStorage::I64(bv), false) => {
+            return CpuStorage::I64(zip(av, al, bv, bl, |a, b| op.cpu_int(a, b)));
+        }
+        (CpuStorage::I64(av), CpuStorage::I64(bv), true) => {
+            return CpuStorage::Bool(zip(av, al, bv, bl, |a, b| op.cmp_ord(a, b)));
+        }
+        _ => {}
     }
     with_cpu!(a, av, T => {
         let bv = T::slice(b).expect("binary: operands share a dtype");

@@ -10,9 +10,9 @@ use rayon::prelude::*;
 /// Every index the view `il` of `idx` holds must lie in `[0, size)`, else the error names `op`,
 /// the first bad index, `dim` and `size`, as PyTorch's does (the GPU kernels check on the device:
 /// `backend/gpu/checks.rs`). Broadcast (stride-0) dimensions repeat elements: each is read once.
-fn check_indices(
+fn check_indices<I: Index>(
     op: &'static str,
-    idx: &[i32],
+    idx: &[I],
     il: &Layout,
     dim: usize,
     size: usize,
@@ -26,15 +26,15 @@ fn check_indices(
     };
     let mut bad = None;
     for_offsets(&once, 0, once.numel(), |_, o| {
-        let j = idx[o];
-        if bad.is_none() && (j < 0 || j as usize >= size) {
+        let j: i64 = idx[o].into();
+        if bad.is_none() && (j < 0 || j as u64 >= size as u64) {
             bad = Some(j);
         }
     });
     match bad {
         Some(j) => Err(Error::IndexOutOfRange {
             op,
-            index: j as i64,
+            index: j,
             dim,
             size,
         }),
@@ -42,14 +42,62 @@ fn check_indices(
     }
 }
 
-/// `out[..., j, ...] = x[..., idx[..., j, ...], ...]` along `dim` (torch.gather). `x` is contiguous
-/// of shape `xshape`; `idx` has the output's shape. An out-of-range index is an error naming `op`.
-pub(crate) fn gather(
+/// An index element type: int32 or int64 (checked against the size before it is used).
+pub(crate) trait Index: Copy + Into<i64> + Send + Sync {}
+impl Index for i32 {}
+impl Index for i64 {}
+
+/// Dispatch `$body` over the index storages (int32, int64) with `$v` bound to the slice; the op
+/// layer has checked the dtype, so the other variants never arrive.
+macro_rules! with_index {
+    ($s:expr, $v:ident => $body:expr) => {
+        match $s {
+            CpuStorage::I32($v) => $body,
+            CpuStorage::I64($v) => $body,
+            other => Err(crate::Error::UnsupportedDType {
+                op: "index",
+                dtype: other.dtype(),
+                hint: "; indices must be int64 or int32",
+            }),
+        }
+    };
+}
+
+/// [`gather`] with the index storage of either integer dtype.
+pub(crate) fn gather_any(
     op: &'static str,
     x: &CpuStorage,
     xshape: &[usize],
     dim: usize,
-    idx: &[i32],
+    idx: &CpuStorage,
+    il: &Layout,
+) -> Result<CpuStorage> {
+    with_index!(idx, i => gather(op, x, xshape, dim, i, il))
+}
+
+/// [`scatter_add`] with the index storage of either integer dtype.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn scatter_add_any(
+    op: &'static str,
+    base: &mut CpuStorage,
+    bshape: &[usize],
+    dim: usize,
+    idx: &CpuStorage,
+    il: &Layout,
+    src: &CpuStorage,
+    sl: &Layout,
+) -> Result<()> {
+    with_index!(idx, i => scatter_add(op, base, bshape, dim, i, il, src, sl))
+}
+
+/// `out[..., j, ...] = x[..., idx[..., j, ...], ...]` along `dim` (torch.gather). `x` is contiguous
+/// of shape `xshape`; `idx` has the output's shape. An out-of-range index is an error naming `op`.
+pub(crate) fn gather<I: Index>(
+    op: &'static str,
+    x: &CpuStorage,
+    xshape: &[usize],
+    dim: usize,
+    idx: &[I],
     il: &Layout,
 ) -> Result<CpuStorage> {
     check_indices(op, idx, il, dim, xshape.get(dim).copied().unwrap_or(1))?;
@@ -64,7 +112,7 @@ pub(crate) fn gather(
                 for d in 0..ostr.len() {
                     let c = lin / ostr[d];
                     lin %= ostr[d];
-                    src += if d == dim { idx[o] as usize } else { c } * xs[d];
+                    src += if d == dim { idx[o].into() as usize } else { c } * xs[d];
                 }
                 chunk[i] = v[src];
             });
@@ -76,12 +124,12 @@ pub(crate) fn gather(
 /// `base[..., idx[..., j, ...], ...] += src[..., j, ...]` along `dim`; `base` is contiguous. An
 /// out-of-range index is an error naming `op`.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn scatter_add(
+pub(crate) fn scatter_add<I: Index>(
     op: &'static str,
     base: &mut CpuStorage,
     bshape: &[usize],
     dim: usize,
-    idx: &[i32],
+    idx: &[I],
     il: &Layout,
     src: &CpuStorage,
     sl: &Layout,
@@ -100,9 +148,14 @@ pub(crate) fn scatter_add(
             for d in 0..ostr.len() {
                 let c = lin / ostr[d];
                 lin %= ostr[d];
-                dst += if d == dim { idx[o] as usize } else { c } * bs[d];
+                dst += if d == dim { idx[o].into() as usize } else { c } * bs[d];
             }
-            bv[dst] = T::from_f64(bv[dst].to_f64() + s[i].to_f64());
+            // Integers add exactly and wrap (int64 past 2^53 included), floats in f64.
+            bv[dst] = if T::INT {
+                T::from_i64(bv[dst].to_i64().wrapping_add(s[i].to_i64()))
+            } else {
+                T::from_f64(bv[dst].to_f64() + s[i].to_f64())
+            };
         }
     });
     Ok(())

@@ -24,6 +24,7 @@ use rayon::prelude::*;
 pub enum CpuStorage {
     Bool(Vec<bool>),
     I32(Vec<i32>),
+    I64(Vec<i64>),
     F16(Vec<f16>),
     BF16(Vec<bf16>),
     F32(Vec<f32>),
@@ -40,6 +41,10 @@ macro_rules! with_cpu {
             }
             CpuStorage::I32($v) => {
                 type $t = i32;
+                $body
+            }
+            CpuStorage::I64($v) => {
+                type $t = i64;
                 $body
             }
             CpuStorage::F16($v) => {
@@ -73,6 +78,10 @@ macro_rules! with_dtype {
             }
             DType::I32 => {
                 type $t = i32;
+                $body
+            }
+            DType::I64 => {
+                type $t = i64;
                 $body
             }
             DType::F16 => {
@@ -136,6 +145,7 @@ macro_rules! cpu_elem {
 }
 cpu_elem!(bool, Bool);
 cpu_elem!(i32, I32);
+cpu_elem!(i64, I64);
 cpu_elem!(f16, F16);
 cpu_elem!(bf16, BF16);
 cpu_elem!(f32, F32);

@@ -6,9 +6,13 @@ use crate::ops::ReduceOp;
 use crate::DType;
 use rayon::prelude::*;
 
-/// Reduce each row of `[rows, n]` into [`ReduceOp::out_dtype`]: arg ops give i32, half sums
-/// and products stay in f32 (the caller rounds once), int32 sums and products wrap.
+/// Reduce each row of `[rows, n]` into [`ReduceOp::out_dtype`]: arg ops give int64 indices
+/// ([`DType::INDEX`]), half sums and products stay in f32 (the caller rounds once), integer
+/// sums and products wrap; int64 is reduced exactly in i64.
 pub(crate) fn reduce_rows(op: ReduceOp, x: &CpuStorage, rows: usize, n: usize) -> CpuStorage {
+    if let CpuStorage::I64(v) = x {
+        return long_rows(op, v, rows, n);
+    }
     if let (CpuStorage::I32(v), ReduceOp::Sum | ReduceOp::Prod) = (x, op) {
         return CpuStorage::I32(
             (0..rows)
@@ -21,8 +25,8 @@ pub(crate) fn reduce_rows(op: ReduceOp, x: &CpuStorage, rows: usize, n: usize) -
         let row = |r: usize| &v[r * n..(r + 1) * n];
         match op {
             ReduceOp::ArgMax | ReduceOp::ArgMin => {
-                let out: Vec<i32> = (0..rows).into_par_iter().map(|r| arg_row(op, row(r)) as i32).collect();
-                CpuStorage::I32(out)
+                let out: Vec<i64> = (0..rows).into_par_iter().map(|r| arg_row(op, row(r)) as i64).collect();
+                CpuStorage::I64(out)
             }
             _ => with_dtype!(op.out_dtype(T::DTYPE), D => {
                 let out: Vec<D> = (0..rows)
@@ -33,6 +37,36 @@ pub(crate) fn reduce_rows(op: ReduceOp, x: &CpuStorage, rows: usize, n: usize) -
                 D::wrap(out)
             }),
         }
+    })
+}
+
+/// Rows of int64, in i64 (exact past 2^53, where f64 is not): sums and products wrap as
+/// PyTorch's; arg ops give the first extreme's index.
+fn long_rows(op: ReduceOp, v: &[i64], rows: usize, n: usize) -> CpuStorage {
+    let row = |r: usize| &v[r * n..(r + 1) * n];
+    let each = |f: &(dyn Fn(&[i64]) -> i64 + Sync)| -> Vec<i64> {
+        (0..rows).into_par_iter().map(|r| f(row(r))).collect()
+    };
+    CpuStorage::I64(match op {
+        ReduceOp::Sum => each(&|r| r.iter().fold(0i64, |a, &x| a.wrapping_add(x))),
+        ReduceOp::Prod => each(&|r| r.iter().fold(1i64, |a, &x| a.wrapping_mul(x))),
+        // Rows are non-empty for these (the op layer refuses empty ones).
+        ReduceOp::Max => each(&|r| r.iter().copied().max().unwrap_or(i64::MIN)),
+        ReduceOp::Min => each(&|r| r.iter().copied().min().unwrap_or(i64::MAX)),
+        ReduceOp::ArgMax | ReduceOp::ArgMin => each(&|r| {
+            let mut best = 0;
+            for (i, x) in r.iter().enumerate().skip(1) {
+                let better = if op == ReduceOp::ArgMax {
+                    *x > r[best]
+                } else {
+                    *x < r[best]
+                };
+                if better {
+                    best = i;
+                }
+            }
+            best as i64
+        }),
     })
 }
 
@@ -118,8 +152,21 @@ fn arg_row<T: Elem>(op: ReduceOp, r: &[T]) -> usize {
     best
 }
 
-/// Inclusive prefix sum along each row (int32 wraps).
+/// Inclusive prefix sum along each row (integers wrap; int64 in i64).
 pub(crate) fn cumsum_rows(x: &CpuStorage, rows: usize, n: usize) -> CpuStorage {
+    if let CpuStorage::I64(v) = x {
+        let mut out = vec![0i64; rows * n];
+        if n > 0 {
+            out.par_chunks_mut(n).enumerate().for_each(|(r, o)| {
+                let mut acc = 0i64;
+                for (o, &x) in o.iter_mut().zip(&v[r * n..]) {
+                    acc = acc.wrapping_add(x);
+                    *o = acc;
+                }
+            });
+        }
+        return CpuStorage::I64(out);
+    }
     if let CpuStorage::I32(v) = x {
         let mut out = vec![0i32; rows * n];
         if n > 0 {

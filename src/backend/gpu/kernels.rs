@@ -71,7 +71,8 @@ impl GpuType {
     pub fn of(dtype: DType, native_f16: bool) -> Option<GpuType> {
         match dtype {
             DType::F32 => Some(GpuType::F32),
-            DType::I32 => Some(GpuType::I32),
+            // int64 is held as int32 (WGSL has no 64-bit integers): see `DType::I64`.
+            DType::I32 | DType::I64 => Some(GpuType::I32),
             DType::Bool => Some(GpuType::U32),
             DType::F16 if native_f16 => Some(GpuType::F16),
             DType::F16 => Some(GpuType::F16Packed),

@@ -177,14 +177,49 @@ pub(crate) fn upload(
     ordinal: usize,
     data: &CpuStorage,
 ) -> Result<GpuStorage> {
+    upload_as("to", ctx, ordinal, data)
+}
+
+/// int64 values as the int32 a GPU holds them in, or the error naming `op`, the first value out
+/// of range and the limits (never wrapped).
+fn narrow_i64(op: &'static str, v: &[i64]) -> Result<Vec<i32>> {
+    let mut out = crate::backend::cpu::try_vec(op, v.len())?;
+    for &x in v {
+        out.push(i32::try_from(x).map_err(|_| {
+            Error::arg(
+                op,
+                format!(
+                    "value {x} does not fit int64 on a GPU, which holds int64 as int32 \
+                     (range [{}, {}]); keep this tensor on the CPU",
+                    i32::MIN,
+                    i32::MAX
+                ),
+            )
+        })?);
+    }
+    Ok(out)
+}
+
+/// Upload host data; an int64 value outside int32 is an error naming `op`.
+fn upload_as(
+    op: &'static str,
+    ctx: &Arc<GpuContext>,
+    ordinal: usize,
+    data: &CpuStorage,
+) -> Result<GpuStorage> {
     let dtype = data.dtype();
     let t = gpu_type(ctx, ordinal, dtype)?;
-    // Refused before the bools' host copy below.
-    ctx.check_size("to", bytes_of(t, data.len()))?;
+    // Refused before the bools' and int64s' host copies below.
+    ctx.check_size(op, bytes_of(t, data.len()))?;
     let bools: Vec<u32>;
+    let longs: Vec<i32>;
     let bytes: &[u8] = match data {
         CpuStorage::F32(v) => bytemuck::cast_slice(v),
         CpuStorage::I32(v) => bytemuck::cast_slice(v),
+        CpuStorage::I64(v) => {
+            longs = narrow_i64(op, v)?;
+            bytemuck::cast_slice(&longs)
+        }
         CpuStorage::Bool(v) => {
             bools = v.iter().map(|&b| b as u32).collect();
             bytemuck::cast_slice(&bools)
@@ -200,9 +235,42 @@ pub(crate) fn upload(
         }
     };
     Ok(GpuStorage {
-        buf: Arc::new(ctx.upload("to", bytes)?),
+        buf: Arc::new(ctx.upload(op, bytes)?),
         dtype,
     })
+}
+
+/// int64 on a GPU is held as int32 (WGSL has no 64-bit integers). The ops whose int64 result can
+/// leave the int32 range (add, sub, mul, sums, products, cumulative sums, scatter_add, casts
+/// from floating point) run here instead of in a kernel: the operands are read back, the CPU
+/// kernel `f` computes in i64 (wrapping as PyTorch's int64 does, which no int32-range operands
+/// can reach), and the result is uploaded with [`narrow_i64`]'s check, so a value past int32 is
+/// an error naming `op`, never a wrapped number. Each such op waits for the GPU; the common
+/// int64 uses (indices, labels, comparisons, argmax, bool sums) stay on the device.
+fn via_host(
+    op: &'static str,
+    inputs: &[(&GpuStorage, &Layout)],
+    f: impl FnOnce(&[CpuStorage]) -> Result<CpuStorage>,
+) -> Result<GpuStorage> {
+    let ctx = inputs[0].0.ctx();
+    let mut host = Vec::with_capacity(inputs.len());
+    for (s, l) in inputs {
+        // Elements up to the view's last one (the kernels' layouts index into the whole buffer).
+        let n = if l.numel() == 0 {
+            0
+        } else {
+            l.offset
+                + l.shape
+                    .iter()
+                    .zip(&l.strides)
+                    .map(|(&d, &st)| (d - 1) * st)
+                    .sum::<usize>()
+                + 1
+        };
+        host.push(crate::tensor::block_on(download(s, n))?);
+    }
+    let out = f(&host)?;
+    upload_as(op, ctx, ctx.ordinal, &out)
 }
 
 /// Read the first `n` elements back (async at the core; the blocking API wraps it).
@@ -215,13 +283,19 @@ pub(crate) async fn download(s: &GpuStorage, n: usize) -> Result<CpuStorage> {
         DType::BF16 => CpuStorage::BF16(bytemuck::pod_collect_to_vec(&bytes)),
         DType::F32 => CpuStorage::F32(bytemuck::pod_collect_to_vec(&bytes)),
         DType::I32 => CpuStorage::I32(bytemuck::pod_collect_to_vec(&bytes)),
+        DType::I64 => CpuStorage::I64(
+            bytemuck::pod_collect_to_vec::<u8, i32>(&bytes)
+                .into_iter()
+                .map(i64::from)
+                .collect(),
+        ),
         DType::Bool => CpuStorage::Bool(
             bytemuck::pod_collect_to_vec::<u8, u32>(&bytes)
                 .into_iter()
                 .map(|x| x != 0)
                 .collect(),
         ),
-        _ => unreachable!("GPU storage holds a GPU dtype"),
+        DType::F64 => unreachable!("GPU storage holds a GPU dtype"),
     })
 }
 
@@ -234,6 +308,9 @@ pub(crate) fn full(
     dtype: DType,
 ) -> Result<GpuStorage> {
     let t = gpu_type(ctx, ordinal, dtype)?;
+    if dtype == DType::I64 && (value < i32::MIN as f64 || value > i32::MAX as f64) {
+        narrow_i64("full", &[value as i64])?;
+    }
     let out = output(ctx, "full", n, dtype)?;
     let bits = match t.compute() {
         "i32" => (value as i32) as u32,
@@ -306,6 +383,11 @@ pub(crate) fn binary(
     b: &GpuStorage,
     bl: &Layout,
 ) -> Result<GpuStorage> {
+    if a.dtype == DType::I64 && matches!(op, BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul) {
+        return via_host(op.name(), &[(a, al), (b, bl)], |h| {
+            Ok(crate::backend::cpu::binary(op, &h[0], al, &h[1], bl))
+        });
+    }
     let ctx = a.ctx();
     let n = al.numel();
     let out_dtype = if op.is_comparison() {
@@ -378,6 +460,11 @@ fn copy_meta(n: usize, sl: &Layout, dl: &Layout) -> Vec<u32> {
 
 /// Copy a strided view into a new contiguous buffer, converting to `to`.
 pub(crate) fn cast(x: &GpuStorage, l: &Layout, ordinal: usize, to: DType) -> Result<GpuStorage> {
+    if to == DType::I64 && x.dtype.is_float() {
+        return via_host("to_dtype", &[(x, l)], |h| {
+            Ok(crate::backend::cpu::cast(&h[0], l, to))
+        });
+    }
     let ctx = x.ctx();
     let t = gpu_type(ctx, ordinal, to)?;
     let n = l.numel();
@@ -426,6 +513,12 @@ pub(crate) fn reduce_rows(
     rows: usize,
     n: usize,
 ) -> Result<GpuStorage> {
+    if x.dtype == DType::I64 && matches!(op, ReduceOp::Sum | ReduceOp::Prod) {
+        let l = Layout::contiguous(&[rows, n]);
+        return via_host(op.name(), &[(x, &l)], |h| {
+            Ok(crate::backend::cpu::reduce_rows(op, &h[0], rows, n))
+        });
+    }
     let ctx = x.ctx();
     let out_dtype = op.out_dtype(x.dtype);
     let out = output(ctx, op.name(), rows, out_dtype)?;
@@ -479,6 +572,12 @@ pub(crate) fn reduce_rows(
 }
 
 pub(crate) fn cumsum_rows(x: &GpuStorage, rows: usize, n: usize) -> Result<GpuStorage> {
+    if x.dtype == DType::I64 {
+        let l = Layout::contiguous(&[rows, n]);
+        return via_host("cumsum", &[(x, &l)], |h| {
+            Ok(crate::backend::cpu::cumsum_rows(&h[0], rows, n))
+        });
+    }
     let ctx = x.ctx();
     let out = output(ctx, "cumsum", rows * n, x.dtype)?;
     // Rows past the adapter's loop cap run in column chunks, each carrying the previous sum.
@@ -551,6 +650,14 @@ pub(crate) fn scatter_add(
     src: &GpuStorage,
     sl: &Layout,
 ) -> Result<GpuStorage> {
+    if base.dtype == DType::I64 {
+        let bl = Layout::contiguous(bshape);
+        return via_host(op, &[(base, &bl), (idx, il), (src, sl)], |h| {
+            let mut out = h[0].clone();
+            crate::backend::cpu::scatter_add_any(op, &mut out, bshape, dim, &h[1], il, &h[2], sl)?;
+            Ok(out)
+        });
+    }
     let ctx = base.ctx();
     let n: usize = bshape.iter().product();
     let out = output(ctx, op, n, base.dtype)?;
