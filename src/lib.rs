@@ -78,7 +78,7 @@ pub use tensor::Tensor;
 /// # Ok::<(), wgtorch::Error>(())
 /// ```
 pub mod prelude {
-    pub use crate::nn::{self, functional as F, Module, ModuleExt};
+    pub use crate::nn::{self, functional as F, Forward, Module, ModuleExt};
     pub use crate::optim::{self, Optimizer};
     pub use crate::{manual_seed, no_grad, DType, Device, Error, Result, Scalar, Tensor};
 }

@@ -52,6 +52,25 @@ impl Digits {
     pub fn labels(&self) -> &[i32] {
         &self.labels
     }
+    /// The 8×8 image of sample `i` as it is stored, values in [0, 1] (pixel / 16).
+    pub fn image8(&self, i: usize) -> Result<Vec<f32>> {
+        super::check_index("Digits", i, self.len())?;
+        Ok(self.pixels[i].iter().map(|&p| p as f32 / 16.0).collect())
+    }
+    /// Every sample as one `[1797, 1, 8, 8]` f32 tensor (values in [0, 1]) and the labels as
+    /// `[1797]` int64, e.g. for a [`super::TensorDataset`] or for MNIST-shaped models.
+    pub fn tensors8(&self) -> Result<(Tensor, Tensor)> {
+        let n = self.len();
+        let mut v = crate::backend::cpu::try_vec("Digits", n * 64)?;
+        for p in &self.pixels {
+            v.extend(p.iter().map(|&p| p as f32 / 16.0));
+        }
+        let labels: Vec<i64> = self.labels.iter().map(|&l| l as i64).collect();
+        Ok((
+            Tensor::from_vec(v, [n, 1, 8, 8], &Device::Cpu)?,
+            Tensor::from_vec(labels, [n], &Device::Cpu)?,
+        ))
+    }
     /// The 32×32 gray image of sample `i`, values in [0, 1].
     pub fn image32(&self, i: usize) -> Result<Vec<f32>> {
         super::check_index("Digits", i, self.len())?;

@@ -17,7 +17,8 @@ pub type Batch = (Tensor, Tensor);
 /// resumed run sees the same batches. Batches are assembled and moved to `device` by a background
 /// thread, `prefetch` batches ahead.
 pub struct DataLoader {
-    dataset: Arc<dyn Dataset>,
+    /// The samples (`len(loader.dataset)` in PyTorch is `loader.dataset.len()`).
+    pub dataset: Arc<dyn Dataset>,
     /// Samples per batch.
     pub batch_size: usize,
     /// Shuffle each epoch.

@@ -5,6 +5,7 @@ mod cifar;
 mod digits;
 mod image_folder;
 mod loader;
+mod tensor_dataset;
 pub mod transforms;
 
 #[cfg(feature = "download")]
@@ -13,6 +14,7 @@ pub use cifar::Cifar10;
 pub use digits::Digits;
 pub use image_folder::ImageFolder;
 pub use loader::{Batch, DataLoader};
+pub use tensor_dataset::TensorDataset;
 pub use transforms::Transform;
 
 use crate::{Error, Result, Tensor};

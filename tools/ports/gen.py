@@ -171,6 +171,13 @@ def word_lm(examples, rnn_type, tied, lr):
     if rnn_type == "Transformer":
         model = wlm.TransformerModel(ntokens, cfg["emsize"], cfg["nhead"], 32, cfg["nlayers"], cfg["dropout"])
         cfg["nhid"] = 32
+        # TransformerModel passes --dropout only to its PositionalEncoding; nn.Transformer's layers keep
+        # their default 0.1. Zero those too (dropout modules and the attention's dropout_p).
+        for m in model.modules():
+            if isinstance(m, nn.Dropout):
+                m.p = 0.0
+            if isinstance(m, nn.MultiheadAttention):
+                m.dropout = 0.0
     else:
         model = wlm.RNNModel(rnn_type, ntokens, cfg["emsize"], cfg["nhid"], cfg["nlayers"], cfg["dropout"], tied)
     init = init_state(model)
