@@ -335,6 +335,58 @@ fn run_op(op: &str, kw: &Value, x: &[Tensor]) -> Result<Option<Vec<Tensor>>> {
             let (out, (h, c)) = lstm.forward_with_state(&x[0], Some((&x[1], &x[2])))?;
             Ok(Some(vec![out, h, c]))
         }
+        // ops_a
+        "torch.tril" => one(x[0].tril(kw["diagonal"].as_i64().unwrap_or(0))?),
+        "torch.triu" => one(x[0].triu(kw["diagonal"].as_i64().unwrap_or(0))?),
+        "torch.sort" | "torch.argsort" => {
+            let o = wgtorch::ops::SortOptions {
+                dim: kw["dim"].as_i64().unwrap_or(-1) as isize,
+                descending: kw["descending"].as_bool().unwrap_or(false),
+                stable: kw["stable"].as_bool().unwrap_or(false),
+            };
+            if op == "torch.sort" {
+                let (v, i) = x[0].sort_with(o)?;
+                Ok(Some(vec![v, i]))
+            } else {
+                one(x[0].argsort_with(o)?)
+            }
+        }
+        "torch.topk" => {
+            let o = wgtorch::ops::TopkOptions {
+                dim: kw["dim"].as_i64().unwrap_or(-1) as isize,
+                largest: kw["largest"].as_bool().unwrap_or(true),
+                sorted: kw["sorted"].as_bool().unwrap_or(true),
+            };
+            let (v, i) = x[0].topk_with(kw["k"].as_u64().unwrap() as usize, o)?;
+            Ok(Some(vec![v, i]))
+        }
+        "torch.clamp_min" => one(x[0].clamp_min(&x[1])?),
+        "torch.clamp_max" => one(x[0].clamp_max(&x[1])?),
+        "torch.clamp:tensor" => one(x[0].clamp_tensor(Some(&x[1]), Some(&x[2]))?),
+        "torch.all" | "torch.any" => {
+            let all = op == "torch.all";
+            one(match (kw["dim"].as_i64(), all) {
+                (Some(d), true) => x[0].all_dim(d as isize, keep())?,
+                (Some(d), false) => x[0].any_dim(d as isize, keep())?,
+                (None, true) => x[0].all()?,
+                (None, false) => x[0].any()?,
+            })
+        }
+        "torch.isnan" => one(x[0].isnan()?),
+        "torch.isinf" => one(x[0].isinf()?),
+        "torch.isfinite" => one(x[0].isfinite()?),
+        "torch.nan_to_num" => one(x[0].nan_to_num_with(wgtorch::ops::NanToNumOptions {
+            nan: f("nan").unwrap_or(0.0),
+            posinf: f("posinf"),
+            neginf: f("neginf"),
+        })?),
+        "torch.roll" => {
+            let dims = match &kw["dims"] {
+                Value::Null => vec![],
+                d => sints(d),
+            };
+            one(x[0].roll(&sints(&kw["shifts"]), &dims)?)
+        }
         _ => Ok(None),
     }
 }
@@ -529,7 +581,8 @@ fn run_file(path: &std::path::Path) {
         failed_total += fail;
     }
     assert_eq!(
-        failed_total, 0,
+        failed_total,
+        0,
         "golden cases of {} failed (see FAIL lines above)",
         file.display()
     );
