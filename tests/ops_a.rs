@@ -238,3 +238,49 @@ fn ops_keep_dtypes_and_shapes() {
         assert_eq!(vals(&s.all().unwrap()), [1.0]);
     }
 }
+
+/// The compare-exchange launch past 65,535 workgroups (2^25 entries: 65,536 groups of 256
+/// pairs), which `GpuContext::dispatch` splits; heavy on lavapipe (~700 MB), so run on demand:
+/// `cargo test --test ops_a -- --ignored`.
+#[test]
+#[ignore]
+fn gpu_sort_splits_past_65535_workgroups() {
+    let Some(gpu) = common::gpu() else { return };
+    let rows = 1usize << 24;
+    let zeros = Tensor::full([rows, 1], 0.0, &gpu).unwrap();
+    let ones = Tensor::full([rows, 1], 1.0, &gpu).unwrap();
+    let x = Tensor::cat(&[zeros, ones], 1).unwrap();
+    let t = std::time::Instant::now();
+    let i = x
+        .argsort_with(SortOptions {
+            descending: true,
+            ..Default::default()
+        })
+        .unwrap();
+    let first = i.narrow(1, 0, 1).unwrap();
+    // Every row sorts to [1, 0]: the first column sums to the row count (exact in int32).
+    assert_eq!(first.sum_all().unwrap().item().unwrap(), rows as f64);
+    assert_eq!(
+        vals(&i.narrow(0, rows - 3, 3).unwrap()),
+        [1.0, 0.0, 1.0, 0.0, 1.0, 0.0]
+    );
+    eprintln!("argsort of [{rows}, 2] on the GPU: {:?}", t.elapsed());
+}
+
+/// Times a [1000, 1000] sort on each device (a measurement, not a check): run on demand.
+#[test]
+#[ignore]
+fn sort_timing() {
+    for dev in common::devices() {
+        let x = Tensor::randn([1000, 1000], &dev).unwrap();
+        x.sort().unwrap().0.sum_all().unwrap().item().unwrap();
+        let t = std::time::Instant::now();
+        for _ in 0..3 {
+            x.sort().unwrap().0.sum_all().unwrap().item().unwrap();
+        }
+        eprintln!(
+            "sort [1000, 1000] f32 on {dev:?}: {:?} per call",
+            t.elapsed() / 3
+        );
+    }
+}

@@ -50,6 +50,7 @@ const MAXPOOL: &str = include_str!("../../../shaders/maxpool.wgsl");
 const MAXPOOL_BACKWARD: &str = include_str!("../../../shaders/maxpool_backward.wgsl");
 const SORT_KEYS: &str = include_str!("../../../shaders/sort_keys.wgsl");
 const SORT_STEP: &str = include_str!("../../../shaders/sort_step.wgsl");
+const SORT_LOCAL: &str = include_str!("../../../shaders/sort_local.wgsl");
 const SORT_INDICES: &str = include_str!("../../../shaders/sort_indices.wgsl");
 
 /// How a dtype is stored on the GPU. Half types take 2 bytes per element in both of their forms
@@ -274,6 +275,8 @@ pub enum Kernel {
     SortKeys,
     /// Row sort: one compare-exchange step.
     SortStep,
+    /// Row sort: the steps within 512-entry blocks, in workgroup memory.
+    SortLocal,
     /// Row sort: the sorted indices, as int32.
     SortIndices,
 }
@@ -387,6 +390,7 @@ impl Kernel {
             Kernel::MaxPoolBackward(t) => format!("max_pool2d_backward_{}", t.key()),
             Kernel::SortKeys => "sort_keys".into(),
             Kernel::SortStep => "sort_step".into(),
+            Kernel::SortLocal => "sort_local".into(),
             Kernel::SortIndices => "sort_indices".into(),
         }
     }
@@ -555,6 +559,7 @@ impl Kernel {
                 &[],
             ),
             Kernel::SortStep => fill(SORT_STEP, &[("keys", U32, true), ("idx", U32, true)], &[]),
+            Kernel::SortLocal => fill(SORT_LOCAL, &[("keys", U32, true), ("idx", U32, true)], &[]),
             Kernel::SortIndices => fill(
                 SORT_INDICES,
                 &[("idx", U32, false), ("dst", I32, true)],
@@ -621,6 +626,7 @@ impl Kernel {
             Kernel::AdamF32,
             Kernel::SortKeys,
             Kernel::SortStep,
+            Kernel::SortLocal,
             Kernel::SortIndices,
         ];
         for (a_t, b_t) in [(false, false), (false, true), (true, false), (true, true)] {

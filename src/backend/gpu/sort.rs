@@ -1,10 +1,14 @@
 //! Row sort on the GPU: a bitonic network over each row padded (in a work buffer) to a power of
-//! two, one dispatch per compare-exchange step, so no invocation loops (no llvmpipe loop cap)
-//! and any number of rows fits (`GpuContext::dispatch` splits large grids).
+//! two. Steps that pair entries 512 or more apart are one dispatch each (no loops); the shorter
+//! steps run in workgroup memory, up to 45 per launch (far below llvmpipe's loop cap, whatever
+//! the row length). Any number of rows fits: `GpuContext::dispatch` splits large grids.
 
 use super::kernels::Kernel;
 use super::{groups, launch, output, u, GpuStorage};
 use crate::{DType, Device, Error, Result};
+
+/// The largest step `sort_local.wgsl` runs in workgroup memory: 256 pairs, 512 entries.
+const LOCAL_J: usize = 256;
 
 /// For each row of a contiguous f32 or int32 `[rows, n]` input, the int32 indices that sort it
 /// (stable; NaN above every number).
@@ -44,20 +48,37 @@ pub(crate) fn argsort_rows(
         &[x.raw(), keys.raw(), idx.raw()],
         groups(total),
     )?;
-    let mut k = 2;
+    // Steps with j <= 256 run in workgroup memory (LOCAL_J pairs per workgroup): every k up to
+    // 512 in one launch, then for each larger k the global steps j > 256 and one local launch.
+    let pairs = total / 2;
+    let local = |k0: usize, j0: usize, k1: usize| {
+        launch(
+            ctx,
+            "sort",
+            Kernel::SortLocal,
+            &[u(pairs), u(n), u(p), u(k0), u(j0), u(k1), descending as u32],
+            &[keys.raw(), idx.raw()],
+            [u(pairs.div_ceil(LOCAL_J)), 1, 1],
+        )
+    };
+    if p >= 2 {
+        local(2, 1, p.min(2 * LOCAL_J))?;
+    }
+    let mut k = 4 * LOCAL_J;
     while k <= p {
         let mut j = k / 2;
-        while j >= 1 {
+        while j > LOCAL_J {
             launch(
                 ctx,
                 "sort",
                 Kernel::SortStep,
-                &[u(total / 2), u(n), u(p), u(j), u(k), descending as u32],
+                &[u(pairs), u(n), u(p), u(j), u(k), descending as u32],
                 &[keys.raw(), idx.raw()],
-                groups(total / 2),
+                groups(pairs),
             )?;
             j /= 2;
         }
+        local(k, LOCAL_J, k)?;
         k *= 2;
     }
     launch(
