@@ -140,4 +140,19 @@ add("roll_permuted", "torch.roll", torch.roll, [randn(3, 2, 2)], {"shifts": [1, 
 add("roll_zero_size", "torch.roll", torch.roll, [randn(0, 3)], {"shifts": [1], "dims": [1]})
 add("roll_0d", "torch.roll", torch.roll, [T(3.0)], {"shifts": 1})
 
+# Views and 0-d operands for the rest.
+add("triu_sliced", "torch.triu", torch.triu, [randn(3, 6)], {"diagonal": 0},
+    views=[[{"slice": {"dim": 1, "start": 0, "step": 2}}]])
+add("argsort_permuted_desc", "torch.argsort", torch.argsort, [randn(3, 4)], {"dim": 1, "descending": True},
+    views=[[{"permute": [1, 0]}]])
+add("maximum_transposed_0d", "torch.maximum", torch.maximum, [randn(3, 2), T(0.1)], views=[[{"permute": [1, 0]}], None])
+add("minimum_0d", "torch.minimum", torch.minimum, [T(nan), T(2.0)])
+add("any_dim_permuted", "torch.any", torch.any, [T([[0.0, 1.0], [0.0, 0.0], [0.0, nan]])], {"dim": 1},
+    views=[[{"permute": [1, 0]}]])
+add("all_0d", "torch.all", torch.all, [T(0.0)])
+add("isinf_transposed", "torch.isinf", torch.isinf, [w], views=[[{"permute": [1, 0]}]])
+add("nan_to_num_transposed", "torch.nan_to_num", lambda x: torch.nan_to_num(x.float()), [w],
+    views=[[{"permute": [1, 0]}]])
+add("nan_to_num_0d", "torch.nan_to_num", lambda x: torch.nan_to_num(x.float()), [T(-inf)])
+
 write("ops_a", cases, "tools/golden/ops_a.py")
