@@ -157,15 +157,15 @@ impl Tensor {
         let nd = self.ndim();
         let d = wrap_dim("topk", o.dim, nd)?;
         if nd == 0 {
-            // One element along dim 0, as PyTorch treats a 0-d input.
-            let (v, i) = self
-                .reshape(&[1])?
-                .topk_with(k, TopkOptions { dim: 0, ..o })?;
-            return if k == 1 {
-                Ok((v.reshape(&[])?, i.reshape(&[])?))
-            } else {
-                Ok((v, i))
-            };
+            // One element along dim 0, as PyTorch treats a 0-d input; k = 0 and k = 1 both
+            // return it, 0-d (PyTorch's result).
+            if k > 1 {
+                return Err(Error::arg("topk", "selected index k out of range"));
+            }
+            return self.sort_with(SortOptions {
+                dim: o.dim,
+                ..Default::default()
+            });
         }
         if k > self.shape()[d] {
             return Err(Error::arg("topk", "selected index k out of range"));

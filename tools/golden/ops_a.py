@@ -78,6 +78,7 @@ add("topk_nan_largest", "torch.topk", torch.topk, [T([1.0, nan, 3.0, -1.0])], {"
 add("topk_k0", "torch.topk", torch.topk, [randn(2, 3)], {"k": 0})
 add("topk_sliced", "torch.topk", torch.topk, [randn(3, 8)], {"k": 2}, views=[[{"slice": {"dim": 1, "start": 1, "step": 2}}]])
 add("topk_0d", "torch.topk", torch.topk, [T(2.5)], {"k": 1})
+add("topk_0d_k0", "torch.topk", torch.topk, [T(2.5)], {"k": 0})
 
 # maximum / minimum: broadcasting, NaN on either side, ties (gradient halved, PyTorch's rule).
 a = T([[nan, 1.0, 2.0], [3.0, -1.0, 0.5]])
@@ -150,6 +151,7 @@ add("minimum_0d", "torch.minimum", torch.minimum, [T(nan), T(2.0)])
 add("any_dim_permuted", "torch.any", torch.any, [T([[0.0, 1.0], [0.0, 0.0], [0.0, nan]])], {"dim": 1},
     views=[[{"permute": [1, 0]}]])
 add("all_0d", "torch.all", torch.all, [T(0.0)])
+add("any_0d_dim_keepdim", "torch.any", torch.any, [T(nan)], {"dim": -1, "keepdim": True})
 add("isinf_transposed", "torch.isinf", torch.isinf, [w], views=[[{"permute": [1, 0]}]])
 add("nan_to_num_transposed", "torch.nan_to_num", lambda x: torch.nan_to_num(x.float()), [w],
     views=[[{"permute": [1, 0]}]])
