@@ -164,7 +164,8 @@ fn main() -> Result<()> {
     };
     // MNIST's train/test files; here a seeded 5:1 split of the digits.
     let (train_set, test_set) = random_split(Arc::new(digits_dataset()?), 5.0 / 6.0, args.seed)?;
-    let train_loader = DataLoader::new(Arc::new(train_set), args.batch_size, &device)?.shuffle(args.seed);
+    let train_loader =
+        DataLoader::new(Arc::new(train_set), args.batch_size, &device)?.shuffle(args.seed);
     let test_loader = DataLoader::new(Arc::new(test_set), args.test_batch_size, &device)?;
 
     let mut model = Net::new(&device)?;

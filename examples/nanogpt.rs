@@ -78,7 +78,11 @@ impl CausalSelfAttention {
     }
 
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let (b, t, c) = (x.shape()[0] as i32, x.shape()[1] as i32, x.shape()[2] as i32);
+        let (b, t, c) = (
+            x.shape()[0] as i32,
+            x.shape()[1] as i32,
+            x.shape()[2] as i32,
+        );
         let nh = self.n_head as i32;
         // calculate query, key, values for all heads in batch and move head forward to be the batch dim
         let qkv = self.c_attn.forward(x)?.split(self.n_embd, 2)?;
@@ -96,7 +100,7 @@ impl CausalSelfAttention {
             },
         )?;
         let y = y.transpose(1, 2)?.contiguous()?.view([b, t, c])?; // re-assemble all head outputs side by side
-        // output projection
+                                                                   // output projection
         self.resid_dropout.forward(&self.c_proj.forward(&y)?)
     }
 }
@@ -185,7 +189,7 @@ impl GPT {
         // with weight tying when using torch.compile() some warnings get generated: "UserWarning:
         // functional_call was passed multiple values for tied weights." This behavior is deprecated.
         model.transformer.wte.weight = model.lm_head.weight.clone(); // https://paperswithcode.com/method/weight-tying
-        // init all weights
+                                                                     // init all weights
         model.apply(|m| {
             if let Some(l) = m.downcast_ref::<Linear>() {
                 init::normal_(&l.weight, 0.0, 0.02)?;
@@ -209,7 +213,11 @@ impl GPT {
 
     /// Logits `[b, t, vocab]` and the loss when `targets` are given; without targets only the
     /// last position's logits `[b, 1, vocab]` (inference-time mini-optimization).
-    pub fn forward(&self, idx: &Tensor, targets: Option<&Tensor>) -> Result<(Tensor, Option<Tensor>)> {
+    pub fn forward(
+        &self,
+        idx: &Tensor,
+        targets: Option<&Tensor>,
+    ) -> Result<(Tensor, Option<Tensor>)> {
         let (b, t) = (idx.shape()[0], idx.shape()[1]);
         if t > self.config.block_size {
             return Err(Error::msg(format!(
@@ -219,7 +227,7 @@ impl GPT {
         }
         let dev = idx.device();
         let pos = Tensor::arange_dtype(0.0, t as f64, 1.0, DType::I64, &dev)?; // shape (t)
-        // forward the GPT model itself
+                                                                               // forward the GPT model itself
         let tok_emb = self.transformer.wte.forward(idx)?; // token embeddings of shape (b, t, n_embd)
         let pos_emb = self.transformer.wpe.forward(&pos)?; // position embeddings of shape (t, n_embd)
         let mut x = self.transformer.drop.forward(&(tok_emb + pos_emb))?;
@@ -264,8 +272,16 @@ impl GPT {
             .into_iter()
             .filter(|(_, p)| p.requires_grad())
             .collect();
-        let decay: Vec<Tensor> = params.iter().filter(|(_, p)| p.ndim() >= 2).map(|(_, p)| p.clone()).collect();
-        let nodecay: Vec<Tensor> = params.iter().filter(|(_, p)| p.ndim() < 2).map(|(_, p)| p.clone()).collect();
+        let decay: Vec<Tensor> = params
+            .iter()
+            .filter(|(_, p)| p.ndim() >= 2)
+            .map(|(_, p)| p.clone())
+            .collect();
+        let nodecay: Vec<Tensor> = params
+            .iter()
+            .filter(|(_, p)| p.ndim() < 2)
+            .map(|(_, p)| p.clone())
+            .collect();
         let count = |v: &[Tensor]| v.iter().map(|p| p.numel()).sum::<usize>();
         println!(
             "num decayed parameter tensors: {}, with {} parameters",
@@ -299,7 +315,11 @@ impl GPT {
             // if the sequence context is growing too long we must crop it at block_size
             let t = idx.shape()[1];
             let bs = self.config.block_size;
-            let idx_cond = if t <= bs { idx.clone() } else { idx.narrow(1, t - bs, bs)? };
+            let idx_cond = if t <= bs {
+                idx.clone()
+            } else {
+                idx.narrow(1, t - bs, bs)?
+            };
             // forward the model to get the logits for the index in the sequence
             let (logits, _) = self.forward(&idx_cond, None)?;
             // pluck the logits at the final step and scale by desired temperature
@@ -412,7 +432,12 @@ pub fn encode_corpus() -> Result<(Vec<char>, Tensor)> {
 }
 
 /// train.py's `get_batch` for given offsets `ix` (train.py draws them with `torch.randint`).
-pub fn batch_at(data: &Tensor, ix: &[i64], block_size: usize, dev: &Device) -> Result<(Tensor, Tensor)> {
+pub fn batch_at(
+    data: &Tensor,
+    ix: &[i64],
+    block_size: usize,
+    dev: &Device,
+) -> Result<(Tensor, Tensor)> {
     let rows = |off: usize| -> Result<Tensor> {
         let r: Vec<Tensor> = ix
             .iter()
@@ -442,7 +467,8 @@ pub fn train_iter(
     let mut last = 0.0;
     for _micro_step in 0..c.gradient_accumulation_steps {
         let (_, loss) = model.forward(&batch.0, Some(&batch.1))?;
-        let loss = loss.ok_or_else(|| Error::msg("no loss"))? / c.gradient_accumulation_steps as f64;
+        let loss =
+            loss.ok_or_else(|| Error::msg("no loss"))? / c.gradient_accumulation_steps as f64;
         // immediately async prefetch next batch while model is doing the forward pass
         *batch = next_batch()?;
         loss.backward()?;
@@ -469,9 +495,17 @@ fn main() -> Result<()> {
     };
     let (chars, data) = encode_corpus()?;
     let n = (0.9 * data.shape()[0] as f64) as usize;
-    let (train_data, val_data) = (data.narrow(0, 0, n)?, data.narrow(0, n, data.shape()[0] - n)?);
+    let (train_data, val_data) = (
+        data.narrow(0, 0, n)?,
+        data.narrow(0, n, data.shape()[0] - n)?,
+    );
     let get_batch = |split: &Tensor| -> Result<(Tensor, Tensor)> {
-        let ix = Tensor::randint(0, (split.shape()[0] - c.block_size) as i64, [c.batch_size], &Device::Cpu)?;
+        let ix = Tensor::randint(
+            0,
+            (split.shape()[0] - c.block_size) as i64,
+            [c.batch_size],
+            &Device::Cpu,
+        )?;
         batch_at(split, &ix.to_vec::<i64>()?, c.block_size, &dev)
     };
     let model_args = GPTConfig {
@@ -484,8 +518,12 @@ fn main() -> Result<()> {
         bias: c.bias,
     };
     let mut model = GPT::new(model_args, &dev)?;
-    println!("number of parameters: {:.2}M", model.num_parameters() as f64 / 1e6);
-    let mut optimizer = model.configure_optimizers(c.weight_decay, c.learning_rate, (c.beta1, c.beta2))?;
+    println!(
+        "number of parameters: {:.2}M",
+        model.num_parameters() as f64 / 1e6
+    );
+    let mut optimizer =
+        model.configure_optimizers(c.weight_decay, c.learning_rate, (c.beta1, c.beta2))?;
 
     // helps estimate an arbitrarily accurate loss over either split using many batches
     let estimate_loss = |model: &mut GPT| -> Result<(f64, f64)> {
@@ -514,11 +552,21 @@ fn main() -> Result<()> {
         if iter_num == c.max_iters {
             break;
         }
-        let lossf = train_iter(&model, &mut optimizer, &c, iter_num, &mut batch, &mut || get_batch(&train_data))?;
+        let lossf = train_iter(
+            &model,
+            &mut optimizer,
+            &c,
+            iter_num,
+            &mut batch,
+            &mut || get_batch(&train_data),
+        )?;
         if iter_num % c.log_interval == 0 {
             let dt = t0.elapsed().as_secs_f64();
             t0 = Instant::now();
-            println!("iter {iter_num}: loss {lossf:.4}, time {:.2}ms", dt * 1000.0);
+            println!(
+                "iter {iter_num}: loss {lossf:.4}, time {:.2}ms",
+                dt * 1000.0
+            );
         }
     }
 
@@ -527,7 +575,11 @@ fn main() -> Result<()> {
     let start = chars.binary_search(&'\n').unwrap_or(0) as i64;
     let x = Tensor::from_vec(vec![start], [1, 1], &dev)?;
     let y = model.generate(&x, c.sample_tokens, 0.8, Some(20))?;
-    let text: String = y.to_vec::<i64>()?.iter().map(|&i| chars[i as usize]).collect();
+    let text: String = y
+        .to_vec::<i64>()?
+        .iter()
+        .map(|&i| chars[i as usize])
+        .collect();
     println!("---------------\n{text}\n---------------");
     Ok(())
 }

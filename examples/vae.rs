@@ -108,7 +108,8 @@ fn main() -> Result<()> {
     let (x, y) = Digits::load()?.tensors8()?; // ToTensor(): values in [0, 1]
     let (train_set, test_set) =
         random_split(Arc::new(TensorDataset::new(&x, &y)?), 5.0 / 6.0, args.seed)?;
-    let train_loader = DataLoader::new(Arc::new(train_set), args.batch_size, &device)?.shuffle(args.seed);
+    let train_loader =
+        DataLoader::new(Arc::new(train_set), args.batch_size, &device)?.shuffle(args.seed);
     let test_loader = DataLoader::new(Arc::new(test_set), args.batch_size, &device)?;
 
     let mut model = VAE::new(&device)?;
@@ -135,7 +136,10 @@ fn main() -> Result<()> {
                 );
             }
         }
-        println!("====> Epoch: {epoch} Average loss: {:.4}", train_loss / n as f64);
+        println!(
+            "====> Epoch: {epoch} Average loss: {:.4}",
+            train_loss / n as f64
+        );
         // test(epoch)
         model.eval();
         let mut test_loss = 0.0;

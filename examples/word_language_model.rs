@@ -14,7 +14,7 @@ use wgtorch::nn::{
     init, Dropout, Embedding, Linear, Nonlinearity, RNNOptions, Transformer, TransformerEncoder,
     TransformerEncoderLayer, TransformerLayerOptions, TransformerStackOptions, GRU, LSTM, RNN,
 };
-use wgtorch::nn::{LayerNorm, Kind};
+use wgtorch::nn::{Kind, LayerNorm};
 use wgtorch::prelude::*;
 
 /// The embedded corpus.
@@ -34,7 +34,8 @@ impl Dictionary {
             return i;
         }
         self.idx2word.push(word.to_string());
-        self.word2idx.insert(word.to_string(), self.idx2word.len() - 1);
+        self.word2idx
+            .insert(word.to_string(), self.idx2word.len() - 1);
         self.idx2word.len() - 1
     }
     pub fn len(&self) -> usize {
@@ -243,7 +244,7 @@ impl PositionalEncoding {
             * (-(10000f64).ln() / d_model as f64))
             .exp()?;
         let angles = position.matmul(&div_term.unsqueeze(0)?)?; // [max_len, d_model / 2]
-        // pe[:, 0::2] = sin, pe[:, 1::2] = cos: interleave along a new last dim.
+                                                                // pe[:, 0::2] = sin, pe[:, 1::2] = cos: interleave along a new last dim.
         let pe = Tensor::stack(&[angles.sin()?, angles.cos()?], -1)?
             .reshape([max_len, d_model])?
             .unsqueeze(0)?
@@ -310,8 +311,11 @@ impl TransformerModel {
             dev,
         )?;
         let norm = LayerNorm::new(&[ninp], dev)?;
-        let encoder =
-            TransformerEncoder::with_options(layer, nlayers, TransformerStackOptions { norm: Some(norm) })?;
+        let encoder = TransformerEncoder::with_options(
+            layer,
+            nlayers,
+            TransformerStackOptions { norm: Some(norm) },
+        )?;
         let model = TransformerModel {
             encoder,
             pos_encoder: PositionalEncoding::new(ninp, dropout, 5000, dev)?,
@@ -331,7 +335,10 @@ impl TransformerModel {
     /// Log-probabilities `[seq, batch, ntoken]`.
     pub fn forward(&self, src: &Tensor, has_mask: bool) -> Result<Tensor> {
         let mask = if has_mask {
-            Some(Transformer::generate_square_subsequent_mask(src.shape()[0], &src.device())?)
+            Some(Transformer::generate_square_subsequent_mask(
+                src.shape()[0],
+                &src.device(),
+            )?)
         } else {
             None
         };
@@ -408,7 +415,9 @@ pub fn train_batch(
 }
 
 #[derive(Parser, Debug)]
-#[command(about = "PyTorch Wikitext-2 RNN/LSTM/GRU/Transformer Language Model (on the embedded corpus)")]
+#[command(
+    about = "PyTorch Wikitext-2 RNN/LSTM/GRU/Transformer Language Model (on the embedded corpus)"
+)]
 struct Args {
     /// type of network (RNN_TANH, RNN_RELU, LSTM, GRU, Transformer)
     #[arg(long, default_value = "LSTM")]
@@ -463,7 +472,12 @@ struct Args {
     dry_run: bool,
 }
 
-fn evaluate(model: &mut LanguageModel, data_source: &Tensor, args: &Args, eval_bsz: usize) -> Result<f64> {
+fn evaluate(
+    model: &mut LanguageModel,
+    data_source: &Tensor,
+    args: &Args,
+    eval_bsz: usize,
+) -> Result<f64> {
     // Turn on evaluation mode which disables dropout.
     model.module_mut().eval();
     let _g = no_grad();
@@ -519,11 +533,23 @@ fn main() -> Result<()> {
     let ntokens = dict.len();
     let mut model = if args.model == "Transformer" {
         LanguageModel::Transformer(TransformerModel::new(
-            ntokens, args.emsize, args.nhead, args.nhid, args.nlayers, args.dropout, &device,
+            ntokens,
+            args.emsize,
+            args.nhead,
+            args.nhid,
+            args.nlayers,
+            args.dropout,
+            &device,
         )?)
     } else {
         LanguageModel::Rnn(RNNModel::new(
-            &args.model, ntokens, args.emsize, args.nhid, args.nlayers, args.dropout, args.tied,
+            &args.model,
+            ntokens,
+            args.emsize,
+            args.nhid,
+            args.nlayers,
+            args.dropout,
+            args.tied,
             &device,
         )?)
     };

@@ -94,7 +94,7 @@ fn scalar_operators_on_int_and_bool_tensors_promote_as_pytorch() -> Result<()> {
         assert!(e.contains("cannot be converted to type int32"), "{e}");
 
         let b = Tensor::from_vec(vec![true, false], [2], &dev)?;
-        check(&(&b + 1), DType::I32, &[2.0, 1.0]);
+        check(&(&b + 1), DType::I64, &[2.0, 1.0]); // bool + int scalar is int64, as in PyTorch
         check(&(&b * 2.5), DType::F32, &[2.5, 0.0]);
         // `-` with a bool tensor is refused, as in PyTorch, on either side.
         for err in [b.sub_scalar(1).unwrap_err(), b.rsub_scalar(1).unwrap_err()] {

@@ -478,6 +478,58 @@ fn run_op(op: &str, kw: &Value, x: &[Tensor]) -> Result<Option<Vec<Tensor>>> {
         "torch.Tensor.new_full" => one(x[0].new_full(ints(&kw["size"]), f("fill_value").unwrap())?),
         "torch.Tensor.new_zeros" => one(x[0].new_zeros(ints(&kw["size"]))?),
         "torch.Tensor.new_ones" => one(x[0].new_ones(ints(&kw["size"]))?),
+        // ops_a
+        "torch.tril" => one(x[0].tril(kw["diagonal"].as_i64().unwrap_or(0))?),
+        "torch.triu" => one(x[0].triu(kw["diagonal"].as_i64().unwrap_or(0))?),
+        "torch.sort" | "torch.argsort" => {
+            let o = wgtorch::ops::SortOptions {
+                dim: kw["dim"].as_i64().unwrap_or(-1) as isize,
+                descending: kw["descending"].as_bool().unwrap_or(false),
+                stable: kw["stable"].as_bool().unwrap_or(false),
+            };
+            if op == "torch.sort" {
+                let (v, i) = x[0].sort_with(o)?;
+                Ok(Some(vec![v, i]))
+            } else {
+                one(x[0].argsort_with(o)?)
+            }
+        }
+        "torch.topk" => {
+            let o = wgtorch::ops::TopkOptions {
+                dim: kw["dim"].as_i64().unwrap_or(-1) as isize,
+                largest: kw["largest"].as_bool().unwrap_or(true),
+                sorted: kw["sorted"].as_bool().unwrap_or(true),
+            };
+            let (v, i) = x[0].topk_with(kw["k"].as_u64().unwrap() as usize, o)?;
+            Ok(Some(vec![v, i]))
+        }
+        "torch.clamp_min" => one(x[0].clamp_min(&x[1])?),
+        "torch.clamp_max" => one(x[0].clamp_max(&x[1])?),
+        "torch.clamp:tensor" => one(x[0].clamp_tensor(Some(&x[1]), Some(&x[2]))?),
+        "torch.all" | "torch.any" => {
+            let all = op == "torch.all";
+            one(match (kw["dim"].as_i64(), all) {
+                (Some(d), true) => x[0].all_dim(d as isize, keep())?,
+                (Some(d), false) => x[0].any_dim(d as isize, keep())?,
+                (None, true) => x[0].all()?,
+                (None, false) => x[0].any()?,
+            })
+        }
+        "torch.isnan" => one(x[0].isnan()?),
+        "torch.isinf" => one(x[0].isinf()?),
+        "torch.isfinite" => one(x[0].isfinite()?),
+        "torch.nan_to_num" => one(x[0].nan_to_num_with(wgtorch::ops::NanToNumOptions {
+            nan: f("nan").unwrap_or(0.0),
+            posinf: f("posinf"),
+            neginf: f("neginf"),
+        })?),
+        "torch.roll" => {
+            let dims = match &kw["dims"] {
+                Value::Null => vec![],
+                d => sints(d),
+            };
+            one(x[0].roll(&sints(&kw["shifts"]), &dims)?)
+        }
         _ => Ok(None),
     }
 }
@@ -594,7 +646,8 @@ fn run_case(case: &Value, dev: &Device) -> Outcome {
 
 #[test]
 fn golden_ops_match_pytorch() {
-    run_file(&golden_dir().join("ops.json"));
+    let failed = run_file(&golden_dir().join("ops.json"));
+    assert_eq!(failed, 0, "golden cases failed (see FAIL lines above)");
 }
 
 /// The repo's own cases (`tests/golden/*.json`, written by the generators in `tools/golden/`).
@@ -607,13 +660,21 @@ fn golden_repo_ops_match_pytorch() {
         .filter(|p| p.extension().is_some_and(|x| x == "json"))
         .collect();
     files.sort();
+    assert!(!files.is_empty(), "no golden files in {}", dir.display());
+    let mut failed = Vec::new();
     for f in files {
-        run_file(&f);
+        failed.push((f.display().to_string(), run_file(&f)));
     }
+    failed.retain(|(_, n)| *n > 0);
+    assert!(
+        failed.is_empty(),
+        "golden cases failed (see FAIL lines above): {failed:?}"
+    );
 }
 
-/// Run every case of one op file on every device (`GOLDEN_ONLY=substr` filters by name).
-fn run_file(path: &std::path::Path) {
+/// Run every case of one op file on every device (`GOLDEN_ONLY=substr` filters by name); the
+/// number of failures.
+fn run_file(path: &std::path::Path) -> usize {
     let file = path.file_name().map(std::path::Path::new).unwrap_or(path);
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let doc: Value = serde_json::from_str(&text).unwrap();
@@ -671,12 +732,7 @@ fn run_file(path: &std::path::Path) {
         );
         failed_total += fail;
     }
-    assert_eq!(
-        failed_total,
-        0,
-        "golden cases of {} failed (see FAIL lines above)",
-        file.display()
-    );
+    failed_total
 }
 
 // seq: the sequence layers' cases (tools/golden/seq.py). Data tensors first (names in

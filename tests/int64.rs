@@ -438,7 +438,8 @@ fn indexing_with_int64_indices() {
                 reduction: F::Reduction::Sum,
                 ..Default::default()
             },
-        ).unwrap();
+        )
+        .unwrap();
         let want = -(logp.to_vec::<f32>().unwrap()[2] + logp.to_vec::<f32>().unwrap()[3]);
         assert!((n.item().unwrap() as f32 - want).abs() < 1e-6, "{dev}");
         // Out of range int64 indices are errors (on a GPU at the next readback).

@@ -326,7 +326,8 @@ fn chi_square(counts: &[f64], probs: &[f64]) -> f64 {
 
 fn to_i32(t: &Tensor) -> Vec<i32> {
     assert_eq!(t.dtype(), DType::INDEX);
-    t.to_vec::<i32>().unwrap()
+    let v = t.to_vec::<i64>().unwrap();
+    v.into_iter().map(|x| i32::try_from(x).unwrap()).collect()
 }
 
 #[test]

@@ -111,7 +111,10 @@ fn mnist_matches_pytorch() -> Result<()> {
         let bs = g.usize("batch_size");
         let mut losses = Vec::new();
         for step in 0..10 {
-            let (data, target) = (rows(&x, step * bs, bs, &dev)?, rows(&y, step * bs, bs, &dev)?);
+            let (data, target) = (
+                rows(&x, step * bs, bs, &dev)?,
+                rows(&y, step * bs, bs, &dev)?,
+            );
             opt.zero_grad();
             let loss = F::nll_loss(&model.forward(&data)?, &target)?;
             loss.backward()?;
@@ -234,7 +237,10 @@ fn nanogpt_matches_pytorch() -> Result<()> {
     let train_data = data.narrow(0, 0, n)?;
     for dev in common::devices() {
         let g = Golden::load("nanogpt", &dev);
-        assert_eq!(chars.iter().collect::<String>(), g.doc["chars"].as_str().unwrap());
+        assert_eq!(
+            chars.iter().collect::<String>(),
+            g.doc["chars"].as_str().unwrap()
+        );
         let c = nanogpt::TrainConfig {
             gradient_accumulation_steps: g.usize("gradient_accumulation_steps"),
             batch_size: g.usize("batch_size"),
@@ -277,7 +283,8 @@ fn nanogpt_matches_pytorch() -> Result<()> {
         load_init(&mut model, &g);
         // Tied: lm_head.weight and transformer.wte.weight are one parameter.
         assert_eq!(model.lm_head.weight.id(), model.transformer.wte.weight.id());
-        let mut opt = model.configure_optimizers(c.weight_decay, c.learning_rate, (c.beta1, c.beta2))?;
+        let mut opt =
+            model.configure_optimizers(c.weight_decay, c.learning_rate, (c.beta1, c.beta2))?;
         let mut draw = 0;
         let mut next = || -> Result<(Tensor, Tensor)> {
             let ix = g.get(&format!("ix.{draw}")).to_vec::<i64>()?;
@@ -287,7 +294,9 @@ fn nanogpt_matches_pytorch() -> Result<()> {
         let mut batch = next()?;
         let mut losses = Vec::new();
         for it in 0..10 {
-            losses.push(nanogpt::train_iter(&model, &mut opt, &c, it, &mut batch, &mut next)?);
+            losses.push(nanogpt::train_iter(
+                &model, &mut opt, &c, it, &mut batch, &mut next,
+            )?);
         }
         g.check("nanogpt", &dev, &losses);
         // generate: top-k sampling appends valid token ids.
@@ -295,7 +304,10 @@ fn nanogpt_matches_pytorch() -> Result<()> {
         let start = Tensor::from_vec(vec![0i64, 1], [1, 2], &dev)?;
         let out = model.generate(&start, 5, 0.8, Some(3))?;
         assert_eq!(out.shape(), &[1, 7]);
-        assert!(out.to_vec::<i64>()?.iter().all(|&i| (i as usize) < chars.len()));
+        assert!(out
+            .to_vec::<i64>()?
+            .iter()
+            .all(|&i| (i as usize) < chars.len()));
     }
     Ok(())
 }

@@ -122,6 +122,10 @@ impl Storage {
     pub(crate) fn cumsum_rows(&self, rows: usize, n: usize) -> Result<Storage> {
         both!(self, c => cpu::cumsum_rows(c, rows, n), g => gpu::cumsum_rows(g, rows, n))
     }
+    /// Indices that sort each row of a contiguous `[rows, n]` input (stable; int32).
+    pub(crate) fn argsort_rows(&self, rows: usize, n: usize, descending: bool) -> Result<Storage> {
+        both!(self, c => cpu::argsort_rows(c, rows, n, descending)?, g => gpu::argsort_rows(g, rows, n, descending))
+    }
     pub(crate) fn matmul(&self, al: &Layout, b: &Storage, bl: &Layout) -> Result<Storage> {
         match self {
             Storage::Cpu(_) => {

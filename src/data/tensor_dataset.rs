@@ -63,7 +63,10 @@ impl Dataset for TensorDataset {
         let label = i32::try_from(self.labels[i]).map_err(|_| {
             Error::arg(
                 "TensorDataset",
-                format!("label {} of sample {i} does not fit a Sample's i32", self.labels[i]),
+                format!(
+                    "label {} of sample {i} does not fit a Sample's i32",
+                    self.labels[i]
+                ),
             )
         })?;
         Ok((self.inputs.narrow(0, i, 1)?.squeeze_dim(0)?, label))

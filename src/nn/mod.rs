@@ -47,9 +47,9 @@ pub use module::{
 };
 pub use norm::{BatchNorm1d, BatchNorm2d, BatchNormOptions, LayerNorm, LayerNormOptions};
 pub use rnn::{Nonlinearity, RNNOptions, GRU, LSTM, RNN};
-pub use wgtorch_derive::Module;
 pub use transformer::{
     Activation, DecoderArgs, EncoderArgs, Transformer, TransformerArgs, TransformerDecoder,
     TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer, TransformerLayerOptions,
     TransformerOptions, TransformerStackOptions,
 };
+pub use wgtorch_derive::Module;

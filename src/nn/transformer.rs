@@ -8,8 +8,8 @@ use super::attention::{
 use super::init;
 use super::layers::{Dropout, Linear, LinearOptions};
 use super::module::{Forward, ModuleExt};
-use super::Module;
 use super::norm::{LayerNorm, LayerNormOptions};
+use super::Module;
 use crate::{Device, Error, Result, Tensor};
 
 /// The feed-forward activation of the transformer layers.

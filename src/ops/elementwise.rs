@@ -522,16 +522,20 @@ impl BinaryOp {
             // Linear in the gradient; zero almost everywhere in the input.
             ThresholdBackward => (g.threshold_backward(&b.get()?)?, g.zeros_like()?),
             Maximum | Minimum => {
+                // PyTorch's rule: each side's gradient is masked where the other side wins and
+                // halved on ties, so where either is NaN both receive the whole gradient.
                 let (a, b) = (a.get()?, b.get()?);
-                let win = if *self == Maximum {
-                    a.gt(&b)?
+                let (a_loses, b_loses) = if *self == Maximum {
+                    (a.lt(&b)?, a.gt(&b)?)
                 } else {
-                    a.lt(&b)?
+                    (a.gt(&b)?, a.lt(&b)?)
                 };
-                let tie = a.eq(&b)?.to_dtype(g.dtype())?.mul_scalar(0.5)?;
-                let wa = win.to_dtype(g.dtype())?.add(&tie)?;
-                let wb = wa.neg()?.add_scalar(1.0)?;
-                (g.mul(&wa)?, g.mul(&wb)?)
+                let dt = g.dtype();
+                let tie = a.eq(&b)?.to_dtype(dt)?.mul_scalar(0.5)?;
+                let share = |loses: Tensor| -> Result<Tensor> {
+                    loses.to_dtype(dt)?.add(&tie)?.neg()?.add_scalar(1.0)
+                };
+                (g.mul(&share(a_loses)?)?, g.mul(&share(b_loses)?)?)
             }
             _ => (g.zeros_like()?, g.zeros_like()?),
         })

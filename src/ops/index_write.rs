@@ -149,7 +149,7 @@ impl Tensor {
         if index.ndim() > 1 {
             return Err(Error::shape(OP, format!("index_add_(): Index is supposed to be a vector, but got dim: {} with type: {} and size: {:?}", index.ndim(), index.dtype(), index.shape())));
         }
-        if index.dtype() != DType::I32 {
+        if !matches!(index.dtype(), DType::I32 | DType::I64) {
             return Err(Error::arg(
                 OP,
                 format!(
@@ -158,6 +158,7 @@ impl Tensor {
                 ),
             ));
         }
+        let index = &index_i32(OP, index)?;
         if source.dtype() != self.dtype() {
             return Err(Error::arg(
                 OP,
@@ -334,7 +335,7 @@ impl Tensor {
             self.same_device(op, t)?;
             count += match t.dtype() {
                 DType::Bool => t.ndim().max(1),
-                DType::I32 => 1,
+                DType::I32 | DType::I64 => 1,
                 _ => {
                     return Err(Error::arg(
                         op,
@@ -370,7 +371,7 @@ impl Tensor {
                     }
                     per_dim.extend(nonzero_coords(t)?.into_iter().map(Some));
                 }
-                Some(t) => per_dim.push(Some((*t).clone())),
+                Some(t) => per_dim.push(Some(index_i32(op, t)?)),
             }
         }
         per_dim.resize(ndim, None);
@@ -566,4 +567,24 @@ fn checked_component(op: &'static str, idx: &Tensor, size: usize, dim: usize) ->
     table
         .gather_as(op, dim as isize, &wrapped.reshape(&tshape)?)?
         .reshape(&[-1])
+}
+
+/// An index tensor as int32, the type these composites compute positions in. int64 is
+/// converted after checking that every value fits (on a GPU it is held as int32 already), so
+/// an index past int32 is reported with its value, never wrapped into range.
+fn index_i32(op: &'static str, t: &Tensor) -> Result<Tensor> {
+    if t.dtype() == DType::I64 && !t.device().is_gpu() {
+        let v = t.to_vec::<i64>()?;
+        if let Some(bad) = v.iter().find(|v| i32::try_from(**v).is_err()) {
+            return Err(Error::arg(
+                op,
+                format!("index {bad} is out of bounds (indices must fit in int32 here)"),
+            ));
+        }
+    }
+    if t.dtype() == DType::I32 {
+        Ok(t.clone())
+    } else {
+        t.to_dtype(DType::I32)
+    }
 }

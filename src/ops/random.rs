@@ -59,7 +59,7 @@ impl Tensor {
     /// use wgtorch::{Device, Tensor};
     /// wgtorch::manual_seed(0);
     /// let w = Tensor::from_vec(vec![0f32, 1., 3.], [3], &Device::Cpu)?;
-    /// let s = w.multinomial(5, true)?.to_vec::<i32>()?;
+    /// let s = w.multinomial(5, true)?.to_vec::<i64>()?;
     /// assert!(s.iter().all(|&i| i == 1 || i == 2));
     /// # Ok::<(), wgtorch::Error>(())
     /// ```
@@ -90,12 +90,12 @@ impl Tensor {
         if !replacement && num_samples > k {
             return Err(Error::arg(OP, format!("cannot sample n_sample > prob_dist.size(-1) samples without replacement ({num_samples} > {k})")));
         }
-        if k as i64 > index_max() + 1 {
+        if k as i128 > index_max() as i128 + 1 {
             return Err(Error::arg(
                 OP,
                 format!(
                     "number of categories cannot exceed {} (got {k})",
-                    index_max() + 1
+                    index_max() as i128 + 1
                 ),
             ));
         }
@@ -139,7 +139,7 @@ impl Tensor {
     /// ```
     /// use wgtorch::{Device, Tensor};
     /// let t = Tensor::randint(-2, 3, [4, 5], &Device::Cpu)?;
-    /// assert!(t.to_vec::<i32>()?.iter().all(|&v| (-2..3).contains(&v)));
+    /// assert!(t.to_vec::<i64>()?.iter().all(|&v| (-2..3).contains(&v)));
     /// # Ok::<(), wgtorch::Error>(())
     /// ```
     pub fn randint(

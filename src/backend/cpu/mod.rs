@@ -6,12 +6,14 @@ mod index;
 mod matmul;
 pub mod pool;
 mod reduce;
+mod sort;
 
 pub(crate) use conv::*;
 pub(crate) use elementwise::*;
 pub(crate) use index::*;
 pub(crate) use matmul::*;
 pub(crate) use reduce::*;
+pub(crate) use sort::*;
 
 use crate::dtype::Elem;
 use crate::shape::Layout;

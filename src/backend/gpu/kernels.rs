@@ -48,6 +48,10 @@ const COL2IM: &str = include_str!("../../../shaders/col2im.wgsl");
 const ADAM: &str = include_str!("../../../shaders/adam.wgsl");
 const MAXPOOL: &str = include_str!("../../../shaders/maxpool.wgsl");
 const MAXPOOL_BACKWARD: &str = include_str!("../../../shaders/maxpool_backward.wgsl");
+const SORT_KEYS: &str = include_str!("../../../shaders/sort_keys.wgsl");
+const SORT_STEP: &str = include_str!("../../../shaders/sort_step.wgsl");
+const SORT_LOCAL: &str = include_str!("../../../shaders/sort_local.wgsl");
+const SORT_INDICES: &str = include_str!("../../../shaders/sort_indices.wgsl");
 
 /// How a dtype is stored on the GPU. Half types take 2 bytes per element in both of their forms
 /// (the same bytes): native `f16` arrays where the adapter has SHADER_F16, else two values packed
@@ -268,6 +272,14 @@ pub enum Kernel {
     MaxPool(GpuType),
     /// Max pooling's gradient from the argmax indices.
     MaxPoolBackward(GpuType),
+    /// Row sort (bitonic, `sort.rs`): (key, index) pairs of the padded rows.
+    SortKeys,
+    /// Row sort: one compare-exchange step.
+    SortStep,
+    /// Row sort: the steps within 512-entry blocks, in workgroup memory.
+    SortLocal,
+    /// Row sort: the sorted indices, as int32.
+    SortIndices,
 }
 
 fn fill(template: &str, bindings: &[(&str, GpuType, bool)], subs: &[(&str, &str)]) -> String {
@@ -377,6 +389,10 @@ impl Kernel {
             Kernel::AdamF32 => "adam_f32".into(),
             Kernel::MaxPool(t) => format!("max_pool2d_{}", t.key()),
             Kernel::MaxPoolBackward(t) => format!("max_pool2d_backward_{}", t.key()),
+            Kernel::SortKeys => "sort_keys".into(),
+            Kernel::SortStep => "sort_step".into(),
+            Kernel::SortLocal => "sort_local".into(),
+            Kernel::SortIndices => "sort_indices".into(),
         }
     }
 
@@ -538,6 +554,18 @@ impl Kernel {
                 &[("grad", t, false), ("idx", I32, false), ("dst", t, true)],
                 &[],
             ),
+            Kernel::SortKeys => fill(
+                SORT_KEYS,
+                &[("src", U32, false), ("keys", U32, true), ("idx", U32, true)],
+                &[],
+            ),
+            Kernel::SortStep => fill(SORT_STEP, &[("keys", U32, true), ("idx", U32, true)], &[]),
+            Kernel::SortLocal => fill(SORT_LOCAL, &[("keys", U32, true), ("idx", U32, true)], &[]),
+            Kernel::SortIndices => fill(
+                SORT_INDICES,
+                &[("idx", U32, false), ("dst", I32, true)],
+                &[],
+            ),
         }
     }
 
@@ -595,7 +623,13 @@ impl Kernel {
             ReduceOp::ArgMax,
             ReduceOp::ArgMin,
         ];
-        let mut v = vec![Kernel::AdamF32];
+        let mut v = vec![
+            Kernel::AdamF32,
+            Kernel::SortKeys,
+            Kernel::SortStep,
+            Kernel::SortLocal,
+            Kernel::SortIndices,
+        ];
         for (a_t, b_t) in [(false, false), (false, true), (true, false), (true, true)] {
             v.push(Kernel::MatmulVec4 { a_t, b_t });
             v.push(Kernel::MatmulTiledVec4 { a_t, b_t });

@@ -8,6 +8,7 @@ mod conv;
 pub mod kernels;
 mod matmul;
 mod oneshot;
+mod sort;
 
 pub use context::{context, init_gpu, GpuBuffer, GpuContext, GpuStats};
 pub(crate) use conv::{
@@ -16,6 +17,7 @@ pub(crate) use conv::{
 };
 use kernels::{GpuType, Kernel};
 pub(crate) use matmul::matmul;
+pub(crate) use sort::argsort_rows;
 
 use crate::backend::cpu::CpuStorage;
 use crate::ops::{BinaryOp, ReduceOp, UnaryOp};

@@ -1,0 +1,93 @@
+//! Row sort on the GPU: a bitonic network over each row padded (in a work buffer) to a power of
+//! two. Steps that pair entries 512 or more apart are one dispatch each (no loops); the shorter
+//! steps run in workgroup memory, up to 45 per launch (far below llvmpipe's loop cap, whatever
+//! the row length). Any number of rows fits: `GpuContext::dispatch` splits large grids.
+
+use super::kernels::Kernel;
+use super::{groups, launch, output, u, GpuStorage};
+use crate::{DType, Device, Error, Result};
+
+/// The largest step `sort_local.wgsl` runs in workgroup memory: 256 pairs, 512 entries.
+const LOCAL_J: usize = 256;
+
+/// For each row of a contiguous f32 or int32 `[rows, n]` input, the int32 indices that sort it
+/// (stable; NaN above every number).
+pub(crate) fn argsort_rows(
+    x: &GpuStorage,
+    rows: usize,
+    n: usize,
+    descending: bool,
+) -> Result<GpuStorage> {
+    let ctx = x.ctx();
+    let is_float = match x.dtype {
+        DType::F32 => 1,
+        DType::I32 => 0,
+        dtype => {
+            return Err(Error::UnsupportedDType {
+                op: "sort",
+                dtype,
+                hint: " (the GPU row sort takes float32 or int32 keys)",
+            })
+        }
+    };
+    let out = output(ctx, "sort", rows * n, DType::I32)?;
+    if rows == 0 || n == 0 {
+        return Ok(out);
+    }
+    let p = n.next_power_of_two();
+    let total = rows
+        .checked_mul(p)
+        .ok_or_else(|| Error::oom("sort", Device::Gpu(ctx.ordinal), u64::MAX))?;
+    let keys = output(ctx, "sort", total, DType::I32)?;
+    let idx = output(ctx, "sort", total, DType::I32)?;
+    launch(
+        ctx,
+        "sort",
+        Kernel::SortKeys,
+        &[u(total), u(n), u(p), is_float],
+        &[x.raw(), keys.raw(), idx.raw()],
+        groups(total),
+    )?;
+    // Steps with j <= 256 run in workgroup memory (LOCAL_J pairs per workgroup): every k up to
+    // 512 in one launch, then for each larger k the global steps j > 256 and one local launch.
+    let pairs = total / 2;
+    let local = |k0: usize, j0: usize, k1: usize| {
+        launch(
+            ctx,
+            "sort",
+            Kernel::SortLocal,
+            &[u(pairs), u(n), u(p), u(k0), u(j0), u(k1), descending as u32],
+            &[keys.raw(), idx.raw()],
+            [u(pairs.div_ceil(LOCAL_J)), 1, 1],
+        )
+    };
+    if p >= 2 {
+        local(2, 1, p.min(2 * LOCAL_J))?;
+    }
+    let mut k = 4 * LOCAL_J;
+    while k <= p {
+        let mut j = k / 2;
+        while j > LOCAL_J {
+            launch(
+                ctx,
+                "sort",
+                Kernel::SortStep,
+                &[u(pairs), u(n), u(p), u(j), u(k), descending as u32],
+                &[keys.raw(), idx.raw()],
+                groups(pairs),
+            )?;
+            j /= 2;
+        }
+        local(k, LOCAL_J, k)?;
+        k *= 2;
+    }
+    launch(
+        ctx,
+        "sort",
+        Kernel::SortIndices,
+        &[u(rows * n), u(n), u(p)],
+        &[idx.raw(), out.raw()],
+        groups(rows * n),
+    )?;
+    Ok(out)
+}
