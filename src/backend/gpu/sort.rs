@@ -21,12 +21,13 @@ pub(crate) fn argsort_rows(
     let ctx = x.ctx();
     let is_float = match x.dtype {
         DType::F32 => 1,
-        DType::I32 => 0,
+        // int64 is held as int32 words on a GPU (see DType::I64).
+        DType::I32 | DType::I64 => 0,
         dtype => {
             return Err(Error::UnsupportedDType {
                 op: "sort",
                 dtype,
-                hint: " (the GPU row sort takes float32 or int32 keys)",
+                hint: " (the GPU row sort takes float32, int32 or int64 keys)",
             })
         }
     };
