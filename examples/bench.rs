@@ -1,12 +1,18 @@
 //! The benchmark table: matmul GFLOP/s (f32, 256 to 2048), conv2d forward+backward, elementwise
 //! GB/s and the SimpleCNN training step (f32 and autocast) on the CPU and the GPU adapter found,
-//! with per-step GPU counters; then, when `python3 -c "import torch"` works, the same work in
-//! PyTorch (2 threads) and numpy from `bench/pytorch_bench.py`, as ratios; and the GPU's cold
+//! with per-step GPU counters; then, when `import torch` works in `$WGTORCH_BENCH_PYTHON` (default
+//! `python3`), the same work in PyTorch (at rayon's thread count) and numpy from
+//! `bench/pytorch_bench.py`, as ratios; the sequence-model rows (log_softmax `[700, 18328]`
+//! forward+backward, a word-LM LSTM training step, a nanoGPT-sized transformer step) on the CPU,
+//! next to PyTorch in interleaved rounds; and the GPU's cold
 //! start: a fresh process (this binary with `--cold-start`, Mesa's shader cache disabled) timing
 //! device creation and its first SimpleCNN training step. Writes `bench-results.json`. Medians of
 //! several runs; measure on an idle machine.
 //!
 //! `cargo run --release --example bench`
+//!
+//! `--seq [--rounds N]` runs only the sequence-model rows (N rounds, default 3), writing
+//! `bench-seq-results.json`.
 //!
 //! `--soak N [--batch B] [--device cpu|gpu]` instead runs N SimpleCNN training steps (batch B,
 //! default 64; the embedded digits through a DataLoader) on each device, printing resident memory
