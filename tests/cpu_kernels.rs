@@ -291,3 +291,54 @@ fn max_and_min_rows_propagate_nan_and_keep_infinities() -> Result<()> {
     }
     Ok(())
 }
+
+#[test]
+fn embedding_rows_gather_and_accumulate_like_the_host() -> Result<()> {
+    for dev in devices() {
+        wgtorch::manual_seed(9);
+        // Rows of 20 (the row path) with repeated indices; dims 0 and 1 of a 3-D tensor.
+        let w = Tensor::randn([10, 20], &dev)?.requires_grad_(true);
+        let wv = vals(&w);
+        let ids = [1i32, 3, 1, 9, 0, 3];
+        let idx = Tensor::from_vec(ids.to_vec(), [2, 3], &dev)?;
+        let e = idx.embedding(&w)?;
+        assert_eq!(e.shape(), &[2, 3, 20]);
+        let want: Vec<f64> = ids
+            .iter()
+            .flat_map(|&i| wv[i as usize * 20..(i as usize + 1) * 20].to_vec())
+            .collect();
+        assert_close(&format!("{dev:?} embedding"), &vals(&e), &want, 0.0, 0.0);
+        let g = Tensor::randn([2, 3, 20], &dev)?;
+        let gv = vals(&g);
+        e.backward_with(Some(&g), false, false)?;
+        let mut gw = vec![0.0f64; 200];
+        for (r, &i) in ids.iter().enumerate() {
+            for j in 0..20 {
+                gw[i as usize * 20 + j] += gv[r * 20 + j];
+            }
+        }
+        let got = vals(&w.grad().expect("embedding gradient"));
+        assert_close(
+            &format!("{dev:?} embedding gradient"),
+            &got,
+            &gw,
+            1e-6,
+            1e-6,
+        );
+        let x = Tensor::randn([3, 5, 17], &dev)?;
+        let xv = vals(&x);
+        let sel = Tensor::from_vec(vec![4i32, 0, 4], [3], &dev)?;
+        let want: Vec<f64> = (0..3)
+            .flat_map(|a| [4usize, 0, 4].map(|b| (a, b)))
+            .flat_map(|(a, b)| xv[(a * 5 + b) * 17..(a * 5 + b + 1) * 17].to_vec())
+            .collect();
+        assert_close(
+            &format!("{dev:?} index_select dim 1"),
+            &vals(&x.index_select(1, &sel)?),
+            &want,
+            0.0,
+            0.0,
+        );
+    }
+    Ok(())
+}
