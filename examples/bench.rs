@@ -691,8 +691,10 @@ fn main() -> Result<()> {
     if let Some(pt) = pytorch() {
         println!();
         println!(
-            "PyTorch {} (CPU, 2 threads) and numpy {} in the same run:",
-            pt["torch"], pt["numpy"]
+            "PyTorch {} (CPU, {} threads) and numpy {} in the same run:",
+            pt["torch"],
+            rayon::current_num_threads(),
+            pt["numpy"]
         );
         let ours = &json["cpu (2 threads, rayon)"];
         for n in ["256", "512", "1024", "2048"] {
