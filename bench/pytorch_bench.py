@@ -1,15 +1,21 @@
 #!/usr/bin/env python3
-"""The same work as `cargo run --release --example bench`, in PyTorch on the CPU (2 threads) and
-numpy: prints one JSON object. Run by the bench example when `import torch` works; PyTorch is a
-benchmark-time install (`pip install torch numpy`), never a test dependency."""
+"""The same work as `cargo run --release --example bench`, in PyTorch on the CPU and numpy: prints
+one JSON object. Run by the bench example (with `$WGTORCH_BENCH_PYTHON`, else `python3`) when
+`import torch` works; PyTorch is a benchmark-time install (`pip install torch numpy`), never a test
+dependency.
+
+`--threads N` sets PyTorch's thread count (the bench passes rayon's); `--seq` runs only the
+sequence-model cases (log_softmax [700, 18328] forward+backward, the word-LM step, the nanoGPT
+step), which the bench runs once per round, interleaved with its own."""
+import argparse
 import json
+import math
 import statistics
 import time
 
 import numpy as np
 import torch
-
-torch.set_num_threads(2)
+import torch.nn.functional as F
 
 
 def median_time(fn, reps):
@@ -36,7 +42,108 @@ class SimpleCNN(torch.nn.Module):
         return self.fc2(torch.relu(self.fc1(x.view(-1, 4096))))
 
 
+def log_softmax_case(reps):
+    torch.manual_seed(0)
+    x = torch.randn(700, 18328, requires_grad=True)
+    g = torch.randn(700, 18328)
+
+    def run():
+        torch.log_softmax(x, 1).backward(g)
+        x.grad = None
+
+    return median_time(run, reps) * 1e3
+
+
+def word_lm_step(reps):
+    """pytorch/examples word_language_model, scaled (see `word_lm_step` in examples/bench.rs)."""
+    V, E, T, B = 10_000, 200, 35, 20
+    torch.manual_seed(0)
+    enc = torch.nn.Embedding(V, E)
+    torch.nn.init.uniform_(enc.weight, -0.1, 0.1)
+    lstm = torch.nn.LSTM(E, E, 2)
+    dec_bias = torch.zeros(V, requires_grad=True)
+    params = list(enc.parameters()) + list(lstm.parameters()) + [dec_bias]
+    opt = torch.optim.SGD(params, lr=20.0)
+    tokens = lambda seed: torch.tensor([(i * 7919 + seed) % V for i in range(T * B)])
+    x, y = tokens(0).view(T, B), tokens(17)
+
+    def step():
+        out, _ = lstm(enc(x))
+        logits = F.linear(out.reshape(-1, E), enc.weight, dec_bias)
+        loss = F.cross_entropy(logits, y)
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 0.25)
+        opt.step()
+        loss.item()
+
+    return median_time(step, reps) * 1e3
+
+
+class GptBlock(torch.nn.Module):
+    def __init__(self, C):
+        super().__init__()
+        self.ln1 = torch.nn.LayerNorm(C)
+        self.attn = torch.nn.Linear(C, 3 * C)
+        self.proj = torch.nn.Linear(C, C)
+        self.ln2 = torch.nn.LayerNorm(C)
+        self.fc = torch.nn.Linear(C, 4 * C)
+        self.fc2 = torch.nn.Linear(4 * C, C)
+
+
+def gpt_step(reps):
+    """nanoGPT's CPU configuration (see `gpt_step` in examples/bench.rs): attention written with
+    matmul + masked_fill + softmax, as wgtorch's."""
+    L, H, C, T, B, V = 4, 4, 128, 64, 12, 65
+    torch.manual_seed(0)
+    wte, wpe = torch.nn.Embedding(V, C), torch.nn.Embedding(T, C)
+    blocks = torch.nn.ModuleList([GptBlock(C) for _ in range(L)])
+    ln_f = torch.nn.LayerNorm(C)
+    params = list(wte.parameters()) + list(wpe.parameters()) + list(blocks.parameters()) + list(ln_f.parameters())
+    opt = torch.optim.AdamW(params, lr=1e-3)
+    mask = torch.ones(T, T, dtype=torch.bool).triu(1)
+    pos = torch.arange(T)
+    tokens = lambda seed: torch.tensor([(i * 31 + seed) % V for i in range(B * T)])
+    idx, tgt = tokens(0).view(B, T), tokens(1)
+    heads = lambda t: t.reshape(B, T, H, C // H).transpose(1, 2)
+
+    def step():
+        x = wte(idx) + wpe(pos)
+        for b in blocks:
+            q, k, v = map(heads, b.attn(b.ln1(x)).split(C, 2))
+            att = (q @ k.transpose(-2, -1) * (1.0 / math.sqrt(C // H))).masked_fill(mask, float("-inf")).softmax(-1)
+            x = x + b.proj((att @ v).transpose(1, 2).reshape(B, T, C))
+            x = x + b.fc2(F.gelu(b.fc(b.ln2(x))))
+        logits = F.linear(ln_f(x), wte.weight)
+        loss = F.cross_entropy(logits.reshape(-1, V), tgt)
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        loss.item()
+
+    return median_time(step, reps) * 1e3
+
+
+def seq():
+    return {
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "log_softmax_ms": log_softmax_case(5),
+        "word_lm_step_ms": word_lm_step(5),
+        "nanogpt_step_ms": gpt_step(5),
+    }
+
+
 def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--seq", action="store_true")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    if args.seq:
+        print(json.dumps(seq()))
+        return
     out = {"torch": torch.__version__, "numpy": np.__version__, "matmul_gflops": {}, "numpy_matmul_gflops": {}}
     for n in (256, 512, 1024, 2048):
         a, b = torch.randn(n, n), torch.randn(n, n)

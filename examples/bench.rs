@@ -1,12 +1,18 @@
 //! The benchmark table: matmul GFLOP/s (f32, 256 to 2048), conv2d forward+backward, elementwise
 //! GB/s and the SimpleCNN training step (f32 and autocast) on the CPU and the GPU adapter found,
-//! with per-step GPU counters; then, when `python3 -c "import torch"` works, the same work in
-//! PyTorch (2 threads) and numpy from `bench/pytorch_bench.py`, as ratios; and the GPU's cold
+//! with per-step GPU counters; then, when `import torch` works in `$WGTORCH_BENCH_PYTHON` (default
+//! `python3`), the same work in PyTorch (at rayon's thread count) and numpy from
+//! `bench/pytorch_bench.py`, as ratios; the sequence-model rows (log_softmax `[700, 18328]`
+//! forward+backward, a word-LM LSTM training step, a nanoGPT-sized transformer step) on the CPU,
+//! next to PyTorch in interleaved rounds; and the GPU's cold
 //! start: a fresh process (this binary with `--cold-start`, Mesa's shader cache disabled) timing
 //! device creation and its first SimpleCNN training step. Writes `bench-results.json`. Medians of
 //! several runs; measure on an idle machine.
 //!
 //! `cargo run --release --example bench`
+//!
+//! `--seq [--rounds N]` runs only the sequence-model rows (N rounds, default 3), writing
+//! `bench-seq-results.json`.
 //!
 //! `--soak N [--batch B] [--device cpu|gpu]` instead runs N SimpleCNN training steps (batch B,
 //! default 64; the embedded digits through a DataLoader) on each device, printing resident memory
@@ -19,8 +25,11 @@ use wgtorch::amp::{self, GradScaler};
 use wgtorch::backend::cpu::pool;
 use wgtorch::data::{DataLoader, Digits};
 use wgtorch::models::SimpleCnn;
-use wgtorch::nn::{functional as F, ModuleExt};
-use wgtorch::optim::{Adam, Optimizer};
+use wgtorch::nn::{
+    functional as F, init, Embedding, Forward, LayerNorm, Linear, Module, ModuleExt, RNNOptions,
+    LSTM,
+};
+use wgtorch::optim::{clip_grad_norm_, Adam, AdamW, Optimizer, Sgd};
 use wgtorch::{DType, Device, Result, Tensor};
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -111,10 +120,21 @@ fn cnn_step(dev: &Device, half: Option<DType>, reps: usize) -> Result<Step> {
     })
 }
 
-fn pytorch() -> Option<serde_json::Value> {
+/// The Python that runs `bench/pytorch_bench.py`: `$WGTORCH_BENCH_PYTHON` (e.g. a virtual
+/// environment's `bin/python`), else `python3` on the PATH.
+fn python() -> String {
+    std::env::var("WGTORCH_BENCH_PYTHON").unwrap_or_else(|_| "python3".into())
+}
+
+/// Run `bench/pytorch_bench.py` with `args` at rayon's thread count; its JSON line, or None
+/// (with the reason on stderr) when PyTorch is not importable.
+fn pytorch_with(args: &[&str]) -> Option<serde_json::Value> {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/bench/pytorch_bench.py");
-    let out = std::process::Command::new("python3")
+    let threads = rayon::current_num_threads().to_string();
+    let out = std::process::Command::new(python())
         .arg(script)
+        .args(["--threads", &threads])
+        .args(args)
         .output()
         .ok()?;
     if !out.status.success() {
@@ -128,6 +148,212 @@ fn pytorch() -> Option<serde_json::Value> {
         return None;
     }
     serde_json::from_slice(&out.stdout).ok()
+}
+
+fn pytorch() -> Option<serde_json::Value> {
+    pytorch_with(&[])
+}
+
+/// `log_softmax` over `[700, 18328]` (a word LM's decoder output) forward and backward, on `dev`.
+fn log_softmax_case(dev: &Device, reps: usize) -> Result<f64> {
+    wgtorch::manual_seed(0);
+    let x = Tensor::randn([700, 18328], dev)?.requires_grad_(true);
+    let g = Tensor::randn([700, 18328], dev)?;
+    time(dev, reps, || {
+        x.log_softmax(1)?.backward_with(Some(&g), false, false)?;
+        x.set_grad(None);
+        Ok(())
+    })
+}
+
+/// One training step of pytorch/examples' word_language_model scaled to this machine: vocab 10k,
+/// emsize = nhid = 200, 2-layer LSTM, bptt 35, batch 20, decoder tied to the encoder and applied
+/// to the flattened `[700, 200]` outputs, cross_entropy, backward, clip_grad_norm 0.25, SGD (lr 20).
+/// No dropout (as `pytorch_bench.py`).
+fn word_lm_step(dev: &Device, reps: usize) -> Result<f64> {
+    const V: usize = 10_000;
+    const E: usize = 200;
+    const T: usize = 35;
+    const B: usize = 20;
+    wgtorch::manual_seed(0);
+    let enc = Embedding::new(V, E, dev)?;
+    init::uniform_(&enc.weight, -0.1, 0.1)?;
+    let opts = RNNOptions {
+        num_layers: 2,
+        ..Default::default()
+    };
+    let lstm = LSTM::with_options(E, E, opts, dev)?;
+    let dec_bias = Tensor::zeros([V], dev)?.requires_grad_(true);
+    let mut params = enc.parameters();
+    params.extend(lstm.parameters());
+    params.push(dec_bias.clone());
+    let mut opt = Sgd::new(params.clone(), 20.0)?;
+    let tokens = |seed: usize| (0..T * B).map(move |i| ((i * 7919 + seed) % V) as i32);
+    let x = Tensor::from_vec(tokens(0).collect(), [T, B], dev)?;
+    let y = Tensor::from_vec(tokens(17).collect(), [T * B], dev)?;
+    time(dev, reps, || {
+        let out = lstm.forward(&enc.forward(&x)?)?; // [T, B, E]
+        let logits = out
+            .reshape(&[-1, E as isize])?
+            .linear(&enc.weight, Some(&dec_bias))?;
+        let loss = F::cross_entropy(&logits, &y)?;
+        opt.zero_grad();
+        loss.backward()?;
+        clip_grad_norm_(&params, 0.25, 2.0)?;
+        opt.step()?;
+        loss.item()?;
+        Ok(())
+    })
+}
+
+/// One nanoGPT block: pre-norm causal self-attention (matmul, masked_fill, softmax) and a GELU MLP.
+struct GptBlock {
+    ln1: LayerNorm,
+    attn: Linear,
+    proj: Linear,
+    ln2: LayerNorm,
+    fc: Linear,
+    fc2: Linear,
+}
+
+/// One training step of nanoGPT's CPU configuration (n_layer 4, n_head 4, n_embd 128, block 64,
+/// batch 12, vocab 65, dropout 0): token + position embeddings, pre-norm blocks, final LayerNorm,
+/// head tied to the token embedding, cross_entropy, backward, clip_grad_norm 1.0, AdamW (lr 1e-3).
+fn gpt_step(dev: &Device, reps: usize) -> Result<f64> {
+    const L: usize = 4;
+    const H: usize = 4;
+    const C: usize = 128;
+    const T: usize = 64;
+    const B: usize = 12;
+    const V: usize = 65;
+    wgtorch::manual_seed(0);
+    let wte = Embedding::new(V, C, dev)?;
+    let wpe = Embedding::new(T, C, dev)?;
+    let blocks = (0..L)
+        .map(|_| {
+            Ok(GptBlock {
+                ln1: LayerNorm::new(&[C], dev)?,
+                attn: Linear::new(C, 3 * C, dev)?,
+                proj: Linear::new(C, C, dev)?,
+                ln2: LayerNorm::new(&[C], dev)?,
+                fc: Linear::new(C, 4 * C, dev)?,
+                fc2: Linear::new(4 * C, C, dev)?,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let ln_f = LayerNorm::new(&[C], dev)?;
+    let mut params = wte.parameters();
+    params.extend(wpe.parameters());
+    for b in &blocks {
+        for m in [
+            &b.ln1 as &dyn Module,
+            &b.attn,
+            &b.proj,
+            &b.ln2,
+            &b.fc,
+            &b.fc2,
+        ] {
+            let mut f = |_: &str, t: &Tensor, _| params.push(t.clone());
+            m.visit(&mut f);
+        }
+    }
+    params.extend(ln_f.parameters());
+    let mut opt = AdamW::new(params.clone(), 1e-3)?;
+    // True above the diagonal: the future a position may not attend to.
+    let mask: Vec<bool> = (0..T * T).map(|i| i % T > i / T).collect();
+    let mask = Tensor::from_vec(mask, [T, T], dev)?;
+    let pos = Tensor::from_vec((0..T as i32).collect(), [T], dev)?;
+    let tokens = |seed: usize| (0..B * T).map(move |i| ((i * 31 + seed) % V) as i32);
+    let idx = Tensor::from_vec(tokens(0).collect(), [B, T], dev)?;
+    let tgt = Tensor::from_vec(tokens(1).collect(), [B * T], dev)?;
+    let (b_, t_, h_, d_) = (B as isize, T as isize, H as isize, (C / H) as isize);
+    let heads = |t: &Tensor| t.reshape(&[b_, t_, h_, d_])?.transpose(1, 2); // [B, H, T, D]
+    time(dev, reps, || {
+        let mut x = wte.forward(&idx)?.add(&wpe.forward(&pos)?)?; // [B, T, C]
+        for b in &blocks {
+            let qkv = b.attn.forward(&b.ln1.forward(&x)?)?.split(C, 2)?;
+            let (q, k, v) = (heads(&qkv[0])?, heads(&qkv[1])?, heads(&qkv[2])?);
+            let att = q
+                .matmul(&k.transpose(-2, -1)?)?
+                .mul_scalar(1.0 / (C as f64 / H as f64).sqrt())?
+                .masked_fill(&mask, f64::NEG_INFINITY)?
+                .softmax(-1)?;
+            let y = att
+                .matmul(&v)?
+                .transpose(1, 2)?
+                .reshape(&[b_, t_, C as isize])?;
+            x = x.add(&b.proj.forward(&y)?)?;
+            let m = b.fc2.forward(&b.fc.forward(&b.ln2.forward(&x)?)?.gelu()?)?;
+            x = x.add(&m)?;
+        }
+        let logits = ln_f.forward(&x)?.linear(&wte.weight, None)?;
+        let loss = F::cross_entropy(&logits.reshape([-1, V as isize])?, &tgt)?;
+        opt.zero_grad();
+        loss.backward()?;
+        clip_grad_norm_(&params, 1.0, 2.0)?;
+        opt.step()?;
+        loss.item()?;
+        Ok(())
+    })
+}
+
+/// The sequence-model rows: log_softmax `[700, 18328]` forward+backward, the word-LM step and the
+/// nanoGPT step on the CPU, each round timing wgtorch and then PyTorch (`pytorch_bench.py --seq`,
+/// same thread count), so both see the same machine load. Prints per-case medians over the rounds
+/// and the median of the per-round time ratios (wgtorch / PyTorch: below 1 is faster).
+fn seq_bench(rounds: usize, json: &mut serde_json::Map<String, serde_json::Value>) -> Result<()> {
+    let dev = Device::Cpu;
+    let cases = [
+        ("log_softmax_ms", "log_softmax [700, 18328] fwd+bwd"),
+        (
+            "word_lm_step_ms",
+            "word LM step (2-layer LSTM 200, bptt 35, batch 20, vocab 10k, SGD)",
+        ),
+        (
+            "nanogpt_step_ms",
+            "nanoGPT step (4 layers, 4 heads, 128, block 64, batch 12, AdamW)",
+        ),
+    ];
+    let (mut ours, mut theirs) = (vec![Vec::new(); 3], vec![Vec::new(); 3]);
+    for _ in 0..rounds {
+        let o = [
+            log_softmax_case(&dev, 5)?,
+            word_lm_step(&dev, 5)?,
+            gpt_step(&dev, 5)?,
+        ];
+        let pt = pytorch_with(&["--seq"]);
+        for (i, (key, _)) in cases.iter().enumerate() {
+            ours[i].push(o[i] * 1e3);
+            if let Some(t) = pt.as_ref().and_then(|p| p[*key].as_f64()) {
+                theirs[i].push(t);
+            }
+        }
+    }
+    let threads = rayon::current_num_threads();
+    println!("\nsequence models on the CPU ({threads} threads; PyTorch at {threads} threads, interleaved; medians of {rounds} rounds)");
+    println!("| case | wgtorch (ms) | PyTorch (ms) | time ratio | per-round ratios |");
+    println!("|---|---|---|---|---|");
+    let mut rec = serde_json::Map::new();
+    for (i, (key, label)) in cases.iter().enumerate() {
+        let o = median(ours[i].clone());
+        rec.insert(key.to_string(), o.into());
+        if theirs[i].len() == ours[i].len() {
+            let ratios: Vec<f64> = ours[i].iter().zip(&theirs[i]).map(|(a, b)| a / b).collect();
+            let t = median(theirs[i].clone());
+            let r = median(ratios.clone());
+            let each: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
+            println!(
+                "| {label} | {o:.1} | {t:.1} | {r:.2} | {} |",
+                each.join(", ")
+            );
+            rec.insert(key.replace("_ms", "_pytorch_ms"), t.into());
+            rec.insert(key.replace("_ms", "_ratio"), r.into());
+        } else {
+            println!("| {label} | {o:.1} | - | - | - |");
+        }
+    }
+    json.insert("cpu sequence models".into(), rec.into());
+    Ok(())
 }
 
 /// `--cold-start`: device creation and the first training step of this fresh process, as JSON.
@@ -306,6 +532,16 @@ fn main() -> Result<()> {
         }
         return Ok(());
     }
+    if std::env::args().any(|a| a == "--seq") {
+        let rounds = arg::<usize>("--rounds").unwrap_or(Ok(3)).map_err(usage)?;
+        let mut json = serde_json::Map::new();
+        seq_bench(rounds.max(1), &mut json)?;
+        let path = "bench-seq-results.json";
+        let text = serde_json::to_string_pretty(&serde_json::Value::Object(json));
+        std::fs::write(path, text.unwrap_or_default()).ok();
+        println!("\nwrote {path}");
+        return Ok(());
+    }
     let mut devs = vec![Device::Cpu];
     if let Ok(g) = Device::gpu() {
         devs.push(g);
@@ -464,8 +700,10 @@ fn main() -> Result<()> {
     if let Some(pt) = pytorch() {
         println!();
         println!(
-            "PyTorch {} (CPU, 2 threads) and numpy {} in the same run:",
-            pt["torch"], pt["numpy"]
+            "PyTorch {} (CPU, {} threads) and numpy {} in the same run:",
+            pt["torch"],
+            rayon::current_num_threads(),
+            pt["numpy"]
         );
         let ours = &json["cpu (2 threads, rayon)"];
         for n in ["256", "512", "1024", "2048"] {
@@ -495,6 +733,7 @@ fn main() -> Result<()> {
         }
         json.insert("pytorch".into(), pt);
     }
+    seq_bench(3, &mut json)?;
     let path = "bench-results.json";
     std::fs::write(
         path,

@@ -1,7 +1,9 @@
 //! Reductions: sum, mean, amax/amin, max/min with indices, argmax/argmin, var/std, logsumexp,
 //! prod, vector_norm, cumsum, softmax and log_softmax.
 
-use crate::autograd::{record, Saved};
+use crate::autograd::{is_grad_enabled, record, Saved};
+use crate::backend::cpu::{self, CpuStorage};
+use crate::backend::Storage;
 use crate::error::InOp;
 use crate::shape::{wrap_dim, IntoShape};
 use crate::{DType, Error, Result, Tensor};
@@ -452,16 +454,114 @@ impl Tensor {
     }
     /// Softmax along `dim`, numerically stable.
     pub fn softmax(&self, dim: isize) -> Result<Tensor> {
-        let x = crate::amp::upper(self)?;
-        let m = x.amax([dim], true).in_op("softmax")?.detach();
-        let e = x.sub(&m)?.exp()?;
-        e.div(&e.sum_dims([dim], true)?)
+        self.softmax_impl("softmax", dim, false)
     }
     /// Log-softmax along `dim`, numerically stable.
     pub fn log_softmax(&self, dim: isize) -> Result<Tensor> {
+        self.softmax_impl("log_softmax", dim, true)
+    }
+    /// Softmax or log-softmax: a fused kernel for f32/f64 CPU tensors along their last dim, the
+    /// composite everywhere else (and for the gradient under `create_graph`).
+    fn softmax_impl(&self, op: &'static str, dim: isize, log: bool) -> Result<Tensor> {
         let x = crate::amp::upper(self)?;
-        let m = x.amax([dim], true).in_op("log_softmax")?.detach();
-        let z = x.sub(&m)?;
-        z.sub(&z.exp()?.sum_dims([dim], true)?.log()?)
+        let nd = x.ndim();
+        if x.numel() == 0 {
+            // No rows to normalise (PyTorch returns the empty tensor; the max of an empty row
+            // would be an error).
+            wrap_dim(op, dim, nd)?;
+            return x.mul_scalar(0.0);
+        }
+        if matches!(wrap_dim(op, dim, nd), Ok(d) if d + 1 == nd) && !x.device().is_gpu() {
+            if let Some(y) = x.softmax_cpu(op, log)? {
+                return Ok(y);
+            }
+        }
+        x.softmax_composite(op, dim, log)
+    }
+    /// The composite: both backends and autograd from the primitives; the oracle of the fused
+    /// CPU kernel.
+    fn softmax_composite(&self, op: &'static str, dim: isize, log: bool) -> Result<Tensor> {
+        let m = self.amax(&[dim], true).in_op(op)?.detach();
+        let z = self.sub(&m)?;
+        if log {
+            z.sub(&z.exp()?.sum_dims(&[dim], true)?.log()?)
+        } else {
+            let e = z.exp()?;
+            e.div(&e.sum_dims(&[dim], true)?)
+        }
+    }
+    /// The fused CPU softmax over the last dim of a non-empty f32/f64 tensor (None for other
+    /// dtypes). Its gradient is a fused kernel too, except under `create_graph`,
+    /// where the composite's formula is recorded so that it can be differentiated again.
+    fn softmax_cpu(&self, op: &'static str, log: bool) -> Result<Option<Tensor>> {
+        let (numel, n) = (self.numel(), self.shape()[self.ndim() - 1]);
+        if n == 0 || !matches!(self.dtype(), DType::F32 | DType::F64) {
+            return Ok(None);
+        }
+        cpu::reserve(op, self.dtype(), numel)?;
+        let x = self.detach().dense()?;
+        let s = match &*x.storage() {
+            Storage::Cpu(CpuStorage::F32(v)) => {
+                CpuStorage::F32(cpu::softmax_rows(&v[..numel], numel / n, n, log))
+            }
+            Storage::Cpu(CpuStorage::F64(v)) => {
+                CpuStorage::F64(cpu::softmax_rows(&v[..numel], numel / n, n, log))
+            }
+            _ => return Ok(None),
+        };
+        let out = Tensor::from_storage(Storage::Cpu(s), self.shape(), self.device());
+        let saved = (Saved::new(self), Saved::output(&out, op), log);
+        let rule = |s: &(Saved, Saved, bool), g: &Tensor| {
+            let (x, y, log) = s;
+            let op = if *log { "log_softmax" } else { "softmax" };
+            let y = if is_grad_enabled() {
+                y.get()?;
+                x.get()?.softmax_composite(op, -1, *log)?
+            } else {
+                y.get()?
+            };
+            Ok(vec![Some(softmax_backward(&y, g, op, *log)?)])
+        };
+        Ok(Some(record(out, op, &[self], saved, rule)))
+    }
+}
+
+/// The input gradient of softmax (log-softmax when `log`) along the last dim from its output `y`
+/// and the output gradient `g`: the fused CPU kernel when neither is recorded, else tensor ops.
+fn softmax_backward(y: &Tensor, g: &Tensor, op: &'static str, log: bool) -> Result<Tensor> {
+    let n = y.shape().last().copied().unwrap_or(1);
+    if !is_grad_enabled() && !y.device().is_gpu() && g.dtype() == y.dtype() && n > 0 {
+        let (numel, g) = (y.numel(), g.dense()?);
+        cpu::reserve(op, y.dtype(), numel)?;
+        let rows = numel / n;
+        let s = match (&*y.storage(), &*g.storage()) {
+            (Storage::Cpu(CpuStorage::F32(y)), Storage::Cpu(CpuStorage::F32(g))) => {
+                Some(CpuStorage::F32(cpu::softmax_backward_rows(
+                    &y[..numel],
+                    &g[..numel],
+                    rows,
+                    n,
+                    log,
+                )))
+            }
+            (Storage::Cpu(CpuStorage::F64(y)), Storage::Cpu(CpuStorage::F64(g))) => {
+                Some(CpuStorage::F64(cpu::softmax_backward_rows(
+                    &y[..numel],
+                    &g[..numel],
+                    rows,
+                    n,
+                    log,
+                )))
+            }
+            _ => None,
+        };
+        if let Some(s) = s {
+            return Ok(Tensor::from_storage(Storage::Cpu(s), y.shape(), y.device()));
+        }
+    }
+    if log {
+        g.sub(&y.exp()?.mul(&g.sum_dims(&[-1], true)?)?)
+    } else {
+        y.mul(&g.sub(&g.mul(y)?.sum_dims(&[-1], true)?)?)
     }
 }

@@ -1,6 +1,6 @@
 //! CPU elementwise kernels: strided inputs, contiguous outputs.
 
-use super::{for_offsets, par_fill, pool, with_cpu, with_dtype, CpuElem, CpuStorage};
+use super::{for_offsets, par_fill, pool, with_cpu, with_dtype, CpuElem, CpuStorage, GRAIN};
 use crate::dtype::Elem;
 use crate::ops::{BinaryOp, UnaryOp};
 use crate::shape::Layout;
@@ -43,6 +43,11 @@ macro_rules! mono_unary {
             }
             MulScalar(a) => {
                 let $f = move |x| MulScalar(a).cpu(x);
+                $body
+            }
+            // `x.pow(2)` (the squared norms of gradient clipping) is `x * x`, exactly.
+            PowScalar(e) if e == 2.0 => {
+                let $f = |x| Square.cpu(x);
                 $body
             }
             AddScalar(a) => {
@@ -107,12 +112,65 @@ fn map<T: Elem, U: CpuElem>(v: &[T], l: &Layout, f: impl Fn(T) -> U + Sync + Sen
                 *o = f(x);
             }
         });
+    } else if let Some(n) = row_len(l) {
+        let s = l.strides[l.shape.len() - 1];
+        par_rows(&mut out, n, |r0, chunk| {
+            let starts = row_starts(l, r0, chunk.len() / n);
+            for (o, &p) in chunk.chunks_exact_mut(n).zip(&starts) {
+                if s == 1 {
+                    for (o, &x) in o.iter_mut().zip(&v[p..p + n]) {
+                        *o = f(x);
+                    }
+                } else {
+                    for (j, o) in o.iter_mut().enumerate() {
+                        *o = f(v[p + j * s]);
+                    }
+                }
+            }
+        });
     } else {
         par_fill(&mut out, |start, chunk| {
             for_offsets(l, start, chunk.len(), |i, o| chunk[i] = f(v[o]));
         });
     }
     out
+}
+
+/// Rows (the last dim) at least this long take the row loops of [`map`], [`zip`] and
+/// [`where_cond`] for strided views: one offset computation per row, and a slice loop (which
+/// vectorises) where the row is contiguous or broadcast. Shorter rows go element by element.
+const MIN_ROW: usize = 16;
+
+/// The row length of `l` when its rows are long enough for the row loops.
+fn row_len(l: &Layout) -> Option<usize> {
+    l.shape.last().copied().filter(|&n| n >= MIN_ROW)
+}
+
+/// The storage offsets of the first elements of rows `r0..r0 + count` of `l`.
+fn row_starts(l: &Layout, r0: usize, count: usize) -> Vec<usize> {
+    let nd = l.shape.len();
+    let outer = Layout {
+        shape: l.shape[..nd - 1].to_vec(),
+        strides: l.strides[..nd - 1].to_vec(),
+        offset: l.offset,
+    };
+    let mut starts = Vec::with_capacity(count);
+    for_offsets(&outer, r0, count, |_, o| starts.push(o));
+    starts
+}
+
+/// Fill `out`, made of rows of `n`, in parallel blocks of whole rows (about [`GRAIN`] elements
+/// each); `f(first_row, block)` writes a block.
+fn par_rows<U: Send>(out: &mut [U], n: usize, f: impl Fn(usize, &mut [U]) + Sync + Send) {
+    use rayon::prelude::*;
+    let rows_per_task = (GRAIN / n).max(1);
+    if out.len() <= GRAIN {
+        f(0, out);
+    } else {
+        out.par_chunks_mut(rows_per_task * n)
+            .enumerate()
+            .for_each(|(c, block)| f(c * rows_per_task, block));
+    }
 }
 
 /// Copy the elements of a strided view into a new contiguous storage.
@@ -206,6 +264,40 @@ fn zip<T: Elem, U: CpuElem>(
                 *o = f(x, y);
             }
         });
+    } else if let Some(n) = row_len(al) {
+        let nd = al.shape.len();
+        let (sa, sb) = (al.strides[nd - 1], bl.strides[nd - 1]);
+        par_rows(&mut out, n, |r0, chunk| {
+            let rows = chunk.len() / n;
+            let (ra, rb) = (row_starts(al, r0, rows), row_starts(bl, r0, rows));
+            for ((o, &pa), &pb) in chunk.chunks_exact_mut(n).zip(&ra).zip(&rb) {
+                match (sa, sb) {
+                    (1, 1) => {
+                        for ((o, &x), &y) in o.iter_mut().zip(&av[pa..pa + n]).zip(&bv[pb..pb + n])
+                        {
+                            *o = f(x, y);
+                        }
+                    }
+                    (1, 0) => {
+                        let y = bv[pb];
+                        for (o, &x) in o.iter_mut().zip(&av[pa..pa + n]) {
+                            *o = f(x, y);
+                        }
+                    }
+                    (0, 1) => {
+                        let x = av[pa];
+                        for (o, &y) in o.iter_mut().zip(&bv[pb..pb + n]) {
+                            *o = f(x, y);
+                        }
+                    }
+                    _ => {
+                        for (j, o) in o.iter_mut().enumerate() {
+                            *o = f(av[pa + j * sa], bv[pb + j * sb]);
+                        }
+                    }
+                }
+            }
+        });
     } else {
         par_fill(&mut out, |start, chunk| {
             let mut boff = vec![0usize; chunk.len()];
@@ -231,6 +323,21 @@ pub(crate) fn where_cond(
     with_cpu!(a, av, T => {
         let bv = T::slice(b).expect("where: operands share a dtype");
         let mut out = pool::any(al.numel());
+        if let Some(n) = row_len(al) {
+            let nd = al.shape.len();
+            let (sc, sa, sb) = (cl.strides[nd - 1], al.strides[nd - 1], bl.strides[nd - 1]);
+            par_rows(&mut out, n, |r0, chunk| {
+                let rows = chunk.len() / n;
+                let (rc, ra, rb) = (row_starts(cl, r0, rows), row_starts(al, r0, rows), row_starts(bl, r0, rows));
+                for (i, o) in chunk.chunks_exact_mut(n).enumerate() {
+                    let (pc, pa, pb) = (rc[i], ra[i], rb[i]);
+                    for (j, o) in o.iter_mut().enumerate() {
+                        *o = if cv[pc + j * sc] { av[pa + j * sa] } else { bv[pb + j * sb] };
+                    }
+                }
+            });
+            return T::wrap(out);
+        }
         par_fill(&mut out, |start, chunk| {
             let len = chunk.len();
             let mut co = vec![0usize; len];

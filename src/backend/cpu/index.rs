@@ -63,6 +63,37 @@ macro_rules! with_index {
     };
 }
 
+/// The row length when whole rows move: `dim` is not the last dim and the index is constant
+/// along the last one (index_select and embedding expand a 1-D index that way), rows of 16+.
+fn row_len(il: &Layout, dim: usize) -> Option<usize> {
+    let nd = il.shape.len();
+    (nd >= 2 && dim + 1 < nd && il.strides[nd - 1] == 0 && il.shape[nd - 1] >= 16)
+        .then(|| il.shape[nd - 1])
+}
+
+/// For each row of the index view `il` (rows of `n`), the start of the row it addresses in a
+/// contiguous tensor of strides `xs` (indices already checked).
+fn row_targets<I: Index>(idx: &[I], il: &Layout, xs: &[usize], dim: usize, n: usize) -> Vec<usize> {
+    let nd = il.shape.len();
+    let outer = Layout {
+        shape: il.shape[..nd - 1].to_vec(),
+        strides: il.strides[..nd - 1].to_vec(),
+        offset: il.offset,
+    };
+    let ostr = contiguous_strides(&outer.shape);
+    let mut starts = Vec::with_capacity(il.numel() / n);
+    for_offsets(&outer, 0, outer.numel(), |r, o| {
+        let (mut lin, mut t) = (r, 0);
+        for d in 0..nd - 1 {
+            let c = lin / ostr[d];
+            lin %= ostr[d];
+            t += if d == dim { idx[o].into() as usize } else { c } * xs[d];
+        }
+        starts.push(t);
+    });
+    starts
+}
+
 /// [`gather`] with the index storage of either integer dtype.
 pub(crate) fn gather_any(
     op: &'static str,
@@ -103,6 +134,17 @@ pub(crate) fn gather<I: Index>(
     check_indices(op, idx, il, dim, xshape.get(dim).copied().unwrap_or(1))?;
     let xs = contiguous_strides(xshape);
     let ostr = contiguous_strides(&il.shape);
+    if let Some(n) = row_len(il, dim) {
+        let starts = row_targets(idx, il, &xs, dim, n);
+        return Ok(with_cpu!(x, v, T => {
+            let mut out = pool::any(il.numel());
+            out.par_chunks_mut(n)
+                .zip(&starts)
+                .with_min_len((super::GRAIN / n).max(1))
+                .for_each(|(o, &t)| o.copy_from_slice(&v[t..t + n]));
+            T::wrap(out)
+        }));
+    }
     with_cpu!(x, v, T => {
         let mut out = vec![T::default(); il.numel()];
         par_fill(&mut out, |start, chunk| {
@@ -140,6 +182,16 @@ pub(crate) fn scatter_add<I: Index>(
     with_cpu!(src, sv, T => {
         let bv = T::slice_mut(base).expect("scatter_add: same dtype");
         let s = super::gather_strided(sv, sl);
+        if let Some(n) = row_len(il, dim) {
+            // Whole rows in the elements' order (repeated indices accumulate as before).
+            let starts = row_targets(idx, il, &bs, dim, n);
+            for (&t, src) in starts.iter().zip(s.chunks_exact(n)) {
+                for (d, x) in bv[t..t + n].iter_mut().zip(src) {
+                    *d = T::from_f64(d.to_f64() + x.to_f64());
+                }
+            }
+            return Ok(());
+        }
         let mut io = vec![0usize; il.numel()];
         for_offsets(il, 0, il.numel(), |i, o| io[i] = o);
         for (i, &o) in io.iter().enumerate() {

@@ -1,9 +1,10 @@
 //! CPU reductions over the last axis of a contiguous `[rows, n]` tensor.
 
-use super::{with_cpu, with_dtype, CpuElem, CpuStorage};
-use crate::dtype::Elem;
+use super::{pool, with_cpu, with_dtype, CpuElem, CpuStorage, GRAIN};
+use crate::dtype::{Elem, Real};
 use crate::ops::ReduceOp;
 use crate::DType;
+use num_traits::ToPrimitive;
 use rayon::prelude::*;
 
 /// Reduce each row of `[rows, n]` into [`ReduceOp::out_dtype`]: arg ops give int64 indices
@@ -93,6 +94,47 @@ fn sum_lanes<T: Elem>(r: &[T]) -> f64 {
     ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail
 }
 
+/// The maximum (minimum when `min`) of a row in its compute type, NaN if any element is NaN.
+/// Sixteen independent lanes with a branch-free select, so the loop vectorises; a NaN sticks in
+/// its lane (`x > NaN` is false) and wins when the lanes are combined. An empty row gives -inf
+/// (+inf).
+fn extreme_lanes<T: Elem>(r: &[T], min: bool) -> T::Acc {
+    let init = T::Acc::of(if min {
+        f64::INFINITY
+    } else {
+        f64::NEG_INFINITY
+    });
+    #[inline(always)]
+    fn pick<A: Real>(a: A, x: A, min: bool) -> A {
+        let better = if min { x < a } else { x > a };
+        if better || x.is_nan() {
+            x
+        } else {
+            a
+        }
+    }
+    let mut acc = [init; 16];
+    let chunks = r.chunks_exact(16);
+    let mut best = init;
+    for x in chunks.remainder() {
+        best = pick(best, x.to_acc(), min);
+    }
+    if min {
+        for c in chunks {
+            for (a, x) in acc.iter_mut().zip(c) {
+                *a = pick(*a, x.to_acc(), true);
+            }
+        }
+    } else {
+        for c in chunks {
+            for (a, x) in acc.iter_mut().zip(c) {
+                *a = pick(*a, x.to_acc(), false);
+            }
+        }
+    }
+    acc.iter().fold(best, |b, &a| pick(b, a, min))
+}
+
 fn value_row<T: Elem>(op: ReduceOp, r: &[T]) -> f64 {
     match op {
         ReduceOp::Sum => {
@@ -105,23 +147,9 @@ fn value_row<T: Elem>(op: ReduceOp, r: &[T]) -> f64 {
             }
         }
         ReduceOp::Prod => r.iter().map(|x| x.to_f64()).product(),
-        ReduceOp::Max => r
-            .iter()
-            .map(|x| x.to_f64())
-            .fold(f64::NEG_INFINITY, |m, x| {
-                if x.is_nan() || m.is_nan() {
-                    f64::NAN
-                } else {
-                    m.max(x)
-                }
-            }),
-        ReduceOp::Min => r.iter().map(|x| x.to_f64()).fold(f64::INFINITY, |m, x| {
-            if x.is_nan() || m.is_nan() {
-                f64::NAN
-            } else {
-                m.min(x)
-            }
-        }),
+        // Widening a float compute type to f64 always succeeds.
+        ReduceOp::Max => extreme_lanes(r, false).to_f64().unwrap_or(f64::NAN),
+        ReduceOp::Min => extreme_lanes(r, true).to_f64().unwrap_or(f64::NAN),
         ReduceOp::ArgMax | ReduceOp::ArgMin => unreachable!("arg reductions return indices"),
     }
 }
@@ -193,4 +221,109 @@ pub(crate) fn cumsum_rows(x: &CpuStorage, rows: usize, n: usize) -> CpuStorage {
         }
         T::wrap(out)
     })
+}
+
+/// The sum of `f(x)` over a row, in sixteen lanes (so that it vectorises when `f` does),
+/// combined in a fixed order.
+#[inline(always)]
+fn sum_map<T: Copy, A: Real>(r: &[T], f: impl Fn(T) -> A) -> A {
+    let mut acc = [A::zero(); 16];
+    let chunks = r.chunks_exact(16);
+    let mut tail = A::zero();
+    for &x in chunks.remainder() {
+        tail = tail + f(x);
+    }
+    for c in chunks {
+        for (a, &x) in acc.iter_mut().zip(c) {
+            *a = *a + f(x);
+        }
+    }
+    acc.iter().fold(tail, |s, &a| s + a)
+}
+
+/// `sum(a * b)` in sixteen lanes, combined in a fixed order.
+fn dot_lanes<A: Real>(a: &[A], b: &[A]) -> A {
+    let mut acc = [A::zero(); 16];
+    let (ca, cb) = (a.chunks_exact(16), b.chunks_exact(16));
+    let mut tail = A::zero();
+    for (&x, &y) in ca.remainder().iter().zip(cb.remainder()) {
+        tail = tail + x * y;
+    }
+    for (ca, cb) in ca.zip(cb) {
+        for ((s, &x), &y) in acc.iter_mut().zip(ca).zip(cb) {
+            *s = *s + x * y;
+        }
+    }
+    acc.iter().fold(tail, |s, &a| s + a)
+}
+
+/// Softmax (log-softmax when `log`) along each row of a contiguous `[rows, n]` f32/f64 buffer,
+/// the same formula as the composite in `ops/reduce.rs` (the oracle of the tests): `m` the row's
+/// maximum (NaN if any element is), then `exp(x - m) / sum` or `x - m - log(sum)` with the sum of
+/// `exp(x - m)` over sixteen lanes. Two passes over the input and one write per element; blocks
+/// of rows run in parallel.
+pub(crate) fn softmax_rows<T: Real + CpuElem + Elem<Acc = T>>(
+    x: &[T],
+    rows: usize,
+    n: usize,
+    log: bool,
+) -> Vec<T> {
+    let mut out = pool::any(rows * n);
+    if n == 0 {
+        return out;
+    }
+    out.par_chunks_mut(n)
+        .zip(x.par_chunks(n))
+        .with_min_len((GRAIN / n).max(1))
+        .for_each(|(o, r)| {
+            let m = extreme_lanes(r, false);
+            if log {
+                let lse = m + sum_map(r, |x: T| (x - m).exp()).ln();
+                for (o, &x) in o.iter_mut().zip(r) {
+                    *o = x - lse;
+                }
+            } else {
+                for (o, &x) in o.iter_mut().zip(r) {
+                    *o = (x - m).exp();
+                }
+                let inv = T::one() / sum_map(o, |e: T| e);
+                for o in o.iter_mut() {
+                    *o = *o * inv;
+                }
+            }
+        });
+    out
+}
+
+/// The input gradient of [`softmax_rows`] from its output `y` and the output gradient `g` (both
+/// contiguous `[rows, n]`): `g - exp(y) * sum(g)` for log-softmax, `y * (g - sum(g * y))` for
+/// softmax, per row.
+pub(crate) fn softmax_backward_rows<T: Real + CpuElem + Elem<Acc = T>>(
+    y: &[T],
+    g: &[T],
+    rows: usize,
+    n: usize,
+    log: bool,
+) -> Vec<T> {
+    let mut out = pool::any(rows * n);
+    if n == 0 {
+        return out;
+    }
+    out.par_chunks_mut(n)
+        .zip(y.par_chunks(n).zip(g.par_chunks(n)))
+        .with_min_len((GRAIN / n).max(1))
+        .for_each(|(o, (y, g))| {
+            if log {
+                let s = sum_map(g, |g: T| g);
+                for ((o, &y), &g) in o.iter_mut().zip(y).zip(g) {
+                    *o = g - y.exp() * s;
+                }
+            } else {
+                let s = dot_lanes(y, g);
+                for ((o, &y), &g) in o.iter_mut().zip(y).zip(g) {
+                    *o = y * (g - s);
+                }
+            }
+        });
+    out
 }

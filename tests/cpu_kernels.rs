@@ -1,0 +1,344 @@
+//! The CPU's fast paths against the general ones they shortcut: the fused softmax / log_softmax
+//! (last dim) against the composite (any other dim), forward, backward and double backward; the
+//! row loops of strided and broadcast elementwise ops against values computed on the host; the
+//! lane-wise max/min reductions with NaN and infinities. On a GPU the same comparisons check the
+//! composites.
+
+mod common;
+use common::{assert_close, devices, vals};
+use wgtorch::{DType, Device, Result, Tensor};
+
+/// Softmax (or log-softmax) of `x` `[R, N]` along dim 1 (the fused kernel on the CPU) and the
+/// same through the transpose along dim 0 (the composite), with their input gradients for the
+/// upstream gradient `g`.
+fn both_ways(x: &Tensor, g: &Tensor, log: bool) -> Result<[Vec<f64>; 4]> {
+    let sm = |t: &Tensor, d: isize| if log { t.log_softmax(d) } else { t.softmax(d) };
+    let a = x.detach().requires_grad_(true);
+    let ya = sm(&a, 1)?;
+    ya.backward_with(Some(g), false, false)?;
+    let b = x.detach().requires_grad_(true);
+    let yb = sm(&b.t()?, 0)?.t()?;
+    yb.backward_with(Some(g), false, false)?;
+    let grad = |t: &Tensor| t.grad().map(|g| vals(&g)).unwrap_or_default();
+    Ok([vals(&ya), vals(&yb), grad(&a), grad(&b)])
+}
+
+#[test]
+fn fused_softmax_matches_the_composite() -> Result<()> {
+    for dev in devices() {
+        wgtorch::manual_seed(3);
+        // Rows shorter and longer than the 16 lanes, with remainders; one wide enough to run
+        // several rows per task and one long row.
+        for (r, n) in [(3, 5), (7, 37), (64, 300), (2, 20_000)] {
+            let n = if dev.is_gpu() { n.min(600) } else { n };
+            for dtype in [DType::F32, DType::F64] {
+                if dev.is_gpu() && dtype == DType::F64 {
+                    continue; // no f64 on WebGPU
+                }
+                let x = Tensor::randn([r, n], &dev)?
+                    .mul_scalar(4.0)?
+                    .to_dtype(dtype)?;
+                let g = Tensor::randn([r, n], &dev)?.to_dtype(dtype)?;
+                for log in [false, true] {
+                    let [ya, yb, ga, gb] = both_ways(&x, &g, log)?;
+                    let what = format!("{dev:?} {dtype:?} [{r}, {n}] log={log}");
+                    assert_close(&format!("{what} forward"), &ya, &yb, 1e-5, 1e-6);
+                    assert_close(&format!("{what} gradient"), &ga, &gb, 1e-4, 1e-5);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn fused_softmax_keeps_the_composites_nan_and_inf_rules() -> Result<()> {
+    let (ninf, nan, inf) = (f32::NEG_INFINITY, f32::NAN, f32::INFINITY);
+    for dev in devices() {
+        // A masked row (attention), a NaN row, an all -inf row, a +inf row; 20 wide so that the
+        // lanes and the remainder both see the specials.
+        let mut v = Vec::new();
+        for row in 0..4 {
+            for j in 0..20 {
+                v.push(match (row, j) {
+                    (0, j) if j > 3 => ninf,
+                    (1, 17) => nan,
+                    (2, _) => ninf,
+                    (3, 2) => inf,
+                    _ => j as f32 * 0.25,
+                });
+            }
+        }
+        let x = Tensor::from_vec(v, [4, 20], &dev)?;
+        let g = Tensor::ones([4, 20], &dev)?;
+        for log in [false, true] {
+            let [ya, yb, ga, gb] = both_ways(&x, &g, log)?;
+            let what = format!("{dev:?} log={log}");
+            assert_close(&format!("{what} forward"), &ya, &yb, 1e-6, 1e-7);
+            assert_close(&format!("{what} gradient"), &ga, &gb, 1e-6, 1e-7);
+            // Masked positions get exactly zero probability.
+            if !log {
+                assert!(ya[4..20].iter().all(|&p| p == 0.0), "{what}: {ya:?}");
+            }
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn fused_softmax_double_backward_matches_the_composite() -> Result<()> {
+    for dev in devices() {
+        wgtorch::manual_seed(5);
+        let x = Tensor::randn([4, 9], &dev)?;
+        let w = Tensor::randn([4, 9], &dev)?;
+        for log in [false, true] {
+            let sm = |t: &Tensor, d: isize| if log { t.log_softmax(d) } else { t.softmax(d) };
+            let mut out = Vec::new();
+            for fused in [true, false] {
+                let a = x.detach().requires_grad_(true);
+                let y = if fused {
+                    sm(&a, 1)?
+                } else {
+                    sm(&a.t()?, 0)?.t()?
+                };
+                // d/dx of sum(w * y), kept in the graph, then differentiated again.
+                y.mul(&w)?.sum_all()?.backward_with(None, false, true)?;
+                let g1 = a.grad().expect("first gradient");
+                a.set_grad(None);
+                g1.square()?.sum_all()?.backward()?;
+                out.push((vals(&g1), vals(&a.grad().expect("second gradient"))));
+            }
+            let what = format!("{dev:?} log={log}");
+            assert_close(&format!("{what} first"), &out[0].0, &out[1].0, 1e-5, 1e-6);
+            assert_close(&format!("{what} second"), &out[0].1, &out[1].1, 1e-4, 1e-5);
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn fused_softmax_rules_and_errors() -> Result<()> {
+    let x = Tensor::randn([2, 3], &Device::Cpu)?;
+    // Out-of-range dims are the composite's error, naming the op.
+    let e = x.log_softmax(2).unwrap_err().to_string();
+    assert!(e.contains("log_softmax"), "{e}");
+    let e = x.softmax(-3).unwrap_err().to_string();
+    assert!(e.contains("softmax"), "{e}");
+    // In-place change of the output before backward is refused.
+    let a = x.detach().requires_grad_(true);
+    let y = a.softmax(1)?;
+    {
+        let _g = wgtorch::no_grad();
+        y.add_(&Tensor::ones([2, 3], &Device::Cpu)?)?;
+    }
+    let e = y.sum_all()?.backward().unwrap_err().to_string();
+    assert!(e.contains("modified by an inplace operation"), "{e}");
+    // Empty tensors normalise to themselves (as PyTorch); a 0-d tensor takes the composite.
+    assert_eq!(
+        Tensor::zeros([3, 0], &Device::Cpu)?.log_softmax(1)?.shape(),
+        &[3, 0]
+    );
+    assert_eq!(
+        Tensor::zeros([0, 4], &Device::Cpu)?.softmax(0)?.shape(),
+        &[0, 4]
+    );
+    assert_eq!(
+        vals(&Tensor::ones([], &Device::Cpu)?.softmax(0)?),
+        vec![1.0]
+    );
+    Ok(())
+}
+
+#[test]
+fn strided_and_broadcast_rows_match_host_values() -> Result<()> {
+    for dev in devices() {
+        wgtorch::manual_seed(8);
+        let x = Tensor::randn([6, 40], &dev)?;
+        let xv = vals(&x);
+        let col = Tensor::randn([6, 1], &dev)?;
+        let row = Tensor::randn([40], &dev)?;
+        let (cv, rv) = (vals(&col), vals(&row));
+        let at = |i: usize, j: usize| xv[i * 40 + j];
+        let host = |f: &dyn Fn(usize, usize) -> f64| -> Vec<f64> {
+            (0..6)
+                .flat_map(|i| (0..40).map(move |j| (i, j)))
+                .map(|(i, j)| f(i, j))
+                .collect()
+        };
+        let what = format!("{dev:?}");
+        // Row broadcast of a column ([6, 1] -> [6, 40]), both ways round.
+        assert_close(
+            &format!("{what} x - col"),
+            &vals(&x.sub(&col)?),
+            &host(&|i, j| at(i, j) - cv[i]),
+            1e-6,
+            1e-6,
+        );
+        assert_close(
+            &format!("{what} col - x"),
+            &vals(&col.sub(&x)?),
+            &host(&|i, j| cv[i] - at(i, j)),
+            1e-6,
+            1e-6,
+        );
+        // A strided row view ([6, 40] -> columns 8..32) plus a broadcast bias row.
+        let v = x.narrow(1, 8, 24)?;
+        let want: Vec<f64> = (0..6)
+            .flat_map(|i| (8..32).map(move |j| (i, j)))
+            .map(|(i, j)| at(i, j) + rv[j - 8])
+            .collect();
+        assert_close(
+            &format!("{what} view + bias"),
+            &vals(&v.add(&row.narrow(0, 0, 24)?)?),
+            &want,
+            1e-6,
+            1e-6,
+        );
+        // Transposed operands: rows with stride 40 (unary and binary).
+        let t = x.t()?; // [40, 6]: rows shorter than the row loops' minimum
+        let tt = Tensor::randn([40, 20], &dev)?.t()?; // [20, 40], strided rows
+        let ttv = vals(&tt.contiguous()?);
+        let sig: Vec<f64> = ttv.iter().map(|v| 1.0 / (1.0 + (-v).exp())).collect();
+        assert_close(
+            &format!("{what} sigmoid of a transpose"),
+            &vals(&tt.sigmoid()?),
+            &sig,
+            1e-5,
+            1e-6,
+        );
+        let prod: Vec<f64> = ttv.iter().map(|v| v * v).collect();
+        assert_close(
+            &format!("{what} transpose * transpose"),
+            &vals(&tt.mul(&tt)?),
+            &prod,
+            1e-6,
+            1e-6,
+        );
+        let tv: Vec<f64> = (0..40)
+            .flat_map(|j| (0..6).map(move |i| (i, j)))
+            .map(|(i, j)| at(i, j).tanh())
+            .collect();
+        assert_close(
+            &format!("{what} tanh of a short-row transpose"),
+            &vals(&t.tanh()?),
+            &tv,
+            1e-5,
+            1e-6,
+        );
+        // masked_fill with a broadcast mask (causal attention's shape).
+        let mask: Vec<bool> = (0..40 * 40).map(|i| i % 40 > i / 40).collect();
+        let mask = Tensor::from_vec(mask, [40, 40], &dev)?;
+        let s = Tensor::randn([2, 40, 40], &dev)?;
+        let sv = vals(&s);
+        let want: Vec<f64> = sv
+            .iter()
+            .enumerate()
+            .map(|(k, &v)| if k % 40 > (k / 40) % 40 { -1e9 } else { v })
+            .collect();
+        assert_close(
+            &format!("{what} masked_fill"),
+            &vals(&s.masked_fill(&mask, -1e9)?),
+            &want,
+            1e-6,
+            1e-6,
+        );
+        // pow(2) is x * x exactly on the CPU.
+        let p = vals(&x.pow_scalar(2.0)?);
+        assert!(
+            dev.is_gpu()
+                || p.iter()
+                    .zip(&xv)
+                    .all(|(p, x)| *p == ((*x as f32) * (*x as f32)) as f64),
+            "{what}"
+        );
+    }
+    Ok(())
+}
+
+#[test]
+fn max_and_min_rows_propagate_nan_and_keep_infinities() -> Result<()> {
+    for dev in devices() {
+        let mut v: Vec<f32> = (0..3 * 37)
+            .map(|i| ((i * 7919) % 101) as f32 - 50.0)
+            .collect();
+        v[37 + 20] = f32::NAN; // row 1: NaN inside the lanes
+        v[2 * 37 + 36] = f32::INFINITY; // row 2: +inf in the remainder
+        v[2 * 37 + 3] = f32::NEG_INFINITY;
+        let x = Tensor::from_vec(v.clone(), [3, 37], &dev)?;
+        let (mx, mn) = (vals(&x.amax(&[1], false)?), vals(&x.amin(&[1], false)?));
+        let row = |r: usize| &v[r * 37..(r + 1) * 37];
+        let host_max = row(0).iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b)) as f64;
+        let host_min = row(0).iter().fold(f32::INFINITY, |a, &b| a.min(b)) as f64;
+        assert_eq!((mx[0], mn[0]), (host_max, host_min), "{dev:?}");
+        assert!(mx[1].is_nan() && mn[1].is_nan(), "{dev:?}: {mx:?} {mn:?}");
+        assert_eq!(
+            (mx[2], mn[2]),
+            (f64::INFINITY, f64::NEG_INFINITY),
+            "{dev:?}"
+        );
+        // Integers stay exact.
+        let big = Tensor::from_vec(vec![i32::MAX, -5, i32::MAX - 1, i32::MIN], [1, 4], &dev)?;
+        assert_eq!(
+            vals(&big.amax(&[1], false)?),
+            vec![i32::MAX as f64],
+            "{dev:?}"
+        );
+        assert_eq!(
+            vals(&big.amin(&[1], false)?),
+            vec![i32::MIN as f64],
+            "{dev:?}"
+        );
+    }
+    Ok(())
+}
+
+#[test]
+fn embedding_rows_gather_and_accumulate_like_the_host() -> Result<()> {
+    for dev in devices() {
+        wgtorch::manual_seed(9);
+        // Rows of 20 (the row path) with repeated indices; dims 0 and 1 of a 3-D tensor.
+        let w = Tensor::randn([10, 20], &dev)?.requires_grad_(true);
+        let wv = vals(&w);
+        let ids = [1i32, 3, 1, 9, 0, 3];
+        let idx = Tensor::from_vec(ids.to_vec(), [2, 3], &dev)?;
+        let e = idx.embedding(&w)?;
+        assert_eq!(e.shape(), &[2, 3, 20]);
+        let want: Vec<f64> = ids
+            .iter()
+            .flat_map(|&i| wv[i as usize * 20..(i as usize + 1) * 20].to_vec())
+            .collect();
+        assert_close(&format!("{dev:?} embedding"), &vals(&e), &want, 0.0, 0.0);
+        let g = Tensor::randn([2, 3, 20], &dev)?;
+        let gv = vals(&g);
+        e.backward_with(Some(&g), false, false)?;
+        let mut gw = vec![0.0f64; 200];
+        for (r, &i) in ids.iter().enumerate() {
+            for j in 0..20 {
+                gw[i as usize * 20 + j] += gv[r * 20 + j];
+            }
+        }
+        let got = vals(&w.grad().expect("embedding gradient"));
+        assert_close(
+            &format!("{dev:?} embedding gradient"),
+            &got,
+            &gw,
+            1e-6,
+            1e-6,
+        );
+        let x = Tensor::randn([3, 5, 17], &dev)?;
+        let xv = vals(&x);
+        let sel = Tensor::from_vec(vec![4i32, 0, 4], [3], &dev)?;
+        let want: Vec<f64> = (0..3)
+            .flat_map(|a| [4usize, 0, 4].map(|b| (a, b)))
+            .flat_map(|(a, b)| xv[(a * 5 + b) * 17..(a * 5 + b + 1) * 17].to_vec())
+            .collect();
+        assert_close(
+            &format!("{dev:?} index_select dim 1"),
+            &vals(&x.index_select(1, &sel)?),
+            &want,
+            0.0,
+            0.0,
+        );
+    }
+    Ok(())
+}
