@@ -297,7 +297,15 @@ impl GPT {
             ParamGroup::new(decay).weight_decay(weight_decay),
             ParamGroup::new(nodecay).weight_decay(0.0),
         ];
-        AdamW::with_options(groups, learning_rate, betas, 1e-8, weight_decay, false)
+        AdamW::with_options(
+            groups,
+            wgtorch::optim::AdamWOptions {
+                lr: learning_rate,
+                betas,
+                weight_decay,
+                ..Default::default()
+            },
+        )
     }
 
     /// Take a conditioning sequence of indices `idx` (`[b, t]` int64) and complete it

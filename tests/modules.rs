@@ -219,7 +219,19 @@ fn check_tied_training<O: Optimizer>(
 #[test]
 fn tied_weight_sgd_momentum_step_applied_once() -> Result<()> {
     check_tied_training(
-        |p| Sgd::with_options(vec![ParamGroup::new(p)], 0.05, 0.9, 0.0, 0.0, false),
+        |p| {
+            Sgd::with_options(
+                vec![ParamGroup::new(p)],
+                wgtorch::optim::SgdOptions {
+                    lr: 0.05,
+                    momentum: 0.9,
+                    dampening: 0.0,
+                    weight_decay: 0.0,
+                    nesterov: false,
+                    ..Default::default()
+                },
+            )
+        },
         Rule::SgdMomentum {
             lr: 0.05,
             momentum: 0.9,
@@ -538,11 +550,14 @@ fn optimizer_refuses_a_tied_tensor_listed_twice() -> Result<()> {
             ParamGroup::new(vec![twice[0].clone()]),
             ParamGroup::new(vec![twice[1].clone()]),
         ],
-        0.1,
-        0.0,
-        0.0,
-        0.0,
-        false,
+        wgtorch::optim::SgdOptions {
+            lr: 0.1,
+            momentum: 0.0,
+            dampening: 0.0,
+            weight_decay: 0.0,
+            nesterov: false,
+            ..Default::default()
+        },
     )
     .err()
     .expect("refused");

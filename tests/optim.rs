@@ -101,42 +101,52 @@ fn build(case: &Value, params: Vec<Tensor>) -> Result<Box<dyn Optimizer>> {
         "SGD" => {
             let mut o = Sgd::with_options(
                 g,
-                f("lr", 1e-3),
-                f("momentum", 0.0),
-                f("dampening", 0.0),
-                f("weight_decay", 0.0),
-                b("nesterov"),
+                wgtorch::optim::SgdOptions {
+                    lr: f("lr", 1e-3),
+                    momentum: f("momentum", 0.0),
+                    dampening: f("dampening", 0.0),
+                    weight_decay: f("weight_decay", 0.0),
+                    nesterov: b("nesterov"),
+                    ..Default::default()
+                },
             )?;
             o.maximize = b("maximize");
             Box::new(o)
         }
         "Adam" | "AdamW" => {
-            let adamw = case["optimizer"] == "AdamW";
-            let args = (
-                g,
-                f("lr", 1e-3),
+            let o = AdamOptions {
+                lr: f("lr", 1e-3),
                 betas,
-                f("eps", 1e-8),
-                f("weight_decay", if adamw { 0.01 } else { 0.0 }),
-                b("amsgrad"),
-            );
-            let mut o = if adamw {
-                AdamW::with_options(args.0, args.1, args.2, args.3, args.4, args.5)?
-            } else {
-                Adam::with_options(args.0, args.1, args.2, args.3, args.4, args.5)?
+                eps: f("eps", 1e-8),
+                weight_decay: f("weight_decay", 0.0),
+                amsgrad: b("amsgrad"),
+                maximize: b("maximize"),
             };
-            o.maximize = b("maximize");
-            Box::new(o)
+            Box::new(if case["optimizer"] == "AdamW" {
+                let wd = f("weight_decay", 0.01);
+                AdamW::with_options(
+                    g,
+                    AdamWOptions {
+                        weight_decay: wd,
+                        ..o.into()
+                    },
+                )?
+            } else {
+                Adam::with_options(g, o)?
+            })
         }
         "RMSprop" => {
             let mut o = RMSprop::with_options(
                 g,
-                f("lr", 1e-2),
-                f("alpha", 0.99),
-                f("eps", 1e-8),
-                f("weight_decay", 0.0),
-                f("momentum", 0.0),
-                b("centered"),
+                wgtorch::optim::RMSpropOptions {
+                    lr: f("lr", 1e-2),
+                    alpha: f("alpha", 0.99),
+                    eps: f("eps", 1e-8),
+                    weight_decay: f("weight_decay", 0.0),
+                    momentum: f("momentum", 0.0),
+                    centered: b("centered"),
+                    ..Default::default()
+                },
             )?;
             o.maximize = b("maximize");
             Box::new(o)
@@ -334,15 +344,48 @@ fn optimizers_check_arguments_with_pytorch_messages() {
             "Invalid learning rate: NaN",
         ),
         (
-            Sgd::with_options(g(), 0.1, 0.0, 0.0, 0.0, true).map(|_| ()),
+            Sgd::with_options(
+                g(),
+                wgtorch::optim::SgdOptions {
+                    lr: 0.1,
+                    momentum: 0.0,
+                    dampening: 0.0,
+                    weight_decay: 0.0,
+                    nesterov: true,
+                    ..Default::default()
+                },
+            )
+            .map(|_| ()),
             "Nesterov momentum requires a momentum and zero dampening",
         ),
         (
-            Sgd::with_options(g(), 0.1, 0.9, 0.1, 0.0, true).map(|_| ()),
+            Sgd::with_options(
+                g(),
+                wgtorch::optim::SgdOptions {
+                    lr: 0.1,
+                    momentum: 0.9,
+                    dampening: 0.1,
+                    weight_decay: 0.0,
+                    nesterov: true,
+                    ..Default::default()
+                },
+            )
+            .map(|_| ()),
             "Nesterov momentum requires a momentum and zero dampening",
         ),
         (
-            Sgd::with_options(g(), 0.1, -0.9, 0.0, 0.0, false).map(|_| ()),
+            Sgd::with_options(
+                g(),
+                wgtorch::optim::SgdOptions {
+                    lr: 0.1,
+                    momentum: -0.9,
+                    dampening: 0.0,
+                    weight_decay: 0.0,
+                    nesterov: false,
+                    ..Default::default()
+                },
+            )
+            .map(|_| ()),
             "Invalid momentum value: -0.9",
         ),
     ];
@@ -382,7 +425,17 @@ fn schedulers_follow_pytorch_without_the_optimizer_at_step() -> Result<()> {
                 .lr(lr)
             })
             .collect();
-        let mut opt = Sgd::with_options(groups, 0.1, 0.0, 0.0, 0.0, false)?;
+        let mut opt = Sgd::with_options(
+            groups,
+            wgtorch::optim::SgdOptions {
+                lr: 0.1,
+                momentum: 0.0,
+                dampening: 0.0,
+                weight_decay: 0.0,
+                nesterov: false,
+                ..Default::default()
+            },
+        )?;
         enum Sched {
             Closed(LrScheduler),
             Plateau(ReduceLROnPlateau),

@@ -149,36 +149,48 @@ fn optimizers_follow_pytorch_trajectories() -> Result<()> {
             let mut opt: Box<dyn Optimizer> = match case["optimizer"].as_str().unwrap() {
                 "SGD" => Box::new(Sgd::with_options(
                     group,
-                    f("lr", 0.0),
-                    f("momentum", 0.0),
-                    f("dampening", 0.0),
-                    f("weight_decay", 0.0),
-                    kw["nesterov"].as_bool().unwrap_or(false),
+                    wgtorch::optim::SgdOptions {
+                        lr: f("lr", 0.0),
+                        momentum: f("momentum", 0.0),
+                        dampening: f("dampening", 0.0),
+                        weight_decay: f("weight_decay", 0.0),
+                        nesterov: kw["nesterov"].as_bool().unwrap_or(false),
+                        ..Default::default()
+                    },
                 )?),
                 "Adam" => Box::new(Adam::with_options(
                     group,
-                    f("lr", 1e-3),
-                    betas,
-                    f("eps", 1e-8),
-                    f("weight_decay", 0.0),
-                    kw["amsgrad"].as_bool().unwrap_or(false),
+                    wgtorch::optim::AdamOptions {
+                        lr: f("lr", 1e-3),
+                        betas: betas,
+                        eps: f("eps", 1e-8),
+                        weight_decay: f("weight_decay", 0.0),
+                        amsgrad: kw["amsgrad"].as_bool().unwrap_or(false),
+                        ..Default::default()
+                    },
                 )?),
                 "AdamW" => Box::new(AdamW::with_options(
                     group,
-                    f("lr", 1e-3),
-                    betas,
-                    f("eps", 1e-8),
-                    f("weight_decay", 0.01),
-                    kw["amsgrad"].as_bool().unwrap_or(false),
+                    wgtorch::optim::AdamWOptions {
+                        lr: f("lr", 1e-3),
+                        betas: betas,
+                        eps: f("eps", 1e-8),
+                        weight_decay: f("weight_decay", 0.01),
+                        amsgrad: kw["amsgrad"].as_bool().unwrap_or(false),
+                        ..Default::default()
+                    },
                 )?),
                 "RMSprop" => Box::new(RMSprop::with_options(
                     group,
-                    f("lr", 1e-2),
-                    f("alpha", 0.99),
-                    f("eps", 1e-8),
-                    f("weight_decay", 0.0),
-                    f("momentum", 0.0),
-                    kw["centered"].as_bool().unwrap_or(false),
+                    wgtorch::optim::RMSpropOptions {
+                        lr: f("lr", 1e-2),
+                        alpha: f("alpha", 0.99),
+                        eps: f("eps", 1e-8),
+                        weight_decay: f("weight_decay", 0.0),
+                        momentum: f("momentum", 0.0),
+                        centered: kw["centered"].as_bool().unwrap_or(false),
+                        ..Default::default()
+                    },
                 )?),
                 o => panic!("unknown optimizer {o}"),
             };
@@ -296,7 +308,17 @@ fn param_groups_clipping_and_accumulation() -> Result<()> {
         ParamGroup::new(vec![w.clone()]).weight_decay(0.5),
         ParamGroup::new(vec![b.clone()]).lr(1.0).weight_decay(0.0),
     ];
-    let mut opt = Sgd::with_options(groups, 0.1, 0.0, 0.0, 0.0, false)?;
+    let mut opt = Sgd::with_options(
+        groups,
+        wgtorch::optim::SgdOptions {
+            lr: 0.1,
+            momentum: 0.0,
+            dampening: 0.0,
+            weight_decay: 0.0,
+            nesterov: false,
+            ..Default::default()
+        },
+    )?;
     // Two backward calls accumulate before one step.
     for _ in 0..2 {
         w.sum_all()?.add(&b.sum_all()?)?.backward()?;

@@ -20,61 +20,126 @@ pub struct Adam {
     slots: Slots,
 }
 
-/// AdamW: Adam with decoupled weight decay (default 0.01).
+/// Options of [`Adam`] (torch.optim.Adam's keywords and defaults).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AdamOptions {
+    /// Learning rate (default 1e-3).
+    pub lr: f64,
+    /// Decay rates of the first and second moments (default (0.9, 0.999)).
+    pub betas: (f64, f64),
+    /// Added to the denominator (default 1e-8).
+    pub eps: f64,
+    /// L2 penalty added to the gradient (default 0).
+    pub weight_decay: f64,
+    /// Use the maximum of past second moments (default false).
+    pub amsgrad: bool,
+    /// Ascend the objective instead (default false).
+    pub maximize: bool,
+}
+
+impl Default for AdamOptions {
+    fn default() -> Self {
+        AdamOptions {
+            lr: 1e-3,
+            betas: (0.9, 0.999),
+            eps: 1e-8,
+            weight_decay: 0.0,
+            amsgrad: false,
+            maximize: false,
+        }
+    }
+}
+
+/// Options of [`AdamW`] (torch.optim.AdamW's keywords and defaults: as Adam's, with a decoupled
+/// weight decay of 0.01).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AdamWOptions {
+    /// Learning rate (default 1e-3).
+    pub lr: f64,
+    /// Decay rates of the first and second moments (default (0.9, 0.999)).
+    pub betas: (f64, f64),
+    /// Added to the denominator (default 1e-8).
+    pub eps: f64,
+    /// Decoupled weight decay: `p -= lr * weight_decay * p` (default 0.01).
+    pub weight_decay: f64,
+    /// Use the maximum of past second moments (default false).
+    pub amsgrad: bool,
+    /// Ascend the objective instead (default false).
+    pub maximize: bool,
+}
+
+impl Default for AdamWOptions {
+    fn default() -> Self {
+        AdamWOptions {
+            weight_decay: 0.01,
+            ..AdamWOptions::from(AdamOptions::default())
+        }
+    }
+}
+
+impl From<AdamOptions> for AdamWOptions {
+    fn from(o: AdamOptions) -> Self {
+        AdamWOptions {
+            lr: o.lr,
+            betas: o.betas,
+            eps: o.eps,
+            weight_decay: o.weight_decay,
+            amsgrad: o.amsgrad,
+            maximize: o.maximize,
+        }
+    }
+}
+
+/// AdamW: Adam with decoupled weight decay (default 0.01). Builds an [`Adam`] in decoupled mode.
+///
+/// ```
+/// use wgtorch::optim::{AdamW, AdamWOptions, ParamGroup};
+/// use wgtorch::{Device, Tensor};
+/// let (w, b) = (Tensor::ones([2, 2], &Device::Cpu)?, Tensor::ones([2], &Device::Cpu)?);
+/// let groups = vec![
+///     ParamGroup::new(vec![w.requires_grad_(true)]).weight_decay(0.1),
+///     ParamGroup::new(vec![b.requires_grad_(true)]).weight_decay(0.0),
+/// ];
+/// let opts = AdamWOptions { lr: 6e-4, betas: (0.9, 0.95), ..Default::default() };
+/// let opt = AdamW::with_options(groups, opts)?;
+/// # Ok::<(), wgtorch::Error>(())
+/// ```
 pub struct AdamW;
 
 impl AdamW {
-    /// AdamW over `params` with weight decay 0.01.
+    /// AdamW over `params` with learning rate `lr` and PyTorch's other defaults (weight decay 0.01).
     #[allow(clippy::new_ret_no_self)]
     pub fn new(params: Vec<Tensor>, lr: f64) -> Result<Adam> {
-        Adam::build(
-            "AdamW",
-            vec![ParamGroup::new(params)],
+        let o = AdamWOptions {
             lr,
-            (0.9, 0.999),
-            1e-8,
-            0.01,
-            false,
-            true,
-        )
+            ..Default::default()
+        };
+        AdamW::with_options(vec![ParamGroup::new(params)], o)
     }
-    /// Every option.
-    pub fn with_options(
-        groups: Vec<ParamGroup>,
-        lr: f64,
-        betas: (f64, f64),
-        eps: f64,
-        weight_decay: f64,
-        amsgrad: bool,
-    ) -> Result<Adam> {
-        Adam::build("AdamW", groups, lr, betas, eps, weight_decay, amsgrad, true)
+    /// Every option, with parameter groups (a group's unset `lr`/`weight_decay` take `o`'s).
+    pub fn with_options(groups: Vec<ParamGroup>, o: AdamWOptions) -> Result<Adam> {
+        let (lr, wd) = (o.lr, o.weight_decay);
+        Adam::build(
+            "AdamW", groups, lr, o.betas, o.eps, wd, o.amsgrad, o.maximize, true,
+        )
     }
 }
 
 impl Adam {
-    /// Adam over `params` with PyTorch's defaults.
+    /// Adam over `params` with learning rate `lr` and PyTorch's other defaults.
     pub fn new(params: Vec<Tensor>, lr: f64) -> Result<Adam> {
-        Adam::build(
-            "Adam",
-            vec![ParamGroup::new(params)],
+        let o = AdamOptions {
             lr,
-            (0.9, 0.999),
-            1e-8,
-            0.0,
-            false,
-            false,
-        )
+            ..Default::default()
+        };
+        Adam::with_options(vec![ParamGroup::new(params)], o)
     }
-    /// Every option.
-    pub fn with_options(
-        groups: Vec<ParamGroup>,
-        lr: f64,
-        betas: (f64, f64),
-        eps: f64,
-        weight_decay: f64,
-        amsgrad: bool,
-    ) -> Result<Adam> {
-        Adam::build("Adam", groups, lr, betas, eps, weight_decay, amsgrad, false)
+    /// Every option, with parameter groups (a group's unset `lr`/`weight_decay` take `o`'s).
+    pub fn with_options(groups: Vec<ParamGroup>, o: AdamOptions) -> Result<Adam> {
+        let (lr, wd) = (o.lr, o.weight_decay);
+        Adam::build(
+            "Adam", groups, lr, o.betas, o.eps, wd, o.amsgrad, o.maximize, false,
+        )
     }
     #[allow(clippy::too_many_arguments)]
     fn build(
@@ -85,6 +150,7 @@ impl Adam {
         eps: f64,
         wd: f64,
         amsgrad: bool,
+        maximize: bool,
         decoupled: bool,
     ) -> Result<Adam> {
         if !(0.0..1.0).contains(&betas.0) || !(0.0..1.0).contains(&betas.1) {
@@ -101,7 +167,7 @@ impl Adam {
             betas,
             eps,
             amsgrad,
-            maximize: false,
+            maximize,
             decoupled,
             steps,
             slots,

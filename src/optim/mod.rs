@@ -11,14 +11,14 @@ mod rmsprop;
 mod sched;
 mod sgd;
 
-pub use adam::{Adam, AdamW};
+pub use adam::{Adam, AdamOptions, AdamW, AdamWOptions};
 pub use adam_family::{Adamax, AdamaxOptions, NAdam, NAdamOptions, RAdam, RAdamOptions};
 pub use adaptive::{Adadelta, AdadeltaOptions, Adagrad, AdagradOptions};
 pub use clip::{clip_grad_norm_, clip_grad_value_};
 pub use lbfgs::{LBFGSOptions, LineSearch, LBFGS};
-pub use rmsprop::RMSprop;
+pub use rmsprop::{RMSprop, RMSpropOptions};
 pub use sched::*;
-pub use sgd::Sgd;
+pub use sgd::{Sgd, SgdOptions};
 
 use crate::{Error, Result, Tensor};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -20,38 +20,70 @@ pub struct RMSprop {
     slots: Slots,
 }
 
-impl RMSprop {
-    /// RMSprop over `params` with the defaults.
-    pub fn new(params: Vec<Tensor>, lr: f64) -> Result<RMSprop> {
-        RMSprop::with_options(
-            vec![ParamGroup::new(params)],
-            lr,
-            0.99,
-            1e-8,
-            0.0,
-            0.0,
-            false,
-        )
+/// Options of [`RMSprop`] (torch.optim.RMSprop's keywords and defaults).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RMSpropOptions {
+    /// Learning rate (default 1e-2).
+    pub lr: f64,
+    /// Smoothing constant (default 0.99).
+    pub alpha: f64,
+    /// Added to the denominator (default 1e-8).
+    pub eps: f64,
+    /// L2 penalty (default 0).
+    pub weight_decay: f64,
+    /// Momentum factor (default 0).
+    pub momentum: f64,
+    /// Normalise by the centered second moment (default false).
+    pub centered: bool,
+    /// Ascend the objective instead (default false).
+    pub maximize: bool,
+}
+
+impl Default for RMSpropOptions {
+    fn default() -> Self {
+        RMSpropOptions {
+            lr: 1e-2,
+            alpha: 0.99,
+            eps: 1e-8,
+            weight_decay: 0.0,
+            momentum: 0.0,
+            centered: false,
+            maximize: false,
+        }
     }
-    /// Every option.
-    pub fn with_options(
-        groups: Vec<ParamGroup>,
-        lr: f64,
-        alpha: f64,
-        eps: f64,
-        weight_decay: f64,
-        momentum: f64,
-        centered: bool,
-    ) -> Result<RMSprop> {
-        let groups = resolve_groups("RMSprop", groups, lr, weight_decay)?;
+}
+
+impl RMSprop {
+    /// RMSprop over `params` with learning rate `lr` and PyTorch's other defaults.
+    pub fn new(params: Vec<Tensor>, lr: f64) -> Result<RMSprop> {
+        let o = RMSpropOptions {
+            lr,
+            ..Default::default()
+        };
+        RMSprop::with_options(vec![ParamGroup::new(params)], o)
+    }
+    /// Every option, with parameter groups (a group's unset `lr`/`weight_decay` take `o`'s).
+    pub fn with_options(groups: Vec<ParamGroup>, o: RMSpropOptions) -> Result<RMSprop> {
+        let op = "RMSprop";
+        check(op, o.lr >= 0.0, "learning rate", o.lr)?;
+        check(op, o.eps >= 0.0, "epsilon value", o.eps)?;
+        check(op, o.momentum >= 0.0, "momentum value", o.momentum)?;
+        check(
+            op,
+            o.weight_decay >= 0.0,
+            "weight_decay value",
+            o.weight_decay,
+        )?;
+        check(op, o.alpha >= 0.0, "alpha value", o.alpha)?;
+        let groups = resolve_groups(op, groups, o.lr, o.weight_decay)?;
         let slots = empty_slots(&groups, 3);
         Ok(RMSprop {
             groups,
-            alpha,
-            eps,
-            momentum,
-            centered,
-            maximize: false,
+            alpha: o.alpha,
+            eps: o.eps,
+            momentum: o.momentum,
+            centered: o.centered,
+            maximize: o.maximize,
             slots,
         })
     }

@@ -27,20 +27,55 @@ pub struct Sgd {
     slots: Slots,
 }
 
-impl Sgd {
-    /// Plain SGD over `params`.
-    pub fn new(params: Vec<Tensor>, lr: f64) -> Result<Sgd> {
-        Sgd::with_options(vec![ParamGroup::new(params)], lr, 0.0, 0.0, 0.0, false)
+/// Options of [`Sgd`] (torch.optim.SGD's keywords and defaults).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SgdOptions {
+    /// Learning rate (default 1e-3).
+    pub lr: f64,
+    /// Momentum factor (default 0).
+    pub momentum: f64,
+    /// Dampening for momentum (default 0).
+    pub dampening: f64,
+    /// L2 penalty (default 0).
+    pub weight_decay: f64,
+    /// Nesterov momentum (default false; needs a momentum and zero dampening).
+    pub nesterov: bool,
+    /// Ascend the objective instead (default false).
+    pub maximize: bool,
+}
+
+impl Default for SgdOptions {
+    fn default() -> Self {
+        SgdOptions {
+            lr: 1e-3,
+            momentum: 0.0,
+            dampening: 0.0,
+            weight_decay: 0.0,
+            nesterov: false,
+            maximize: false,
+        }
     }
-    /// Every option, with parameter groups.
-    pub fn with_options(
-        groups: Vec<ParamGroup>,
-        lr: f64,
-        momentum: f64,
-        dampening: f64,
-        weight_decay: f64,
-        nesterov: bool,
-    ) -> Result<Sgd> {
+}
+
+impl Sgd {
+    /// Plain SGD over `params` with learning rate `lr`.
+    pub fn new(params: Vec<Tensor>, lr: f64) -> Result<Sgd> {
+        let o = SgdOptions {
+            lr,
+            ..Default::default()
+        };
+        Sgd::with_options(vec![ParamGroup::new(params)], o)
+    }
+    /// Every option, with parameter groups (a group's unset `lr`/`weight_decay` take `o`'s).
+    pub fn with_options(groups: Vec<ParamGroup>, o: SgdOptions) -> Result<Sgd> {
+        let SgdOptions {
+            lr,
+            momentum,
+            dampening,
+            weight_decay,
+            nesterov,
+            maximize,
+        } = o;
         check("SGD", lr >= 0.0, "learning rate", lr)?;
         check("SGD", momentum >= 0.0, "momentum value", momentum)?;
         check(
@@ -62,7 +97,7 @@ impl Sgd {
             momentum,
             dampening,
             nesterov,
-            maximize: false,
+            maximize,
             slots,
         })
     }

@@ -200,11 +200,14 @@ fn adam_step_past_2_pow_31_stays_finite() -> wgtorch::Result<()> {
                 let w = Tensor::from_vec(vec![1.0f32, -2.0, 3.0], [3], &dev)?.requires_grad_(true);
                 let mut opt = Adam::with_options(
                     vec![wgtorch::optim::ParamGroup::new(vec![w.clone()])],
-                    0.1,
-                    (0.9, 0.999),
-                    1e-8,
-                    0.0,
-                    amsgrad,
+                    wgtorch::optim::AdamOptions {
+                        lr: 0.1,
+                        betas: (0.9, 0.999),
+                        eps: 1e-8,
+                        weight_decay: 0.0,
+                        amsgrad: amsgrad,
+                        ..Default::default()
+                    },
                 )?;
                 opt.load_state_dict(&OptimState {
                     tensors: vec![],
@@ -276,7 +279,17 @@ fn optimizers(dev: &Device) -> wgtorch::Result<Vec<WithBuffers>> {
     let g = |t: Tensor| vec![wgtorch::optim::ParamGroup::new(vec![t])];
     Ok(vec![
         (
-            Box::new(Sgd::with_options(g(p()?), 0.1, 0.9, 0.0, 0.0, false)?) as Box<dyn Optimizer>,
+            Box::new(Sgd::with_options(
+                g(p()?),
+                wgtorch::optim::SgdOptions {
+                    lr: 0.1,
+                    momentum: 0.9,
+                    dampening: 0.0,
+                    weight_decay: 0.0,
+                    nesterov: false,
+                    ..Default::default()
+                },
+            )?) as Box<dyn Optimizer>,
             &["momentum_buffer"][..],
         ),
         (
@@ -290,12 +303,15 @@ fn optimizers(dev: &Device) -> wgtorch::Result<Vec<WithBuffers>> {
         (
             Box::new(RMSprop::with_options(
                 g(p()?),
-                0.1,
-                0.99,
-                1e-8,
-                0.0,
-                0.9,
-                true,
+                wgtorch::optim::RMSpropOptions {
+                    lr: 0.1,
+                    alpha: 0.99,
+                    eps: 1e-8,
+                    weight_decay: 0.0,
+                    momentum: 0.9,
+                    centered: true,
+                    ..Default::default()
+                },
             )?),
             &["square_avg", "momentum_buffer", "grad_avg"][..],
         ),
