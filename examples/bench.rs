@@ -194,7 +194,7 @@ fn word_lm_step(dev: &Device, reps: usize) -> Result<f64> {
     time(dev, reps, || {
         let out = lstm.forward(&enc.forward(&x)?)?; // [T, B, E]
         let logits = out
-            .reshape(&[-1, E as isize])?
+            .reshape([-1, E as isize])?
             .linear(&enc.weight, Some(&dec_bias))?;
         let loss = F::cross_entropy(&logits, &y)?;
         opt.zero_grad();
@@ -267,7 +267,7 @@ fn gpt_step(dev: &Device, reps: usize) -> Result<f64> {
     let idx = Tensor::from_vec(tokens(0).collect(), [B, T], dev)?;
     let tgt = Tensor::from_vec(tokens(1).collect(), [B * T], dev)?;
     let (b_, t_, h_, d_) = (B as isize, T as isize, H as isize, (C / H) as isize);
-    let heads = |t: &Tensor| t.reshape(&[b_, t_, h_, d_])?.transpose(1, 2); // [B, H, T, D]
+    let heads = |t: &Tensor| t.reshape([b_, t_, h_, d_])?.transpose(1, 2); // [B, H, T, D]
     time(dev, reps, || {
         let mut x = wte.forward(&idx)?.add(&wpe.forward(&pos)?)?; // [B, T, C]
         for b in &blocks {
@@ -281,7 +281,7 @@ fn gpt_step(dev: &Device, reps: usize) -> Result<f64> {
             let y = att
                 .matmul(&v)?
                 .transpose(1, 2)?
-                .reshape(&[b_, t_, C as isize])?;
+                .reshape([b_, t_, C as isize])?;
             x = x.add(&b.proj.forward(&y)?)?;
             let m = b.fc2.forward(&b.fc.forward(&b.ln2.forward(&x)?)?.gelu()?)?;
             x = x.add(&m)?;

@@ -41,6 +41,9 @@ impl Dictionary {
     pub fn len(&self) -> usize {
         self.idx2word.len()
     }
+    pub fn is_empty(&self) -> bool {
+        self.idx2word.is_empty()
+    }
     /// The ids of `text` (`[n]` int64).
     pub fn tokenize(&mut self, text: &str) -> Result<Tensor> {
         let mut ids = Vec::new();
@@ -134,6 +137,8 @@ pub struct RNNModel {
 }
 
 impl RNNModel {
+    /// model.py's `RNNModel(rnn_type, ntoken, ninp, nhid, nlayers, dropout, tie_weights)`.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         rnn_type: &str,
         ntoken: usize,

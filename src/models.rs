@@ -37,7 +37,7 @@ impl SimpleCnn {
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let x = F::max_pool2d(&self.conv1.forward(x)?.relu()?, 2)?;
         let x = F::max_pool2d(&self.conv2.forward(&x)?.relu()?, 2)?;
-        let x = x.reshape(&[-1, 64 * 8 * 8])?;
+        let x = x.reshape([-1, 64 * 8 * 8])?;
         self.fc2.forward(&self.fc1.forward(&x)?.relu()?)
     }
 }

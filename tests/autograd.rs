@@ -179,7 +179,7 @@ fn gradcheck_every_differentiable_op_family() -> Result<()> {
         }),
         ("batch_norm", |v| {
             F::batch_norm_with(
-                &v[0].reshape(&[2, 3, 1])?,
+                &v[0].reshape([2, 3, 1])?,
                 None,
                 None,
                 F::BatchNormFuncOptions {
@@ -193,8 +193,8 @@ fn gradcheck_every_differentiable_op_family() -> Result<()> {
         }),
         ("conv2d", |v| {
             F::conv2d_with(
-                &v[0].reshape(&[1, 1, 2, 3])?,
-                &v[0].narrow(1, 0, 2)?.reshape(&[1, 1, 2, 2])?,
+                &v[0].reshape([1, 1, 2, 3])?,
+                &v[0].narrow(1, 0, 2)?.reshape([1, 1, 2, 2])?,
                 None,
                 F::Conv2dFuncOptions {
                     padding: [1, 0].into(),
@@ -204,7 +204,7 @@ fn gradcheck_every_differentiable_op_family() -> Result<()> {
         }),
         ("max_pool2d", |v| {
             F::max_pool2d_with(
-                &v[0].reshape(&[1, 1, 2, 3])?,
+                &v[0].reshape([1, 1, 2, 3])?,
                 [2, 2],
                 F::MaxPool2dOptions {
                     stride: Some([1, 1].into()),
@@ -361,7 +361,7 @@ fn gradcheck_the_remaining_ops() -> Result<()> {
                 .masked_select(&v[0].lt_scalar(0.0)?)
         }),
         ("avg/adaptive pool", |v| {
-            let i = v[0].reshape(&[1, 1, 2, 3])?;
+            let i = v[0].reshape([1, 1, 2, 3])?;
             F::avg_pool2d_with(
                 &i,
                 [1, 2],

@@ -265,7 +265,7 @@ fn max_and_min_rows_propagate_nan_and_keep_infinities() -> Result<()> {
         v[2 * 37 + 36] = f32::INFINITY; // row 2: +inf in the remainder
         v[2 * 37 + 3] = f32::NEG_INFINITY;
         let x = Tensor::from_vec(v.clone(), [3, 37], &dev)?;
-        let (mx, mn) = (vals(&x.amax(&[1], false)?), vals(&x.amin(&[1], false)?));
+        let (mx, mn) = (vals(&x.amax([1], false)?), vals(&x.amin([1], false)?));
         let row = |r: usize| &v[r * 37..(r + 1) * 37];
         let host_max = row(0).iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b)) as f64;
         let host_min = row(0).iter().fold(f32::INFINITY, |a, &b| a.min(b)) as f64;
@@ -279,12 +279,12 @@ fn max_and_min_rows_propagate_nan_and_keep_infinities() -> Result<()> {
         // Integers stay exact.
         let big = Tensor::from_vec(vec![i32::MAX, -5, i32::MAX - 1, i32::MIN], [1, 4], &dev)?;
         assert_eq!(
-            vals(&big.amax(&[1], false)?),
+            vals(&big.amax([1], false)?),
             vec![i32::MAX as f64],
             "{dev:?}"
         );
         assert_eq!(
-            vals(&big.amin(&[1], false)?),
+            vals(&big.amin([1], false)?),
             vec![i32::MIN as f64],
             "{dev:?}"
         );

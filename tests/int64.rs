@@ -78,7 +78,7 @@ fn cpu_values_beyond_int32_are_exact_and_wrap_like_pytorch() {
         vec![false, true]
     );
     assert_eq!(a.argmax(None, false).unwrap().item_i64().unwrap(), 1);
-    assert_eq!(a.amax(&[], false).unwrap().item_i64().unwrap(), big);
+    assert_eq!(a.amax([], false).unwrap().item_i64().unwrap(), big);
     assert_eq!(a.sum_all().unwrap().item_i64().unwrap(), 2 * big - 1);
     assert_eq!(
         a.cumsum(0).unwrap().to_vec::<i64>().unwrap(),
@@ -154,19 +154,19 @@ fn gpu_matches_cpu_inside_int32() {
     let v = [7i64, -3, 0, 1 << 20, -(1 << 20), 42];
     let run = |dev: &Device| -> Vec<Vec<i64>> {
         let x = Tensor::from_slice(&v, [2, 3], dev).unwrap();
-        let y = x.flip(&[1]).unwrap();
+        let y = x.flip([1]).unwrap();
         vec![
             x.add(&y).unwrap().to_vec().unwrap(),
             x.sub(&y).unwrap().to_vec().unwrap(),
             x.mul_scalar(3).unwrap().to_vec().unwrap(),
             x.maximum(&y).unwrap().to_vec().unwrap(),
             x.abs().unwrap().to_vec().unwrap(),
-            x.sum_dims(&[1], false).unwrap().to_vec().unwrap(),
+            x.sum_dims([1], false).unwrap().to_vec().unwrap(),
             x.prod_dim(0, false).unwrap().to_vec().unwrap(),
             x.cumsum(1).unwrap().to_vec().unwrap(),
             x.argmax(Some(1), false).unwrap().to_vec().unwrap(),
             x.max_dim(0, false).unwrap().1.to_vec().unwrap(),
-            x.amin(&[0], false).unwrap().to_vec().unwrap(),
+            x.amin([0], false).unwrap().to_vec().unwrap(),
             x.transpose(0, 1)
                 .unwrap()
                 .contiguous()
@@ -321,7 +321,7 @@ fn reductions_give_pytorch_dtypes() {
         // torch.sum of int32 / bool / int64 is int64; of float32 float32.
         assert_eq!(i.sum_all().unwrap().dtype(), DType::I64, "{dev}");
         assert_eq!(i.sum_all().unwrap().item_i64().unwrap(), 11);
-        let bs = b.sum_dims(&[1], false).unwrap();
+        let bs = b.sum_dims([1], false).unwrap();
         assert_eq!(bs.dtype(), DType::I64, "{dev}");
         assert_eq!(bs.to_vec::<i64>().unwrap(), vec![2, 1], "{dev}");
         assert_eq!(b.sum_all().unwrap().item_i64().unwrap(), 3, "{dev}");

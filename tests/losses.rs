@@ -243,7 +243,7 @@ fn loss_bad_inputs_name_the_op() {
                 "All input tensors should have same dimension",
             ),
             (
-                F::cosine_similarity(&x, &y.reshape(&[3, 1]).unwrap()),
+                F::cosine_similarity(&x, &y.reshape([3, 1]).unwrap()),
                 "cosine_similarity",
             ),
             (

@@ -281,16 +281,9 @@ fn meshgrid_and_views() {
         assert!(msg(Tensor::meshgrid(&[&a, &ai], Indexing::Ij)).contains("same dtype"));
         let x = arange(6, &[2, 3], &dev);
         assert_eq!(
-            x.view_as(
-                &b.unsqueeze(0)
-                    .unwrap()
-                    .expand(&[2, 3])
-                    .unwrap()
-                    .t()
-                    .unwrap()
-            )
-            .unwrap()
-            .shape(),
+            x.view_as(&b.unsqueeze(0).unwrap().expand([2, 3]).unwrap().t().unwrap())
+                .unwrap()
+                .shape(),
             [3, 2]
         );
         assert!(msg(x.t().unwrap().view_as(&arange(6, &[6], &dev)))

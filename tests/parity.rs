@@ -102,9 +102,9 @@ fn gpu_matches_cpu_on_views_and_scalars() -> Result<()> {
                 .narrow(0, 0, 2)?
                 .narrow(1, 0, 6)?
                 .narrow(2, 0, 3)?
-                .reshape(&[2, 2, 3, 3])?;
+                .reshape([2, 2, 3, 3])?;
             F::conv2d_with(
-                &t.reshape(&[2, 3, 8, 5])?.narrow(1, 0, 2)?,
+                &t.reshape([2, 3, 8, 5])?.narrow(1, 0, 2)?,
                 &w,
                 None,
                 F::Conv2dFuncOptions {
@@ -117,7 +117,7 @@ fn gpu_matches_cpu_on_views_and_scalars() -> Result<()> {
         }),
         ("max_pool", |t| {
             F::max_pool2d_with(
-                &t.reshape(&[1, 3, 16, 5])?,
+                &t.reshape([1, 3, 16, 5])?,
                 [3, 2],
                 F::MaxPool2dOptions {
                     stride: Some([2, 1].into()),

@@ -697,7 +697,7 @@ fn pytorch_state_dicts_load_and_match() -> Result<()> {
             .add(&get(&sd, "pos").narrow(1, 0, t)?)?;
         let y = enc
             .forward(&h, EncoderArgs::default())?
-            .mean_dims(&[1], false)?;
+            .mean_dims([1], false)?;
         let y = y.linear(get(&sd, "cls.weight"), Some(get(&sd, "cls.bias")))?;
         assert_close(
             &format!("transformer_encoder on {dev}"),

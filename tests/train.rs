@@ -162,7 +162,7 @@ fn optimizers_follow_pytorch_trajectories() -> Result<()> {
                     group,
                     wgtorch::optim::AdamOptions {
                         lr: f("lr", 1e-3),
-                        betas: betas,
+                        betas,
                         eps: f("eps", 1e-8),
                         weight_decay: f("weight_decay", 0.0),
                         amsgrad: kw["amsgrad"].as_bool().unwrap_or(false),
@@ -173,7 +173,7 @@ fn optimizers_follow_pytorch_trajectories() -> Result<()> {
                     group,
                     wgtorch::optim::AdamWOptions {
                         lr: f("lr", 1e-3),
-                        betas: betas,
+                        betas,
                         eps: f("eps", 1e-8),
                         weight_decay: f("weight_decay", 0.01),
                         amsgrad: kw["amsgrad"].as_bool().unwrap_or(false),

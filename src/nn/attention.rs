@@ -161,7 +161,7 @@ fn attend(
         scores = scores.add(b)?;
     }
     let mut w = if safe && bias.is_some() {
-        let dead = scores.amax(&[-1], true)?.eq_scalar(f64::NEG_INFINITY)?;
+        let dead = scores.amax([-1], true)?.eq_scalar(f64::NEG_INFINITY)?;
         let zero = scores.scalar_like(0.0)?;
         let w = Tensor::where_cond(&dead, &zero, &scores)?.softmax(-1)?;
         Tensor::where_cond(&dead, &zero, &w)?
@@ -493,8 +493,8 @@ impl MultiheadAttention {
         let mut s = s;
         for (bk, bv) in extra {
             if let (Some(bk), Some(bv)) = (bk, bv) {
-                k = Tensor::cat(&[k, bk.expand(&[1, n, e])?], 0)?;
-                v = Tensor::cat(&[v, bv.expand(&[1, n, e])?], 0)?;
+                k = Tensor::cat(&[k, bk.expand([1, n, e])?], 0)?;
+                v = Tensor::cat(&[v, bv.expand([1, n, e])?], 0)?;
                 attn = attn.map(zero_col).transpose()?;
                 pad = pad.map(zero_col).transpose()?;
                 s += 1;
@@ -503,16 +503,16 @@ impl MultiheadAttention {
         let hd = e / h;
         let pad = pad
             .map(|p| {
-                p.reshape(&[n, 1, 1, s])?
-                    .expand(&[n, h, 1, s])?
-                    .reshape(&[n * h, 1, s])
+                p.reshape([n, 1, 1, s])?
+                    .expand([n, h, 1, s])?
+                    .reshape([n * h, 1, s])
             })
             .transpose()?;
         let bias = match (attn, pad) {
             (Some(a), Some(p)) => Some(a.add(&p)?),
             (a, p) => a.or(p),
         };
-        let heads = |t: &Tensor, len: usize| t.reshape(&[len, n * h, hd])?.transpose(0, 1);
+        let heads = |t: &Tensor, len: usize| t.reshape([len, n * h, hd])?.transpose(0, 1);
         let (q, k, v) = (heads(&q, l)?, heads(&k, s)?, heads(&v, s)?);
         let p = if self.training {
             self.options.dropout
@@ -528,7 +528,7 @@ impl MultiheadAttention {
             p,
             !args.need_weights,
         )?;
-        let o = o.transpose(0, 1)?.reshape(&[l, n, e])?;
+        let o = o.transpose(0, 1)?.reshape([l, n, e])?;
         let o = self.out_proj.forward(&o)?;
         let o = match (batched, self.options.batch_first) {
             (false, _) => o.squeeze_dim(1)?,
@@ -538,9 +538,9 @@ impl MultiheadAttention {
         if !args.need_weights {
             return Ok((o, None));
         }
-        let mut wts = wts.reshape(&[n, h, l, s])?;
+        let mut wts = wts.reshape([n, h, l, s])?;
         if args.average_attn_weights {
-            wts = wts.mean_dims(&[1], false)?;
+            wts = wts.mean_dims([1], false)?;
         }
         if !batched {
             wts = wts.squeeze_dim(0)?;

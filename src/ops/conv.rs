@@ -575,19 +575,19 @@ pub fn avg_pool2d_with(
             return Err(Error::arg("avg_pool2d", "divisor must be not zero"));
         }
         return cols
-            .sum_dims(&[1], false)?
+            .sum_dims([1], false)?
             .div_scalar(d as f64)?
             .reshape(&out);
     }
     if options.count_include_pad || padding == [0, 0] {
-        return cols.mean_dims(&[1], false)?.reshape(&out);
+        return cols.mean_dims([1], false)?.reshape(&out);
     }
     // Taps inside the input per window: the same pooling of a ones plane, summed.
     let ones = Tensor::full_dtype([1, 1, g.h, g.w], 1.0, input.dtype(), &input.device())?;
     let counts = ones
         .im2col(&ConvGeom { n: 1, c: 1, ..g }, 0.0)?
-        .sum_dims(&[1], false)?;
-    cols.sum_dims(&[1], false)?.div(&counts)?.reshape(&out)
+        .sum_dims([1], false)?;
+    cols.sum_dims([1], false)?.div(&counts)?.reshape(&out)
 }
 
 /// Adaptive average pooling over `[N, C, H, W]` or `[C, H, W]` to `output_size` (one number or

@@ -63,7 +63,7 @@ pub fn cosine_similarity_with(
         crate::amp::upper(x2)?.expand(&shape)?,
     );
     let unit = |x: &Tensor| -> Result<Tensor> {
-        let sq = x.square()?.sum_dims(&[o.dim], true)?;
+        let sq = x.square()?.sum_dims([o.dim], true)?;
         let zero = sq.eq_scalar(0.0)?;
         let safe = Tensor::where_cond(&zero, &sq.ones_like()?, &sq)?.sqrt()?;
         let n = Tensor::where_cond(&zero, &sq.zeros_like()?, &safe)?;
@@ -72,5 +72,5 @@ pub fn cosine_similarity_with(
         let n = n.add(&nd.clamp(Some(o.eps), None)?.sub(&nd)?)?;
         x.div(&n)
     };
-    unit(&a)?.mul(&unit(&b)?)?.sum_dims(&[o.dim], false)
+    unit(&a)?.mul(&unit(&b)?)?.sum_dims([o.dim], false)
 }

@@ -60,12 +60,12 @@ impl Plan {
     fn flatten(&self, t: &Tensor) -> Result<Tensor> {
         let perm: Vec<isize> = self.perm.iter().map(|&p| p as isize).collect();
         t.permute(&perm)?
-            .reshape(&[self.n_d as isize, self.n_r as isize])
+            .reshape([self.n_d as isize, self.n_r as isize])
     }
     /// `[n_d, n_r]` back to self's shape (contiguous).
     fn unflatten(&self, t: &Tensor) -> Result<Tensor> {
         t.reshape(&self.p_shape)?
-            .permute(&self.inverse())?
+            .permute(self.inverse())?
             .contiguous()
     }
     /// Values of the indexing result's shape as `[n_b, n_r]` rows.
@@ -82,7 +82,7 @@ impl Plan {
         } else {
             v.clone()
         };
-        v.reshape(&[self.n_b as isize, self.n_r as isize])
+        v.reshape([self.n_b as isize, self.n_r as isize])
     }
     /// `[n_b, n_r]` rows back to the indexing result's shape.
     fn unrows(&self, r: &Tensor) -> Result<Tensor> {
@@ -258,10 +258,7 @@ impl Tensor {
             let flat = plan.flatten(&self.detach())?;
             let vals = plan.rows(&values.detach().expand(&plan.result_shape)?)?;
             let nr = plan.n_r;
-            let spread = |l: &Tensor| {
-                l.reshape(&[l.numel() as isize, 1])?
-                    .expand(&[l.numel(), nr])
-            };
+            let spread = |l: &Tensor| l.reshape([l.numel() as isize, 1])?.expand([l.numel(), nr]);
             if accumulate {
                 let out = flat.scatter_add_as(OP, 0, &spread(&lin)?, &vals)?;
                 (plan.unflatten(&out)?, None, lin)
@@ -285,11 +282,11 @@ impl Tensor {
                 let zeros = Tensor::full_dtype([plan.n_d, nr], 0.0, self.dtype(), &self.device())?;
                 let put = zeros.scatter_add_as(OP, 0, &spread(&lu)?, &vu)?;
                 let ones = Tensor::full_dtype([1], 1.0, DType::I32, &self.device())?
-                    .expand(&[lu.numel()])?;
+                    .expand([lu.numel()])?;
                 let hit = Tensor::full_dtype([plan.n_d], 0.0, DType::I32, &self.device())?
                     .scatter_add_as(OP, 0, &lu, &ones)?
                     .gt_scalar(0)?
-                    .reshape(&[-1, 1])?;
+                    .reshape([-1, 1])?;
                 let out = Tensor::where_cond(&hit, &put, &flat)?;
                 (plan.unflatten(&out)?, Some(hit), lin)
             }
@@ -424,7 +421,7 @@ impl Tensor {
                 .ok_or_else(|| Error::arg(op, "internal: missing index"))?;
             let comp = checked_component(
                 op,
-                &t.expand(&b_shape)?.reshape(&[n_b as isize])?,
+                &t.expand(&b_shape)?.reshape([n_b as isize])?,
                 self.shape()[d],
                 d,
             )?;
@@ -511,7 +508,7 @@ impl Tensor {
                 ),
             ));
         }
-        let src = source.reshape(&[-1])?.narrow(0, 0, n)?;
+        let src = source.reshape([-1])?.narrow(0, 0, n)?;
         let pos = Tensor::from_vec(pos, [n], &self.device())?;
         let put = Tensor::full_dtype([n_all as usize], 0.0, self.dtype(), &self.device())?
             .scatter_add_as(OP, 0, &pos, &src)?
@@ -566,7 +563,7 @@ fn checked_component(op: &'static str, idx: &Tensor, size: usize, dim: usize) ->
     tshape[dim] = idx.numel() as isize;
     table
         .gather_as(op, dim as isize, &wrapped.reshape(&tshape)?)?
-        .reshape(&[-1])
+        .reshape([-1])
 }
 
 /// An index tensor as int32, the type these composites compute positions in. int64 is

@@ -157,7 +157,7 @@ fn nll_rows(
             None => logp.clone(),
         };
         let smooth = lw
-            .sum_dims(&[1], false)?
+            .sum_dims([1], false)?
             .neg()?
             .mul(&keepf)?
             .mul_scalar(label_smoothing / c as f64)?;

@@ -481,13 +481,13 @@ impl Tensor {
     /// The composite: both backends and autograd from the primitives; the oracle of the fused
     /// CPU kernel.
     fn softmax_composite(&self, op: &'static str, dim: isize, log: bool) -> Result<Tensor> {
-        let m = self.amax(&[dim], true).in_op(op)?.detach();
+        let m = self.amax([dim], true).in_op(op)?.detach();
         let z = self.sub(&m)?;
         if log {
-            z.sub(&z.exp()?.sum_dims(&[dim], true)?.log()?)
+            z.sub(&z.exp()?.sum_dims([dim], true)?.log()?)
         } else {
             let e = z.exp()?;
-            e.div(&e.sum_dims(&[dim], true)?)
+            e.div(&e.sum_dims([dim], true)?)
         }
     }
     /// The fused CPU softmax over the last dim of a non-empty f32/f64 tensor (None for other
@@ -560,8 +560,8 @@ fn softmax_backward(y: &Tensor, g: &Tensor, op: &'static str, log: bool) -> Resu
         }
     }
     if log {
-        g.sub(&y.exp()?.mul(&g.sum_dims(&[-1], true)?)?)
+        g.sub(&y.exp()?.mul(&g.sum_dims([-1], true)?)?)
     } else {
-        y.mul(&g.sub(&g.mul(y)?.sum_dims(&[-1], true)?)?)
+        y.mul(&g.sub(&g.mul(y)?.sum_dims([-1], true)?)?)
     }
 }

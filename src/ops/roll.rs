@@ -33,7 +33,7 @@ impl Tensor {
             for &d in dims {
                 wrap_dim("roll", d, self.ndim())?;
             }
-            let flat = self.reshape(&[-1])?;
+            let flat = self.reshape([-1])?;
             let zeros = vec![0; shifts.len()];
             return flat.roll(shifts, &zeros)?.reshape(self.shape());
         }

@@ -45,9 +45,9 @@ impl Tensor {
         let mask = {
             let _g = crate::no_grad();
             let rows =
-                Tensor::arange_dtype(0.0, r as f64, 1.0, DType::I32, &dev)?.reshape(&[-1, 1])?;
+                Tensor::arange_dtype(0.0, r as f64, 1.0, DType::I32, &dev)?.reshape([-1, 1])?;
             let cols =
-                Tensor::arange_dtype(0.0, c as f64, 1.0, DType::I32, &dev)?.reshape(&[1, -1])?;
+                Tensor::arange_dtype(0.0, c as f64, 1.0, DType::I32, &dev)?.reshape([1, -1])?;
             let offset = cols.sub(&rows)?;
             if lower {
                 offset.lt_scalar(diagonal.saturating_add(1))?

@@ -95,7 +95,7 @@ fn dot(a: &Tensor, b: &Tensor) -> Result<f64> {
 }
 
 fn abs_max(a: &Tensor) -> Result<f64> {
-    a.abs()?.amax(&[0], false)?.item()
+    a.abs()?.amax([0], false)?.item()
 }
 
 /// PyTorch keeps these scalars as float32 tensors; rounding here keeps the trajectory on its.
@@ -144,8 +144,8 @@ impl LBFGS {
             .params()
             .iter()
             .map(|p| match p.grad() {
-                Some(g) => g.reshape(&[-1]),
-                None => p.detach().zeros_like()?.reshape(&[-1]),
+                Some(g) => g.reshape([-1]),
+                None => p.detach().zeros_like()?.reshape([-1]),
             })
             .collect::<Result<Vec<_>>>()?;
         let g = Tensor::cat(&views, 0)?;

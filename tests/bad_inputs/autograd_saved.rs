@@ -533,7 +533,7 @@ fn ordinary_training_is_unaffected() -> Result<()> {
         for _ in 0..5 {
             opt.zero_grad();
             let h = F::max_pool2d(&conv.forward(&x)?.relu()?, [2, 2])?;
-            let logits = lin.forward(&h.reshape(&[4, -1])?)?.tanh()?.exp()?;
+            let logits = lin.forward(&h.reshape([4, -1])?)?.tanh()?.exp()?;
             let loss = F::cross_entropy(&logits, &target)?;
             loss.backward_with(None, true, false)?;
             loss.backward()?; // the retained graph still sees the same versions

@@ -205,7 +205,7 @@ fn adam_step_past_2_pow_31_stays_finite() -> wgtorch::Result<()> {
                         betas: (0.9, 0.999),
                         eps: 1e-8,
                         weight_decay: 0.0,
-                        amsgrad: amsgrad,
+                        amsgrad,
                         ..Default::default()
                     },
                 )?;
