@@ -132,7 +132,12 @@ impl Trainer {
                 let h = s
                     .model
                     .forward(&x)
-                    .and_then(|l| l.argmax(Some(1), false)?.eq(&y)?.sum_all())
+                    // Counted in f32 on the device: int64 sums are added exactly through the
+                    // host on a GPU, which cannot block in the browser.
+                    .and_then(|l| {
+                        let hits = l.argmax(Some(1), false)?.eq(&y)?.sum_all()?;
+                        hits.to_dtype(wgtorch::DType::F32)
+                    })
                     .map_err(js)?;
                 hits = Some(match hits {
                     Some(t) => t.add(&h).map_err(js)?,
