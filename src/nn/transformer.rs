@@ -432,6 +432,17 @@ pub struct TransformerDecoder {
     pub norm: Option<LayerNorm>,
 }
 
+/// `layer` and `n - 1` duplicates of it (none for `n = 0`), as PyTorch's `_get_clones`.
+fn clones<L>(layer: L, n: usize, duplicate: impl Fn(&L) -> Result<L>) -> Result<Vec<L>> {
+    let mut layers = (1..n)
+        .map(|_| duplicate(&layer))
+        .collect::<Result<Vec<_>>>()?;
+    if n > 0 {
+        layers.insert(0, layer);
+    }
+    Ok(layers)
+}
+
 impl TransformerEncoder {
     /// `num_layers` copies of `encoder_layer`, no final norm.
     pub fn new(
@@ -447,12 +458,7 @@ impl TransformerEncoder {
         num_layers: usize,
         options: TransformerStackOptions,
     ) -> Result<TransformerEncoder> {
-        let mut layers = (1..num_layers)
-            .map(|_| encoder_layer.duplicate())
-            .collect::<Result<Vec<_>>>()?;
-        if num_layers > 0 {
-            layers.insert(0, encoder_layer);
-        }
+        let layers = clones(encoder_layer, num_layers, |l| l.duplicate())?;
         Ok(TransformerEncoder {
             layers,
             norm: options.norm,
@@ -482,12 +488,7 @@ impl TransformerDecoder {
         num_layers: usize,
         options: TransformerStackOptions,
     ) -> Result<TransformerDecoder> {
-        let mut layers = (1..num_layers)
-            .map(|_| decoder_layer.duplicate())
-            .collect::<Result<Vec<_>>>()?;
-        if num_layers > 0 {
-            layers.insert(0, decoder_layer);
-        }
+        let layers = clones(decoder_layer, num_layers, |l| l.duplicate())?;
         Ok(TransformerDecoder {
             layers,
             norm: options.norm,
