@@ -12,7 +12,8 @@
 //! `cargo run --release --example bench`
 //!
 //! `--seq [--rounds N]` runs only the sequence-model rows (N rounds, default 3), writing
-//! `bench-seq-results.json`.
+//! `bench-seq-results.json`. `--seq-case log_softmax|word_lm|nanogpt [--reps N]` times one of
+//! them alone (wgtorch only), for a profiler.
 //!
 //! `--soak N [--batch B] [--device cpu|gpu]` instead runs N SimpleCNN training steps (batch B,
 //! default 64; the embedded digits through a DataLoader) on each device, printing resident memory
@@ -530,6 +531,24 @@ fn main() -> Result<()> {
         if matches!(which.as_deref(), None | Some("gpu")) {
             soak(&Device::gpu()?, steps, batch)?;
         }
+        return Ok(());
+    }
+    if let Some(case) = arg::<String>("--seq-case") {
+        // One sequence case alone, wgtorch only: for a profiler (`perf record`).
+        let case = case.map_err(usage)?;
+        let reps = arg::<usize>("--reps").unwrap_or(Ok(20)).map_err(usage)?;
+        let dev = Device::Cpu;
+        let s = match case.as_str() {
+            "log_softmax" => log_softmax_case(&dev, reps)?,
+            "word_lm" => word_lm_step(&dev, reps)?,
+            "nanogpt" => gpt_step(&dev, reps)?,
+            other => {
+                return Err(usage(format!(
+                    "--seq-case takes log_softmax, word_lm or nanogpt, got {other}"
+                )))
+            }
+        };
+        println!("{case}: median {:.2} ms over {reps} steps", s * 1e3);
         return Ok(());
     }
     if std::env::args().any(|a| a == "--seq") {

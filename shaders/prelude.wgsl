@@ -87,3 +87,8 @@ fn pow_f(x: f32, e: f32) -> f32 {
     }
     return m;
 }
+
+// Exact GELU's derivative: Φ(x) + x φ(x).
+fn gelu_grad_f(x: f32) -> f32 {
+    return 0.5 * (1.0 + erf_f(x * 0.70710678118654752)) + x * 0.39894228040143268 * exp(-0.5 * x * x);
+}

@@ -1,5 +1,6 @@
 //! Element types.
 
+use crate::backend::cpu::vmath;
 use half::{bf16, f16};
 use std::fmt;
 
@@ -212,13 +213,58 @@ pub trait Real: num_traits::Float + Send + Sync + 'static + std::iter::Sum {
     fn erf(self) -> Self;
     /// Convert from f64.
     fn of(v: f64) -> Self;
+    /// `e^x` as the CPU kernels compute it: vectorisable for f32
+    /// ([`vmath`](crate::backend::cpu::vmath), within 2 ulp), the platform's for f64.
+    fn vexp(self) -> Self {
+        self.exp()
+    }
+    /// `tanh(x)` as the CPU kernels compute it (vectorisable for f32).
+    fn vtanh(self) -> Self {
+        self.tanh()
+    }
+    /// `1 / (1 + e^{-x})` as the CPU kernels compute it (vectorisable for f32).
+    fn vsigmoid(self) -> Self {
+        Self::one() / (Self::one() + (-self).exp())
+    }
+    /// The standard normal CDF `(1 + erf(x / √2)) / 2` (vectorisable for f32, and without the
+    /// cancellation of `1 + erf` in the left tail).
+    fn norm_cdf(self) -> Self {
+        let h = Self::of(0.5);
+        h * (Self::one() + (self * Self::of(std::f64::consts::FRAC_1_SQRT_2)).erf())
+    }
+    /// The standard normal density `e^{-x²/2} / √(2π)` (vectorisable for f32).
+    fn norm_pdf(self) -> Self {
+        (Self::of(-0.5) * self * self).exp() * Self::of(0.398_942_280_401_432_7)
+    }
 }
 impl Real for f32 {
+    #[inline(always)]
     fn erf(self) -> Self {
-        libm::erff(self)
+        vmath::erf(self)
     }
+    #[inline(always)]
     fn of(v: f64) -> Self {
         v as f32
+    }
+    #[inline(always)]
+    fn vexp(self) -> Self {
+        vmath::exp(self)
+    }
+    #[inline(always)]
+    fn vtanh(self) -> Self {
+        vmath::tanh(self)
+    }
+    #[inline(always)]
+    fn vsigmoid(self) -> Self {
+        vmath::sigmoid(self)
+    }
+    #[inline(always)]
+    fn norm_cdf(self) -> Self {
+        vmath::norm_cdf(self)
+    }
+    #[inline(always)]
+    fn norm_pdf(self) -> Self {
+        vmath::norm_pdf(self)
     }
 }
 impl Real for f64 {

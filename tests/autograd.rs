@@ -246,6 +246,13 @@ fn gradcheck_every_differentiable_op_family() -> Result<()> {
         ("bce", |v| {
             F::binary_cross_entropy_with_logits(&v[0], &v[1].sigmoid()?)
         }),
+        // The fused gradient ops, whose own rules serve double backward.
+        ("sigmoid_backward", |v| {
+            v[0].sigmoid_backward(&v[1].sigmoid()?)
+        }),
+        ("tanh_backward", |v| v[0].tanh_backward(&v[1].tanh()?)),
+        ("gelu_backward", |v| v[0].gelu_backward(&v[1])),
+        ("threshold_backward", |v| v[0].threshold_backward(&v[1])),
         ("cat/stack", |v| {
             Tensor::stack(
                 &[

@@ -2,10 +2,13 @@
 //! (last dim) against the composite (any other dim), forward, backward and double backward; the
 //! row loops of strided and broadcast elementwise ops against values computed on the host; the
 //! lane-wise max/min reductions with NaN and infinities. On a GPU the same comparisons check the
-//! composites.
+//! composites. The vectorisable f32 math (`exp`, `tanh`, `sigmoid`, `erf`, the normal CDF and
+//! density) against f64 references, in ulps, on every instruction set the CPU has, and the fused
+//! gradient ops (sigmoid, tanh, GELU) against their composites, with double backward.
 
 mod common;
 use common::{assert_close, devices, vals};
+use wgtorch::backend::cpu::vmath;
 use wgtorch::{DType, Device, Result, Tensor};
 
 /// Softmax (or log-softmax) of `x` `[R, N]` along dim 1 (the fused kernel on the CPU) and the
@@ -341,4 +344,138 @@ fn embedding_rows_gather_and_accumulate_like_the_host() -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// How far `got` is from the f64 reference `want`, in ulps of `want` rounded to f32 (NaN and
+/// infinities must match exactly).
+fn ulps(got: f32, want: f64) -> f64 {
+    if want.is_nan() || got.is_nan() {
+        return if want.is_nan() && got.is_nan() {
+            0.0
+        } else {
+            f64::INFINITY
+        };
+    }
+    let w = (want as f32).abs();
+    if w.is_infinite() || got.is_infinite() {
+        return if got == want as f32 {
+            0.0
+        } else {
+            f64::INFINITY
+        };
+    }
+    let ulp = (f32::from_bits(w.to_bits() + 1) - w) as f64;
+    (got as f64 - want).abs() / ulp
+}
+
+/// The largest ulp error of `f` against `reference` over `xs`, and where.
+fn worst(
+    isa: vmath::Isa,
+    xs: &[f32],
+    f: impl Fn(f32) -> f32,
+    reference: impl Fn(f64) -> f64,
+) -> (f64, f32) {
+    let mut out = vec![0f32; xs.len()];
+    vmath::vectorized_on(isa, || {
+        for (o, &x) in out.iter_mut().zip(xs) {
+            *o = f(x);
+        }
+    });
+    let mut w = (0.0, 0.0);
+    for (&x, &y) in xs.iter().zip(&out) {
+        let e = ulps(y, reference(x as f64));
+        if e > w.0 || e.is_nan() {
+            w = (e, x);
+        }
+    }
+    w
+}
+
+/// Dense sweeps over each function's range (every 4096th f32 plus a linear grid), with the
+/// special values, on the baseline, AVX2 and AVX-512 paths (those the CPU lacks run the baseline).
+#[test]
+fn vmath_accuracy() {
+    let mut xs: Vec<f32> = (0..u32::MAX / 4096)
+        .map(|i| f32::from_bits(i * 4096))
+        .filter(|x| x.abs() < 120.0)
+        .flat_map(|x| [x, -x])
+        .collect();
+    xs.extend((0..400_001).map(|i| -20.0 + i as f32 * 1e-4));
+    xs.extend([
+        0.0,
+        -0.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        88.72,
+        88.73,
+        -87.34,
+        -103.9,
+        -104.0,
+        1e-30,
+        -1e-30,
+    ]);
+    let erf64 = |x: f64| libm::erf(x);
+    let cdf64 = |x: f64| 0.5 * libm::erfc(-x / std::f64::consts::SQRT_2);
+    for isa in [vmath::Isa::Baseline, vmath::Isa::Avx2, vmath::Isa::Avx512] {
+        let cases: [(&str, f64, (f64, f32)); 6] = [
+            ("exp", 2.0, worst(isa, &xs, vmath::exp, f64::exp)),
+            ("tanh", 2.0, worst(isa, &xs, vmath::tanh, f64::tanh)),
+            (
+                "sigmoid",
+                3.0,
+                worst(isa, &xs, vmath::sigmoid, |x| 1.0 / (1.0 + (-x).exp())),
+            ),
+            ("erf", 3.0, worst(isa, &xs, vmath::erf, erf64)),
+            (
+                "norm_cdf",
+                6.0,
+                worst(
+                    isa,
+                    &xs.iter()
+                        .copied()
+                        .filter(|x| *x > -13.0)
+                        .collect::<Vec<_>>(),
+                    vmath::norm_cdf,
+                    cdf64,
+                ),
+            ),
+            (
+                "norm_pdf",
+                4.0,
+                worst(
+                    isa,
+                    &xs.iter()
+                        .copied()
+                        .filter(|x| x.abs() < 13.0)
+                        .collect::<Vec<_>>(),
+                    vmath::norm_pdf,
+                    |x| (-0.5 * x * x).exp() * 0.398_942_280_401_432_7,
+                ),
+            ),
+        ];
+        for (name, bound, (err, at)) in cases {
+            assert!(
+                err <= bound,
+                "{isa:?} {name}: {err:.2} ulp at {at:e} (bound {bound})"
+            );
+        }
+        // The left tail of the CDF keeps its relative accuracy far past where 1 + erf cancels.
+        let (mut out, tail): (Vec<f32>, Vec<f32>) = (
+            Vec::new(),
+            (0..2000).map(|i| -5.0 - i as f32 * 0.005).collect(),
+        );
+        vmath::vectorized_on(isa, || {
+            out = tail.iter().map(|&x| vmath::norm_cdf(x)).collect()
+        });
+        for (&x, &y) in tail.iter().zip(&out) {
+            let want = cdf64(x as f64);
+            // Relative to the value, plus a few subnormal steps (2^-149) where it is subnormal.
+            let bound = (2e-7 * (x as f64).powi(2) + 1e-6) * want + 4.0 * f32::from_bits(1) as f64;
+            assert!(
+                (y as f64 - want).abs() < bound,
+                "{isa:?} norm_cdf({x}) = {y:e} vs {want:e}"
+            );
+        }
+    }
 }

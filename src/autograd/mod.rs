@@ -10,6 +10,7 @@ pub use grad_mode::{
 pub use gradcheck::gradcheck;
 pub(crate) use saved::{Saved, SavedState};
 
+use crate::shape::Layout;
 use crate::{Error, Result, Tensor};
 use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
@@ -28,6 +29,11 @@ pub struct Node {
     pub(crate) inputs: Vec<Option<Tensor>>,
     backward: Mutex<Option<BackwardFn>>,
     created_at: Option<String>,
+    /// For a view op: the input's shape and where the view sits in a contiguous tensor of that
+    /// shape. Without `create_graph`, the engine adds the view's gradient into that region of
+    /// one gradient buffer per input instead of running the rule, which would materialise a
+    /// zero tensor of the input's size per view (quadratic for a loop over `narrow`s).
+    view: Option<(Vec<usize>, Layout)>,
 }
 
 impl Node {
@@ -54,10 +60,35 @@ pub(crate) fn record<S: SavedState>(
     saved: S,
     rule: Rule<S>,
 ) -> Tensor {
+    record_node(out, name, inputs, saved, rule, None)
+}
+
+/// [`record`] for a view op: `rel` places the view in a contiguous tensor of the input's shape
+/// `base`, and `rule` (used when the backward pass builds a graph) must return that scatter.
+pub(crate) fn record_view<S: SavedState>(
+    out: Tensor,
+    name: &'static str,
+    input: &Tensor,
+    (base, rel): (Vec<usize>, Layout),
+    saved: S,
+    rule: Rule<S>,
+) -> Tensor {
+    record_node(out, name, &[input], saved, rule, Some((base, rel)))
+}
+
+fn record_node<S: SavedState>(
+    out: Tensor,
+    name: &'static str,
+    inputs: &[&Tensor],
+    saved: S,
+    rule: Rule<S>,
+    view: Option<(Vec<usize>, Layout)>,
+) -> Tensor {
     if !is_grad_enabled() || !inputs.iter().any(|t| t.requires_grad()) {
         return out;
     }
     let node = Node {
+        view,
         name,
         inputs: inputs
             .iter()
@@ -126,10 +157,12 @@ pub(crate) fn backward(
 ) -> Result<()> {
     let _mode = GradModeGuard::new(create_graph);
     let order = topo_order(root);
-    let mut grads: HashMap<u64, Tensor> = HashMap::new();
-    grads.insert(root.id(), grad);
+    // Each pending gradient, and whether the engine owns its buffer (allocated here, aliased by
+    // nothing else), so that view gradients may be added into it in place.
+    let mut grads: HashMap<u64, (Tensor, bool)> = HashMap::new();
+    grads.insert(root.id(), (grad, false));
     for t in order {
-        let Some(g) = grads.remove(&t.id()) else {
+        let Some((g, _)) = grads.remove(&t.id()) else {
             continue;
         };
         let Some(node) = t.grad_fn() else {
@@ -154,6 +187,22 @@ pub(crate) fn backward(
                 "Trying to backward through the graph a second time (or directly access saved tensors after they have already been freed). Saved intermediate values of the graph are freed when you call .backward() or autograd.grad(). Specify retain_graph=True if you need to backward through the graph a second time or if you need to access saved tensors after calling backward.".into(),
             ));
         };
+        if let (Some((base, rel)), Some(Some(inp)), false) =
+            (&node.view, node.inputs.first(), create_graph)
+        {
+            let id = inp.id();
+            let buf = match grads.remove(&id) {
+                None => g.strided_scatter(base, rel)?,
+                Some((prev, owned)) => {
+                    let buf = if owned { prev } else { prev.fresh_copy()? };
+                    let _plain = no_grad();
+                    buf.with_layout(rel.clone()).add_(&g)?;
+                    buf
+                }
+            };
+            grads.insert(id, (buf, true));
+            continue;
+        }
         let input_grads = saved::running(node.name, || f(&g))?;
         for (inp, ig) in node.inputs.iter().zip(input_grads) {
             let (Some(inp), Some(ig)) = (inp, ig) else {
@@ -174,14 +223,11 @@ pub(crate) fn backward(
                     inp.shape()
                 )));
             }
-            match grads.remove(&inp.id()) {
-                Some(prev) => {
-                    grads.insert(inp.id(), prev.add(&ig)?);
-                }
-                None => {
-                    grads.insert(inp.id(), ig);
-                }
-            }
+            let entry = match grads.remove(&inp.id()) {
+                Some((prev, _)) => (prev.add(&ig)?, true),
+                None => (ig, false),
+            };
+            grads.insert(inp.id(), entry);
         }
     }
     Ok(())

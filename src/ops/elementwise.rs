@@ -8,7 +8,6 @@ use crate::{Result, Tensor};
 use num_traits::{WrappingAdd, WrappingMul, WrappingSub};
 
 const SQRT_2_OVER_PI: f64 = 0.797_884_560_802_865_4;
-const FRAC_1_SQRT_2: f64 = std::f64::consts::FRAC_1_SQRT_2;
 
 /// Unary elementwise ops on floating-point tensors. Scalar parameters travel with the variant,
 /// in f64 so that f64 tensors use them unrounded (GPU kernels, which compute in f32, round them).
@@ -146,14 +145,14 @@ impl UnaryOp {
         match *self {
             Neg => -x,
             Abs => x.abs(),
-            Exp => x.exp(),
+            Exp => x.vexp(),
             Log => x.ln(),
             Sqrt => x.sqrt(),
             Rsqrt => one / x.sqrt(),
             Sin => x.sin(),
             Cos => x.cos(),
-            Tanh => x.tanh(),
-            Sigmoid => one / (one + (-x).exp()),
+            Tanh => x.vtanh(),
+            Sigmoid => x.vsigmoid(),
             Relu => {
                 if x < zero {
                     zero
@@ -161,12 +160,12 @@ impl UnaryOp {
                     x
                 }
             }
-            Gelu => half * x * (one + (x * R::of(FRAC_1_SQRT_2)).erf()),
+            Gelu => x * x.norm_cdf(),
             GeluTanh => {
                 half * x
-                    * (one + (R::of(SQRT_2_OVER_PI) * (x + R::of(0.044715) * x * x * x)).tanh())
+                    * (one + (R::of(SQRT_2_OVER_PI) * (x + R::of(0.044715) * x * x * x)).vtanh())
             }
-            Silu => x / (one + (-x).exp()),
+            Silu => x / (one + (-x).vexp()),
             Elu(a) => {
                 if x > zero {
                     x
@@ -239,26 +238,10 @@ impl UnaryOp {
             Rsqrt => g.mul(&y()?.pow_scalar(3.0)?.mul_scalar(-0.5)?),
             Sin => g.mul(&x()?.cos()?),
             Cos => g.mul(&x()?.sin()?.neg()?),
-            Tanh => g.mul(&y()?.square()?.neg()?.add_scalar(1.0)?),
-            Sigmoid => {
-                let y = y()?;
-                g.mul(&y.mul(&y.neg()?.add_scalar(1.0)?)?)
-            }
+            Tanh => g.tanh_backward(&y()?),
+            Sigmoid => g.sigmoid_backward(&y()?),
             Relu => g.threshold_backward(&x()?),
-            Gelu => {
-                let x = x()?;
-                let cdf = x
-                    .mul_scalar(FRAC_1_SQRT_2)?
-                    .erf()?
-                    .add_scalar(1.0)?
-                    .mul_scalar(0.5)?;
-                let pdf = x
-                    .square()?
-                    .mul_scalar(-0.5)?
-                    .exp()?
-                    .mul_scalar(0.398_942_280_401_432_7)?;
-                g.mul(&cdf.add(&x.mul(&pdf)?)?)
-            }
+            Gelu => g.gelu_backward(&x()?),
             GeluTanh => {
                 let x = x()?;
                 let x2 = x.square()?;
@@ -350,6 +333,12 @@ pub enum BinaryOp {
     /// `a` where `b > 0`, else 0: relu's gradient `a` through input `b` in one pass
     /// (torch.ops.aten.threshold_backward with threshold 0).
     ThresholdBackward,
+    /// `a * b * (1 - b)`: sigmoid's gradient `a` through its output `b`, in one pass.
+    SigmoidBackward,
+    /// `a * (1 - b²)`: tanh's gradient `a` through its output `b`, in one pass.
+    TanhBackward,
+    /// `a * (Φ(b) + b φ(b))`: exact GELU's gradient `a` through its input `b`, in one pass.
+    GeluBackward,
 }
 
 impl BinaryOp {
@@ -373,6 +362,9 @@ impl BinaryOp {
             LogicalAnd => "logical_and",
             LogicalOr => "logical_or",
             ThresholdBackward => "threshold_backward",
+            SigmoidBackward => "sigmoid_backward",
+            TanhBackward => "tanh_backward",
+            GeluBackward => "gelu_backward",
         }
     }
     /// True for ops whose result is bool.
@@ -380,12 +372,17 @@ impl BinaryOp {
         use BinaryOp::*;
         matches!(self, Eq | Ne | Lt | Le | Gt | Ge | LogicalAnd | LogicalOr)
     }
+    /// The fused gradient ops (an upstream gradient through a saved input or output in one
+    /// pass), float only.
+    pub const GRADIENTS: [BinaryOp; 4] = [
+        BinaryOp::ThresholdBackward,
+        BinaryOp::SigmoidBackward,
+        BinaryOp::TanhBackward,
+        BinaryOp::GeluBackward,
+    ];
     /// True for ops only defined on floating-point inputs (integer inputs are promoted).
     pub fn needs_float(&self) -> bool {
-        matches!(
-            self,
-            BinaryOp::Div | BinaryOp::Pow | BinaryOp::ThresholdBackward
-        )
+        matches!(self, BinaryOp::Div | BinaryOp::Pow) || Self::GRADIENTS.contains(self)
     }
     /// WGSL expression of `a` and `b` (both of the kernel's element type).
     pub fn wgsl(&self) -> &'static str {
@@ -399,6 +396,9 @@ impl BinaryOp {
             Maximum => "max(a, b)",
             Minimum => "min(a, b)",
             ThresholdBackward => "select(0.0, a, b > 0.0)",
+            SigmoidBackward => "a * b * (1.0 - b)",
+            TanhBackward => "a * (1.0 - b * b)",
+            GeluBackward => "a * gelu_grad_f(b)",
             Eq => "select(0u, 1u, a == b)",
             Ne => "select(0u, 1u, a != b)",
             Lt => "select(0u, 1u, a < b)",
@@ -440,6 +440,9 @@ impl BinaryOp {
                     R::zero()
                 }
             }
+            SigmoidBackward => a * b * (R::one() - b),
+            TanhBackward => a * (R::one() - b * b),
+            GeluBackward => a * (b.norm_cdf() + b * b.norm_pdf()),
             _ => R::of(self.cmp(a, b) as u8 as f64),
         }
     }
@@ -521,6 +524,26 @@ impl BinaryOp {
             }
             // Linear in the gradient; zero almost everywhere in the input.
             ThresholdBackward => (g.threshold_backward(&b.get()?)?, g.zeros_like()?),
+            SigmoidBackward => {
+                let (a, b) = (a.get()?, b.get()?);
+                let db = g.mul(&a)?.mul(&b.mul_scalar(-2.0)?.add_scalar(1.0)?)?;
+                (g.sigmoid_backward(&b)?, db)
+            }
+            TanhBackward => {
+                let (a, b) = (a.get()?, b.get()?);
+                (g.tanh_backward(&b)?, g.mul(&a)?.mul(&b.mul_scalar(-2.0)?)?)
+            }
+            GeluBackward => {
+                // d/dx (Φ(x) + x φ(x)) = φ(x) (2 - x²)
+                let (a, b) = (a.get()?, b.get()?);
+                let pdf = b
+                    .square()?
+                    .mul_scalar(-0.5)?
+                    .exp()?
+                    .mul_scalar(0.398_942_280_401_432_7)?;
+                let d2 = pdf.mul(&b.square()?.neg()?.add_scalar(2.0)?)?;
+                (g.gelu_backward(&b)?, g.mul(&a)?.mul(&d2)?)
+            }
             Maximum | Minimum => {
                 // PyTorch's rule: each side's gradient is masked where the other side wins and
                 // halved on ties, so where either is NaN both receive the whole gradient.

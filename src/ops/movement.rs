@@ -1,6 +1,6 @@
 //! Shape and movement ops. Views share storage; their backward rules map the gradient back.
 
-use crate::autograd::record;
+use crate::autograd::{record, record_view};
 use crate::error::InOp;
 use crate::ops::reduce::wrap_dims;
 use crate::shape::{checked_numel, infer_shape, wrap_dim, IntoShape, Layout};
@@ -261,9 +261,15 @@ impl Tensor {
         let out = self.with_layout(f(self.layout()));
         let base = self.shape().to_vec();
         let rel = f(&Layout::contiguous(&base));
-        Ok(record(out, name, &[self], (base, rel), |(base, rel), g| {
-            Ok(vec![Some(g.strided_scatter(base, rel)?)])
-        }))
+        let place = (base.clone(), rel.clone());
+        Ok(record_view(
+            out,
+            name,
+            self,
+            place,
+            (base, rel),
+            |(base, rel), g| Ok(vec![Some(g.strided_scatter(base, rel)?)]),
+        ))
     }
     /// Zeros of `base` shape with `self` written at the positions `rel` (relative to a contiguous
     /// tensor of `base` shape). Differentiable; its backward reads those positions back.
@@ -284,6 +290,17 @@ impl Tensor {
             })?;
             Ok(vec![Some(v)])
         }))
+    }
+
+    /// A contiguous copy in fresh storage (not recorded by autograd; PyTorch's `clone` of a
+    /// detached tensor).
+    pub(crate) fn fresh_copy(&self) -> Result<Tensor> {
+        let out = Tensor::full_dtype(self.shape(), 0.0, self.dtype(), &self.device())?;
+        {
+            let mut dst = out.0.storage.data.write();
+            dst.copy_into(out.layout(), &self.storage(), self.layout())?;
+        }
+        Ok(out)
     }
 
     /// `length` elements of `dim` from `start` (a view).

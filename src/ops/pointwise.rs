@@ -342,6 +342,21 @@ impl Tensor {
     pub fn threshold_backward(&self, input: &Tensor) -> Result<Tensor> {
         self.binary(BinaryOp::ThresholdBackward, input)
     }
+    /// sigmoid's gradient from its output `y = sigmoid(x)`: `self * y * (1 - y)` in one pass
+    /// (PyTorch's `sigmoid_backward`).
+    pub fn sigmoid_backward(&self, output: &Tensor) -> Result<Tensor> {
+        self.binary(BinaryOp::SigmoidBackward, output)
+    }
+    /// tanh's gradient from its output `y = tanh(x)`: `self * (1 - y²)` in one pass (PyTorch's
+    /// `tanh_backward`).
+    pub fn tanh_backward(&self, output: &Tensor) -> Result<Tensor> {
+        self.binary(BinaryOp::TanhBackward, output)
+    }
+    /// Exact GELU's gradient from its input: `self * (Φ(x) + x φ(x))` in one pass (PyTorch's
+    /// `gelu_backward` with `approximate='none'`).
+    pub fn gelu_backward(&self, input: &Tensor) -> Result<Tensor> {
+        self.binary(BinaryOp::GeluBackward, input)
+    }
     /// Elementwise minimum.
     pub fn minimum(&self, other: &Tensor) -> Result<Tensor> {
         self.binary(BinaryOp::Minimum, other)

@@ -1,10 +1,18 @@
 //! CPU elementwise kernels: strided inputs, contiguous outputs.
 
+use super::vmath::vectorized;
 use super::{for_offsets, par_fill, pool, with_cpu, with_dtype, CpuElem, CpuStorage, GRAIN};
 use crate::dtype::Elem;
 use crate::ops::{BinaryOp, UnaryOp};
 use crate::shape::Layout;
 use crate::DType;
+
+/// `f` itself: a place where a closure may carry `#[inline(always)]` (an attribute on a closure
+/// is accepted in argument position), so that it inlines into [`vectorized`] loops.
+#[inline(always)]
+fn inlined<F>(f: F) -> F {
+    f
+}
 
 /// Call `$body` with `$f` bound to the scalar function of `$op`. The common ops get a closure of
 /// their own, so each is compiled into its own loop (the per-element `match` folds away and the
@@ -14,48 +22,123 @@ macro_rules! mono_unary {
         use UnaryOp::*;
         match $op {
             Relu => {
-                let $f = |x| Relu.cpu(x);
+                let $f = inlined(
+                    #[inline(always)]
+                    |x| Relu.cpu(x),
+                );
                 $body
             }
             Step => {
-                let $f = |x| Step.cpu(x);
+                let $f = inlined(
+                    #[inline(always)]
+                    |x| Step.cpu(x),
+                );
                 $body
             }
             Neg => {
-                let $f = |x| Neg.cpu(x);
+                let $f = inlined(
+                    #[inline(always)]
+                    |x| Neg.cpu(x),
+                );
                 $body
             }
             Exp => {
-                let $f = |x| Exp.cpu(x);
+                let $f = inlined(
+                    #[inline(always)]
+                    |x| Exp.cpu(x),
+                );
+                $body
+            }
+            Sigmoid => {
+                let $f = inlined(
+                    #[inline(always)]
+                    |x| Sigmoid.cpu(x),
+                );
+                $body
+            }
+            Tanh => {
+                let $f = inlined(
+                    #[inline(always)]
+                    |x| Tanh.cpu(x),
+                );
+                $body
+            }
+            Gelu => {
+                let $f = inlined(
+                    #[inline(always)]
+                    |x| Gelu.cpu(x),
+                );
+                $body
+            }
+            GeluTanh => {
+                let $f = inlined(
+                    #[inline(always)]
+                    |x| GeluTanh.cpu(x),
+                );
+                $body
+            }
+            Silu => {
+                let $f = inlined(
+                    #[inline(always)]
+                    |x| Silu.cpu(x),
+                );
+                $body
+            }
+            Erf => {
+                let $f = inlined(
+                    #[inline(always)]
+                    |x| Erf.cpu(x),
+                );
                 $body
             }
             Log => {
-                let $f = |x| Log.cpu(x);
+                let $f = inlined(
+                    #[inline(always)]
+                    |x| Log.cpu(x),
+                );
                 $body
             }
             Sqrt => {
-                let $f = |x| Sqrt.cpu(x);
+                let $f = inlined(
+                    #[inline(always)]
+                    |x| Sqrt.cpu(x),
+                );
                 $body
             }
             Square => {
-                let $f = |x| Square.cpu(x);
+                let $f = inlined(
+                    #[inline(always)]
+                    |x| Square.cpu(x),
+                );
                 $body
             }
             MulScalar(a) => {
-                let $f = move |x| MulScalar(a).cpu(x);
+                let $f = inlined(
+                    #[inline(always)]
+                    move |x| MulScalar(a).cpu(x),
+                );
                 $body
             }
             // `x.pow(2)` (the squared norms of gradient clipping) is `x * x`, exactly.
             PowScalar(e) if e == 2.0 => {
-                let $f = |x| Square.cpu(x);
+                let $f = inlined(
+                    #[inline(always)]
+                    |x| Square.cpu(x),
+                );
                 $body
             }
             AddScalar(a) => {
-                let $f = move |x| AddScalar(a).cpu(x);
+                let $f = inlined(
+                    #[inline(always)]
+                    move |x| AddScalar(a).cpu(x),
+                );
                 $body
             }
             op => {
-                let $f = move |x| op.cpu(x);
+                let $f = inlined(
+                    #[inline(always)]
+                    move |x| op.cpu(x),
+                );
                 $body
             }
         }
@@ -67,27 +150,66 @@ macro_rules! mono_binary {
         use BinaryOp::*;
         match $op {
             Add => {
-                let $f = |a, b| Add.cpu(a, b);
+                let $f = inlined(
+                    #[inline(always)]
+                    |a, b| Add.cpu(a, b),
+                );
                 $body
             }
             Sub => {
-                let $f = |a, b| Sub.cpu(a, b);
+                let $f = inlined(
+                    #[inline(always)]
+                    |a, b| Sub.cpu(a, b),
+                );
                 $body
             }
             Mul => {
-                let $f = |a, b| Mul.cpu(a, b);
+                let $f = inlined(
+                    #[inline(always)]
+                    |a, b| Mul.cpu(a, b),
+                );
                 $body
             }
             Div => {
-                let $f = |a, b| Div.cpu(a, b);
+                let $f = inlined(
+                    #[inline(always)]
+                    |a, b| Div.cpu(a, b),
+                );
                 $body
             }
             ThresholdBackward => {
-                let $f = |a, b| ThresholdBackward.cpu(a, b);
+                let $f = inlined(
+                    #[inline(always)]
+                    |a, b| ThresholdBackward.cpu(a, b),
+                );
+                $body
+            }
+            SigmoidBackward => {
+                let $f = inlined(
+                    #[inline(always)]
+                    |a, b| SigmoidBackward.cpu(a, b),
+                );
+                $body
+            }
+            TanhBackward => {
+                let $f = inlined(
+                    #[inline(always)]
+                    |a, b| TanhBackward.cpu(a, b),
+                );
+                $body
+            }
+            GeluBackward => {
+                let $f = inlined(
+                    #[inline(always)]
+                    |a, b| GeluBackward.cpu(a, b),
+                );
                 $body
             }
             op => {
-                let $f = move |a, b| op.cpu(a, b);
+                let $f = inlined(
+                    #[inline(always)]
+                    move |a, b| op.cpu(a, b),
+                );
                 $body
             }
         }
@@ -96,7 +218,7 @@ macro_rules! mono_binary {
 
 /// `op(x)` for a float tensor.
 pub(crate) fn unary(op: UnaryOp, x: &CpuStorage, l: &Layout) -> CpuStorage {
-    with_cpu!(x, v, T => mono_unary!(op, f => T::wrap(map(v, l, |x: T| T::from_acc(f(x.to_acc()))))))
+    with_cpu!(x, v, T => mono_unary!(op, f => T::wrap(map(v, l, #[inline(always)] |x: T| T::from_acc(f(x.to_acc()))))))
 }
 
 /// `f` over the elements of the view `l` of `v`, into a new contiguous vector.
@@ -108,25 +230,35 @@ fn map<T: Elem, U: CpuElem>(v: &[T], l: &Layout, f: impl Fn(T) -> U + Sync + Sen
         let src = &v[l.offset..l.offset + n];
         par_fill(&mut out, |start, chunk| {
             let src = &src[start..start + chunk.len()];
-            for (o, &x) in chunk.iter_mut().zip(src) {
-                *o = f(x);
-            }
+            vectorized(
+                #[inline(always)]
+                || {
+                    for (o, &x) in chunk.iter_mut().zip(src) {
+                        *o = f(x);
+                    }
+                },
+            )
         });
     } else if let Some(n) = row_len(l) {
         let s = l.strides[l.shape.len() - 1];
         par_rows(&mut out, n, |r0, chunk| {
             let starts = row_starts(l, r0, chunk.len() / n);
-            for (o, &p) in chunk.chunks_exact_mut(n).zip(&starts) {
-                if s == 1 {
-                    for (o, &x) in o.iter_mut().zip(&v[p..p + n]) {
-                        *o = f(x);
+            vectorized(
+                #[inline(always)]
+                || {
+                    for (o, &p) in chunk.chunks_exact_mut(n).zip(&starts) {
+                        if s == 1 {
+                            for (o, &x) in o.iter_mut().zip(&v[p..p + n]) {
+                                *o = f(x);
+                            }
+                        } else {
+                            for (j, o) in o.iter_mut().enumerate() {
+                                *o = f(v[p + j * s]);
+                            }
+                        }
                     }
-                } else {
-                    for (j, o) in o.iter_mut().enumerate() {
-                        *o = f(v[p + j * s]);
-                    }
-                }
-            }
+                },
+            );
         });
     } else {
         par_fill(&mut out, |start, chunk| {
@@ -227,7 +359,7 @@ pub(crate) fn binary(
         if op.is_comparison() {
             CpuStorage::Bool(zip(av, al, bv, bl, |a: T, b: T| op.cmp(a.to_acc(), b.to_acc())))
         } else {
-            mono_binary!(op, f => T::wrap(zip(av, al, bv, bl, |a: T, b: T| T::from_acc(f(a.to_acc(), b.to_acc())))))
+            mono_binary!(op, f => T::wrap(zip(av, al, bv, bl, #[inline(always)] |a: T, b: T| T::from_acc(f(a.to_acc(), b.to_acc())))))
         }
     })
 }
@@ -252,17 +384,27 @@ fn zip<T: Elem, U: CpuElem>(
                 &a[start..start + chunk.len()],
                 &b[start..start + chunk.len()],
             );
-            for ((o, &x), &y) in chunk.iter_mut().zip(a).zip(b) {
-                *o = f(x, y);
-            }
+            vectorized(
+                #[inline(always)]
+                || {
+                    for ((o, &x), &y) in chunk.iter_mut().zip(a).zip(b) {
+                        *o = f(x, y);
+                    }
+                },
+            )
         });
     } else if al.is_contiguous() && scalar(bl) {
         let (a, y) = (&av[al.offset..al.offset + n], bv[bl.offset]);
         par_fill(&mut out, |start, chunk| {
             let a = &a[start..start + chunk.len()];
-            for (o, &x) in chunk.iter_mut().zip(a) {
-                *o = f(x, y);
-            }
+            vectorized(
+                #[inline(always)]
+                || {
+                    for (o, &x) in chunk.iter_mut().zip(a) {
+                        *o = f(x, y);
+                    }
+                },
+            )
         });
     } else if let Some(n) = row_len(al) {
         let nd = al.shape.len();
@@ -270,33 +412,39 @@ fn zip<T: Elem, U: CpuElem>(
         par_rows(&mut out, n, |r0, chunk| {
             let rows = chunk.len() / n;
             let (ra, rb) = (row_starts(al, r0, rows), row_starts(bl, r0, rows));
-            for ((o, &pa), &pb) in chunk.chunks_exact_mut(n).zip(&ra).zip(&rb) {
-                match (sa, sb) {
-                    (1, 1) => {
-                        for ((o, &x), &y) in o.iter_mut().zip(&av[pa..pa + n]).zip(&bv[pb..pb + n])
-                        {
-                            *o = f(x, y);
+            vectorized(
+                #[inline(always)]
+                || {
+                    for ((o, &pa), &pb) in chunk.chunks_exact_mut(n).zip(&ra).zip(&rb) {
+                        match (sa, sb) {
+                            (1, 1) => {
+                                for ((o, &x), &y) in
+                                    o.iter_mut().zip(&av[pa..pa + n]).zip(&bv[pb..pb + n])
+                                {
+                                    *o = f(x, y);
+                                }
+                            }
+                            (1, 0) => {
+                                let y = bv[pb];
+                                for (o, &x) in o.iter_mut().zip(&av[pa..pa + n]) {
+                                    *o = f(x, y);
+                                }
+                            }
+                            (0, 1) => {
+                                let x = av[pa];
+                                for (o, &y) in o.iter_mut().zip(&bv[pb..pb + n]) {
+                                    *o = f(x, y);
+                                }
+                            }
+                            _ => {
+                                for (j, o) in o.iter_mut().enumerate() {
+                                    *o = f(av[pa + j * sa], bv[pb + j * sb]);
+                                }
+                            }
                         }
                     }
-                    (1, 0) => {
-                        let y = bv[pb];
-                        for (o, &x) in o.iter_mut().zip(&av[pa..pa + n]) {
-                            *o = f(x, y);
-                        }
-                    }
-                    (0, 1) => {
-                        let x = av[pa];
-                        for (o, &y) in o.iter_mut().zip(&bv[pb..pb + n]) {
-                            *o = f(x, y);
-                        }
-                    }
-                    _ => {
-                        for (j, o) in o.iter_mut().enumerate() {
-                            *o = f(av[pa + j * sa], bv[pb + j * sb]);
-                        }
-                    }
-                }
-            }
+                },
+            );
         });
     } else {
         par_fill(&mut out, |start, chunk| {

@@ -7,6 +7,7 @@ mod matmul;
 pub mod pool;
 mod reduce;
 mod sort;
+pub mod vmath;
 
 pub(crate) use conv::*;
 pub(crate) use elementwise::*;

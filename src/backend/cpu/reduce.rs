@@ -1,5 +1,6 @@
 //! CPU reductions over the last axis of a contiguous `[rows, n]` tensor.
 
+use super::vmath::vectorized;
 use super::{pool, with_cpu, with_dtype, CpuElem, CpuStorage, GRAIN};
 use crate::dtype::{Elem, Real};
 use crate::ops::ReduceOp;
@@ -98,6 +99,7 @@ fn sum_lanes<T: Elem>(r: &[T]) -> f64 {
 /// Sixteen independent lanes with a branch-free select, so the loop vectorises; a NaN sticks in
 /// its lane (`x > NaN` is false) and wins when the lanes are combined. An empty row gives -inf
 /// (+inf).
+#[inline(always)]
 fn extreme_lanes<T: Elem>(r: &[T], min: bool) -> T::Acc {
     let init = T::Acc::of(if min {
         f64::INFINITY
@@ -242,6 +244,7 @@ fn sum_map<T: Copy, A: Real>(r: &[T], f: impl Fn(T) -> A) -> A {
 }
 
 /// `sum(a * b)` in sixteen lanes, combined in a fixed order.
+#[inline(always)]
 fn dot_lanes<A: Real>(a: &[A], b: &[A]) -> A {
     let mut acc = [A::zero(); 16];
     let (ca, cb) = (a.chunks_exact(16), b.chunks_exact(16));
@@ -276,21 +279,26 @@ pub(crate) fn softmax_rows<T: Real + CpuElem + Elem<Acc = T>>(
         .zip(x.par_chunks(n))
         .with_min_len((GRAIN / n).max(1))
         .for_each(|(o, r)| {
-            let m = extreme_lanes(r, false);
-            if log {
-                let lse = m + sum_map(r, |x: T| (x - m).exp()).ln();
-                for (o, &x) in o.iter_mut().zip(r) {
-                    *o = x - lse;
-                }
-            } else {
-                for (o, &x) in o.iter_mut().zip(r) {
-                    *o = (x - m).exp();
-                }
-                let inv = T::one() / sum_map(o, |e: T| e);
-                for o in o.iter_mut() {
-                    *o = *o * inv;
-                }
-            }
+            vectorized(
+                #[inline(always)]
+                || {
+                    let m = extreme_lanes(r, false);
+                    if log {
+                        let lse = m + sum_map(r, |x: T| (x - m).vexp()).ln();
+                        for (o, &x) in o.iter_mut().zip(r) {
+                            *o = x - lse;
+                        }
+                    } else {
+                        for (o, &x) in o.iter_mut().zip(r) {
+                            *o = (x - m).vexp();
+                        }
+                        let inv = T::one() / sum_map(o, |e: T| e);
+                        for o in o.iter_mut() {
+                            *o = *o * inv;
+                        }
+                    }
+                },
+            )
         });
     out
 }
@@ -313,17 +321,22 @@ pub(crate) fn softmax_backward_rows<T: Real + CpuElem + Elem<Acc = T>>(
         .zip(y.par_chunks(n).zip(g.par_chunks(n)))
         .with_min_len((GRAIN / n).max(1))
         .for_each(|(o, (y, g))| {
-            if log {
-                let s = sum_map(g, |g: T| g);
-                for ((o, &y), &g) in o.iter_mut().zip(y).zip(g) {
-                    *o = g - y.exp() * s;
-                }
-            } else {
-                let s = dot_lanes(y, g);
-                for ((o, &y), &g) in o.iter_mut().zip(y).zip(g) {
-                    *o = y * (g - s);
-                }
-            }
+            vectorized(
+                #[inline(always)]
+                || {
+                    if log {
+                        let s = sum_map(g, |g: T| g);
+                        for ((o, &y), &g) in o.iter_mut().zip(y).zip(g) {
+                            *o = g - y.vexp() * s;
+                        }
+                    } else {
+                        let s = dot_lanes(y, g);
+                        for ((o, &y), &g) in o.iter_mut().zip(y).zip(g) {
+                            *o = y * (g - s);
+                        }
+                    }
+                },
+            )
         });
     out
 }

@@ -639,15 +639,13 @@ impl Kernel {
             if t == GpuType::F32 {
                 v.extend(unary.iter().map(|&op| Kernel::UnaryVec4(op)));
                 v.extend(arith.iter().map(|&op| Kernel::BinaryVec4(op)));
-                v.extend([B::Div, B::Pow, B::ThresholdBackward].map(Kernel::BinaryVec4));
+                v.extend([B::Div, B::Pow].map(Kernel::BinaryVec4));
+                v.extend(B::GRADIENTS.map(Kernel::BinaryVec4));
             }
             if float {
                 v.extend(unary.iter().map(|&op| Kernel::Unary(op, t)));
-                v.extend([
-                    Kernel::Binary(B::Div, t),
-                    Kernel::Binary(B::Pow, t),
-                    Kernel::Binary(B::ThresholdBackward, t),
-                ]);
+                v.extend([Kernel::Binary(B::Div, t), Kernel::Binary(B::Pow, t)]);
+                v.extend(B::GRADIENTS.map(|op| Kernel::Binary(op, t)));
                 for op in Gemm::ALL {
                     v.extend([Kernel::Matmul(t, op), Kernel::MatmulDirect(t, op)]);
                 }
