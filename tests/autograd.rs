@@ -459,3 +459,31 @@ fn ties_split_like_pytorch() -> Result<()> {
     }
     Ok(())
 }
+
+/// View gradients are added into one buffer per input in place; a gradient another input
+/// shares (an add passes the same tensor to both sides) must be copied first, not changed.
+#[test]
+fn view_gradients_accumulate_without_touching_shared_gradients() -> Result<()> {
+    let a = t(&[1.0, 2.0, 3.0], &[3]).requires_grad_(true);
+    let x = t(&[0.5, -1.0, 4.0], &[3]).requires_grad_(true);
+    let w = Tensor::from_vec(vec![1.0f32, 10.0, 100.0], [3], &Device::Cpu)?;
+    let v = Tensor::from_vec(vec![7.0f32, 9.0], [2], &Device::Cpu)?;
+    let y = x.mul_scalar(2.0)?;
+    let u = a.add(&y)?;
+    let loss = u
+        .mul(&w)?
+        .sum_all()?
+        .add(&y.narrow(0, 0, 2)?.mul(&v)?.sum_all()?)?
+        .add(&y.narrow(0, 1, 2)?.sum_all()?)?;
+    loss.backward()?;
+    assert_eq!(a.grad().unwrap().to_vec::<f32>()?, vec![1.0, 10.0, 100.0]);
+    assert_eq!(
+        x.grad().unwrap().to_vec::<f32>()?,
+        vec![
+            2.0 * (1.0 + 7.0),
+            2.0 * (10.0 + 9.0 + 1.0),
+            2.0 * (100.0 + 1.0)
+        ]
+    );
+    Ok(())
+}

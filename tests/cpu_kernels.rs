@@ -479,3 +479,190 @@ fn vmath_accuracy() {
         }
     }
 }
+
+/// layer_norm by hand with tensor ops (the reference for the fused CPU kernel).
+fn layer_norm_by_hand(
+    x: &Tensor,
+    n: usize,
+    w: Option<&Tensor>,
+    b: Option<&Tensor>,
+) -> Result<Tensor> {
+    let rows = (x.numel() / n) as isize;
+    let x2 = x.reshape([rows, n as isize])?;
+    let xc = x2.sub(&x2.mean_dims([1], true)?)?;
+    let var = xc.square()?.mean_dims([1], true)?;
+    let mut y = xc.div(&var.add_scalar(1e-5)?.sqrt()?)?;
+    if let Some(w) = w {
+        y = y.mul(&w.reshape([n as isize])?)?;
+    }
+    if let Some(b) = b {
+        y = y.add(&b.reshape([n as isize])?)?;
+    }
+    y.reshape(x.shape())
+}
+
+/// The fused CPU layer_norm (one kernel each way; the formula under `create_graph`) against the
+/// same normalisation written with tensor ops: output, the three gradients, and a second-order
+/// gradient, with and without weight and bias, over one and two normalised dims, strided input.
+#[test]
+fn fused_layer_norm_matches_tensor_ops() -> Result<()> {
+    use wgtorch::nn::functional as F;
+    let dev = Device::Cpu;
+    for dtype in [DType::F32, DType::F64] {
+        for (shape, norm) in [
+            (vec![5usize, 3, 8], vec![8usize]),
+            (vec![4, 6, 5], vec![6, 5]),
+        ] {
+            let n: usize = norm.iter().product();
+            for (with_w, with_b) in [(true, true), (true, false), (false, true), (false, false)] {
+                let leaf = |s: &[usize]| -> Result<Tensor> {
+                    Ok(Tensor::randn(s, &dev)?
+                        .to_dtype(dtype)?
+                        .requires_grad_(true))
+                };
+                // A transposed (non-contiguous) input of the right shape.
+                let mut ts = shape.clone();
+                ts.swap(0, 1);
+                let base = leaf(&ts)?;
+                // A fresh view each time: each graph frees its own nodes.
+                let x = || base.transpose(0, 1);
+                let w = if with_w { Some(leaf(&norm)?) } else { None };
+                let b = if with_b { Some(leaf(&norm)?) } else { None };
+                let up = Tensor::randn(&shape, &dev)?.to_dtype(dtype)?;
+                let opts = F::LayerNormFuncOptions {
+                    weight: w.as_ref(),
+                    bias: b.as_ref(),
+                    eps: 1e-5,
+                };
+                let fused = F::layer_norm_with(&x()?, &norm, opts)?;
+                let manual = layer_norm_by_hand(&x()?, n, w.as_ref(), b.as_ref())?;
+                let tol = if dtype == DType::F32 { 2e-5 } else { 1e-11 };
+                assert_close(
+                    "layer_norm forward",
+                    &vals(&fused),
+                    &vals(&manual),
+                    tol,
+                    tol,
+                );
+                let mut leaves = vec![base.clone()];
+                leaves.extend(w.clone());
+                leaves.extend(b.clone());
+                let grads = |y: &Tensor| -> Result<Vec<Vec<f64>>> {
+                    for l in &leaves {
+                        l.set_grad(None);
+                    }
+                    y.mul(&up)?.sum_all()?.backward()?;
+                    Ok(leaves.iter().map(|l| vals(&l.grad().unwrap())).collect())
+                };
+                let (gf, gm) = (grads(&fused)?, grads(&manual)?);
+                for (a, b) in gf.iter().zip(&gm) {
+                    assert_close("layer_norm gradient", a, b, 20.0 * tol, 20.0 * tol);
+                }
+                // Second order: d/dx of sum(dL/dx ** 2), through the recorded formula.
+                let second = |f: &dyn Fn() -> Result<Tensor>| -> Result<Vec<f64>> {
+                    base.set_grad(None);
+                    f()?.mul(&up)?.sum_all()?.backward_with(None, true, true)?;
+                    let gx = base.grad().unwrap();
+                    base.set_grad(None);
+                    gx.square()?.sum_all()?.backward()?;
+                    Ok(vals(&base.grad().unwrap()))
+                };
+                let s1 = second(&|| F::layer_norm_with(&x()?, &norm, opts))?;
+                let s2 = second(&|| layer_norm_by_hand(&x()?, n, w.as_ref(), b.as_ref()))?;
+                assert_close(
+                    "layer_norm second order",
+                    &s1,
+                    &s2,
+                    100.0 * tol,
+                    100.0 * tol,
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The fused CPU LSTM cell (inside `nn::LSTM`) against the cell written with tensor ops from the
+/// layer's own weights: outputs, final states, the gradients of input, initial states and
+/// weights, and a second-order gradient (the formula recorded under `create_graph`), f64.
+#[test]
+fn fused_lstm_cell_matches_tensor_ops() -> Result<()> {
+    use wgtorch::nn::{ModuleExt, LSTM};
+    let dev = Device::Cpu;
+    let (t_len, b, i_sz, h_sz) = (3, 2, 4, 5);
+    let mut lstm = LSTM::new(i_sz, h_sz, &dev)?;
+    lstm.to_dtype(DType::F64)?;
+    let p: std::collections::HashMap<String, Tensor> =
+        lstm.named_parameters().into_iter().collect();
+    let leaf = |s: &[usize]| -> Result<Tensor> {
+        Ok(Tensor::randn(s, &dev)?
+            .to_dtype(DType::F64)?
+            .requires_grad_(true))
+    };
+    let (x, h0, c0) = (
+        leaf(&[t_len, b, i_sz])?,
+        leaf(&[1, b, h_sz])?,
+        leaf(&[1, b, h_sz])?,
+    );
+    let by_hand = || -> Result<(Tensor, Tensor, Tensor)> {
+        let (mut h, mut c) = (h0.squeeze_dim(0)?, c0.squeeze_dim(0)?);
+        let mut outs = Vec::new();
+        for s in 0..t_len {
+            let gates = x
+                .narrow(0, s, 1)?
+                .squeeze_dim(0)?
+                .linear(&p["weight_ih_l0"], Some(&p["bias_ih_l0"]))?
+                .add(&h.linear(&p["weight_hh_l0"], Some(&p["bias_hh_l0"]))?)?;
+            let g = gates.chunk(4, 1)?;
+            let (i, f, gg, o) = (
+                g[0].sigmoid()?,
+                g[1].sigmoid()?,
+                g[2].tanh()?,
+                g[3].sigmoid()?,
+            );
+            c = f.mul(&c)?.add(&i.mul(&gg)?)?;
+            h = o.mul(&c.tanh()?)?;
+            outs.push(h.clone());
+        }
+        Ok((Tensor::stack(&outs, 0)?, h.unsqueeze(0)?, c.unsqueeze(0)?))
+    };
+    let fused = || -> Result<(Tensor, Tensor, Tensor)> {
+        let (out, (h, c)) = lstm.forward_with_state(&x, Some((&h0, &c0)))?;
+        Ok((out, h, c))
+    };
+    let mut leaves = vec![x.clone(), h0.clone(), c0.clone()];
+    leaves.extend(lstm.parameters());
+    let up = Tensor::randn([t_len, b, h_sz], &dev)?.to_dtype(DType::F64)?;
+    let loss = |(o, h, c): (Tensor, Tensor, Tensor)| -> Result<Tensor> {
+        o.mul(&up)?
+            .sum_all()?
+            .add(&h.sum_all()?)?
+            .add(&c.square()?.sum_all()?)
+    };
+    let run = |f: &dyn Fn() -> Result<(Tensor, Tensor, Tensor)>| -> Result<Vec<Vec<f64>>> {
+        let (o, h, c) = f()?;
+        let mut v = vec![vals(&o), vals(&h), vals(&c)];
+        for l in &leaves {
+            l.set_grad(None);
+        }
+        loss((o, h, c))?.backward()?;
+        v.extend(leaves.iter().map(|l| vals(&l.grad().unwrap())));
+        // Second order: d/dx of sum((dL/dx)^2).
+        for l in &leaves {
+            l.set_grad(None);
+        }
+        loss(f()?)?.backward_with(None, true, true)?;
+        let gx = x.grad().unwrap();
+        for l in &leaves {
+            l.set_grad(None);
+        }
+        gx.square()?.sum_all()?.backward()?;
+        v.push(vals(&x.grad().unwrap()));
+        Ok(v)
+    };
+    let (a, b2) = (run(&fused)?, run(&by_hand)?);
+    for (k, (a, b2)) in a.iter().zip(&b2).enumerate() {
+        assert_close(&format!("lstm result {k}"), a, b2, 1e-10, 1e-10);
+    }
+    Ok(())
+}

@@ -342,15 +342,8 @@ impl RNNBase {
                 (Cell::Rnn(Nonlinearity::Tanh), _) => xs.add(&hh)?.tanh()?,
                 (Cell::Rnn(Nonlinearity::Relu), _) => xs.add(&hh)?.relu()?,
                 (Cell::Lstm, Some(c)) => {
-                    let g = xs.add(&hh)?.chunk(4, 1)?;
-                    let (i, f, gg, o) = (
-                        g[0].sigmoid()?,
-                        g[1].sigmoid()?,
-                        g[2].tanh()?,
-                        g[3].sigmoid()?,
-                    );
-                    *c = f.mul(c)?.add(&i.mul(&gg)?)?;
-                    let h = o.mul(&c.tanh()?)?;
+                    let (h, c2) = crate::ops::lstm_cell(&xs, &hh, c)?;
+                    *c = c2;
                     match &w.w_hr {
                         Some(w_hr) => h.matmul(&w_hr.t()?)?,
                         None => h,

@@ -1,6 +1,9 @@
-//! Normalisation: batch_norm (training and eval) and layer_norm, written with tensor ops.
+//! Normalisation: batch_norm (training and eval) and layer_norm, written with tensor ops; on
+//! the CPU, layer_norm of f32/f64 is one fused kernel each way.
 
-use crate::{Error, Result, Tensor};
+use crate::autograd::{is_grad_enabled, record, Saved};
+use crate::backend::{cpu, cpu::CpuElem, cpu::CpuStorage, Storage};
+use crate::{DType, Error, Result, Tensor};
 
 /// `batch_norm`'s keyword arguments (PyTorch's names and defaults: no affine weight or bias,
 /// evaluation mode, momentum 0.1, eps 1e-5).
@@ -201,6 +204,20 @@ pub fn layer_norm_with(
     if k == 0 || k > input.ndim() || input.shape()[input.ndim() - k..] != *normalized_shape {
         return Err(Error::shape("layer_norm", format!("Given normalized_shape={normalized_shape:?}, expected input with shape [*, {}], but got input of size {:?}", normalized_shape.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", "), input.shape())));
     }
+    let n: usize = normalized_shape.iter().product();
+    let fits = |t: Option<&Tensor>| {
+        t.is_none_or(|t| {
+            t.shape() == normalized_shape && t.dtype() == input.dtype() && !t.device().is_gpu()
+        })
+    };
+    if !input.device().is_gpu()
+        && matches!(input.dtype(), DType::F32 | DType::F64)
+        && n > 0
+        && fits(weight)
+        && fits(bias)
+    {
+        return layer_norm_cpu(input, normalized_shape, weight, bias, eps);
+    }
     let dims: Vec<isize> = (input.ndim() - k..input.ndim())
         .map(|d| d as isize)
         .collect();
@@ -214,4 +231,191 @@ pub fn layer_norm_with(
         y = y.add(b)?;
     }
     Ok(y)
+}
+
+/// The fused CPU layer_norm over the trailing `n` elements of each row (f32/f64, weight and bias
+/// of `normalized_shape`). Its gradient is a fused kernel too, except under `create_graph`,
+/// where the formula is recorded with tensor ops so that it can be differentiated again.
+fn layer_norm_cpu(
+    input: &Tensor,
+    normalized_shape: &[usize],
+    weight: Option<&Tensor>,
+    bias: Option<&Tensor>,
+    eps: f64,
+) -> Result<Tensor> {
+    let (numel, n) = (input.numel(), normalized_shape.iter().product::<usize>());
+    let rows = numel / n;
+    cpu::reserve("layer_norm", input.dtype(), numel)?;
+    let dense = |t: Option<&Tensor>| t.map(|t| t.detach().dense()).transpose();
+    let (x, w, b) = (input.detach().dense()?, dense(weight)?, dense(bias)?);
+    let (xs, ws, bs) = (
+        x.storage(),
+        w.as_ref().map(|w| w.storage()),
+        b.as_ref().map(|b| b.storage()),
+    );
+    fn cpu_of(s: &Storage) -> Option<&CpuStorage> {
+        match s {
+            Storage::Cpu(c) => Some(c),
+            Storage::Gpu(_) => None,
+        }
+    }
+    fn slice<T: CpuElem>(c: Option<&CpuStorage>, n: usize) -> Option<&[T]> {
+        c.and_then(T::slice).map(|v| &v[..n])
+    }
+    let (wc, bc) = (
+        ws.as_deref().and_then(cpu_of),
+        bs.as_deref().and_then(cpu_of),
+    );
+    let dev = input.device();
+    let (y, mean, rstd) = match cpu_of(&xs) {
+        Some(CpuStorage::F32(v)) => {
+            let (w, b) = (slice(wc, n), slice(bc, n));
+            let (y, m, r) = cpu::layer_norm_rows(&v[..numel], w, b, rows, n, eps);
+            (CpuStorage::F32(y), CpuStorage::F32(m), CpuStorage::F32(r))
+        }
+        Some(CpuStorage::F64(v)) => {
+            let (w, b) = (slice(wc, n), slice(bc, n));
+            let (y, m, r) = cpu::layer_norm_rows(&v[..numel], w, b, rows, n, eps);
+            (CpuStorage::F64(y), CpuStorage::F64(m), CpuStorage::F64(r))
+        }
+        _ => {
+            return Err(Error::msg(
+                "layer_norm: the fused kernel takes f32/f64 CPU tensors",
+            ))
+        }
+    };
+    drop((xs, ws, bs));
+    let out = Tensor::from_storage(Storage::Cpu(y), input.shape(), dev);
+    let stat = |s: CpuStorage| Tensor::from_storage(Storage::Cpu(s), &[rows], dev);
+    let (mean, rstd) = (stat(mean), stat(rstd));
+    let mut inputs = vec![input];
+    inputs.extend(weight);
+    inputs.extend(bias);
+    let saved = (
+        Saved::new(input),
+        weight.map(Saved::new),
+        bias.is_some(),
+        Saved::new(&mean),
+        Saved::new(&rstd),
+        (eps, normalized_shape.to_vec()),
+    );
+    Ok(record(out, "layer_norm", &inputs, saved, |s, g| {
+        let (x, w, has_bias, mean, rstd, (eps, shape)) = s;
+        let (x, w) = (x.get()?, w.as_ref().map(Saved::get).transpose()?);
+        let (dx, dw, db) = if is_grad_enabled() {
+            layer_norm_backward_composite(&x, w.as_ref(), g, shape, *eps)?
+        } else {
+            layer_norm_backward_fused(&x, w.as_ref(), g, &mean.get()?, &rstd.get()?, shape)?
+        };
+        let mut grads = vec![Some(dx)];
+        if w.is_some() {
+            grads.push(Some(dw));
+        }
+        if *has_bias {
+            grads.push(Some(db));
+        }
+        Ok(grads)
+    }))
+}
+
+/// The fused CPU gradient of layer_norm: `(dx, dw, db)`, `dw` and `db` of `normalized_shape`.
+fn layer_norm_backward_fused(
+    x: &Tensor,
+    w: Option<&Tensor>,
+    g: &Tensor,
+    mean: &Tensor,
+    rstd: &Tensor,
+    normalized_shape: &[usize],
+) -> Result<(Tensor, Tensor, Tensor)> {
+    let (numel, n) = (x.numel(), normalized_shape.iter().product::<usize>());
+    let rows = numel / n;
+    cpu::reserve("layer_norm_backward", x.dtype(), numel)?;
+    let (xd, gd, wd) = (
+        x.dense()?,
+        g.to_dtype(x.dtype())?.dense()?,
+        w.map(|w| w.dense()).transpose()?,
+    );
+    let (xs, gs, ms, rs) = (xd.storage(), gd.storage(), mean.storage(), rstd.storage());
+    let ws = wd.as_ref().map(|w| w.storage());
+    let (dx, dw, db) = match (&*xs, &*gs, &*ms, &*rs) {
+        (
+            Storage::Cpu(CpuStorage::F32(x)),
+            Storage::Cpu(CpuStorage::F32(g)),
+            Storage::Cpu(CpuStorage::F32(m)),
+            Storage::Cpu(CpuStorage::F32(r)),
+        ) => {
+            let w = ws.as_deref().and_then(|s| match s {
+                Storage::Cpu(CpuStorage::F32(w)) => Some(&w[..n]),
+                _ => None,
+            });
+            let (a, b, c) =
+                cpu::layer_norm_backward_rows(&g[..numel], &x[..numel], m, r, w, rows, n);
+            (CpuStorage::F32(a), CpuStorage::F32(b), CpuStorage::F32(c))
+        }
+        (
+            Storage::Cpu(CpuStorage::F64(x)),
+            Storage::Cpu(CpuStorage::F64(g)),
+            Storage::Cpu(CpuStorage::F64(m)),
+            Storage::Cpu(CpuStorage::F64(r)),
+        ) => {
+            let w = ws.as_deref().and_then(|s| match s {
+                Storage::Cpu(CpuStorage::F64(w)) => Some(&w[..n]),
+                _ => None,
+            });
+            let (a, b, c) =
+                cpu::layer_norm_backward_rows(&g[..numel], &x[..numel], m, r, w, rows, n);
+            (CpuStorage::F64(a), CpuStorage::F64(b), CpuStorage::F64(c))
+        }
+        _ => {
+            return Err(Error::msg(
+                "layer_norm backward: the fused kernel takes f32/f64 CPU tensors",
+            ))
+        }
+    };
+    let dev = x.device();
+    Ok((
+        Tensor::from_storage(Storage::Cpu(dx), x.shape(), dev),
+        Tensor::from_storage(Storage::Cpu(dw), normalized_shape, dev),
+        Tensor::from_storage(Storage::Cpu(db), normalized_shape, dev),
+    ))
+}
+
+/// layer_norm's gradient written with tensor ops (differentiable, for `create_graph`):
+/// `dx = rstd * (gw - mean(gw) - xhat * mean(gw * xhat))` with `gw = g * w`, `dw = Σ g * xhat`,
+/// `db = Σ g` over the rows.
+fn layer_norm_backward_composite(
+    x: &Tensor,
+    w: Option<&Tensor>,
+    g: &Tensor,
+    normalized_shape: &[usize],
+    eps: f64,
+) -> Result<(Tensor, Tensor, Tensor)> {
+    let n = normalized_shape.iter().product::<usize>();
+    let rows = (x.numel() / n) as isize;
+    let (x2, g2) = (
+        x.reshape([rows, n as isize])?,
+        g.reshape([rows, n as isize])?,
+    );
+    let mean = x2.mean_dims([1], true)?;
+    let xc = x2.sub(&mean)?;
+    let rstd = xc
+        .square()?
+        .mean_dims([1], true)?
+        .add_scalar(eps)?
+        .rsqrt()?;
+    let xhat = xc.mul(&rstd)?;
+    let gw = match w {
+        Some(w) => g2.mul(&w.reshape([n as isize])?)?,
+        None => g2.clone(),
+    };
+    let dx = rstd.mul(
+        &gw.sub(&gw.mean_dims([1], true)?)?
+            .sub(&xhat.mul(&gw.mul(&xhat)?.mean_dims([1], true)?)?)?,
+    )?;
+    let dw = g2
+        .mul(&xhat)?
+        .sum_dims([0], false)?
+        .reshape(normalized_shape)?;
+    let db = g2.sum_dims([0], false)?.reshape(normalized_shape)?;
+    Ok((dx.reshape(x.shape())?, dw, db))
 }

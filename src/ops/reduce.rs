@@ -135,6 +135,22 @@ impl Tensor {
             let rest: Vec<usize> = dims.iter().copied().filter(|&d| d < k).collect();
             return partial.reduce_raw(op, &rest, false)?.reshape(&out_shape);
         }
+        // Sums over leading dims of a contiguous CPU tensor (a bias gradient): column sums, read
+        // in order, instead of a transposing copy.
+        if op == ReduceOp::Sum && k == nd && self.is_contiguous() && n > 0 {
+            let lead = dims.len();
+            if dims.iter().all(|&d| d < lead) && lead < nd {
+                if let crate::backend::Storage::Cpu(c) = &*self.storage() {
+                    let cols = self.shape()[lead..].iter().product::<usize>();
+                    let off = self.layout().offset;
+                    if let Some(s) = crate::backend::cpu::sum_cols(c, off, n, cols) {
+                        let s = crate::backend::Storage::Cpu(s);
+                        let t = Tensor::from_storage(s, &self.shape()[lead..], self.device());
+                        return t.reshape(&out_shape);
+                    }
+                }
+            }
+        }
         let x = self.detach().permute_raw(&perm).dense()?;
         let s = x.storage().reduce_rows(op, rows, n)?;
         Ok(Tensor::from_storage(s, &out_shape, self.device()))

@@ -503,7 +503,21 @@ pub(crate) fn copy_into(dst: &mut CpuStorage, dl: &Layout, src: &CpuStorage, sl:
     with_cpu!(src, sv, T => {
         let dv = T::slice_mut(dst).expect("copy_: same dtype");
         let s = super::gather_strided(sv, sl);
-        for_offsets(dl, 0, dl.numel(), |i, o| dv[o] = s[i]);
+        let nd = dl.shape.len();
+        match row_len(dl) {
+            // Rows contiguous in the destination: a slice copy per row.
+            Some(n) if dl.strides[nd - 1] == 1 => {
+                let rows = Layout {
+                    shape: dl.shape[..nd - 1].to_vec(),
+                    strides: dl.strides[..nd - 1].to_vec(),
+                    offset: dl.offset,
+                };
+                for_offsets(&rows, 0, rows.numel(), |i, o| {
+                    dv[o..o + n].copy_from_slice(&s[i * n..(i + 1) * n]);
+                });
+            }
+            _ => for_offsets(dl, 0, dl.numel(), |i, o| dv[o] = s[i]),
+        }
     })
 }
 

@@ -4,8 +4,10 @@ mod conv;
 mod elementwise;
 mod index;
 mod matmul;
+mod norm;
 pub mod pool;
 mod reduce;
+mod rnn;
 mod sort;
 pub mod vmath;
 
@@ -13,7 +15,9 @@ pub(crate) use conv::*;
 pub(crate) use elementwise::*;
 pub(crate) use index::*;
 pub(crate) use matmul::*;
+pub(crate) use norm::*;
 pub(crate) use reduce::*;
+pub(crate) use rnn::*;
 pub(crate) use sort::*;
 
 use crate::dtype::Elem;
@@ -299,6 +303,31 @@ pub(crate) fn gather_strided<T: CpuElem>(src: &[T], layout: &Layout) -> Vec<T> {
         return src[layout.offset..layout.offset + n].to_vec();
     }
     let mut out = pool::any(n);
+    let nd = layout.shape.len();
+    let row = layout.shape.last().copied().unwrap_or(1);
+    if nd >= 2 && layout.strides[nd - 1] == 1 && row >= 16 {
+        // Rows contiguous in the source (a transpose of outer dims, a narrow, a split head):
+        // one offset per row and a slice copy, in parallel blocks of whole rows.
+        let outer = Layout {
+            shape: layout.shape[..nd - 1].to_vec(),
+            strides: layout.strides[..nd - 1].to_vec(),
+            offset: layout.offset,
+        };
+        let rows_per_task = (GRAIN / row).max(1);
+        let copy_rows = |r0: usize, block: &mut [T]| {
+            for_offsets(&outer, r0, block.len() / row, |i, o| {
+                block[i * row..(i + 1) * row].copy_from_slice(&src[o..o + row]);
+            });
+        };
+        if n <= GRAIN {
+            copy_rows(0, &mut out);
+        } else {
+            out.par_chunks_mut(rows_per_task * row)
+                .enumerate()
+                .for_each(|(c, block)| copy_rows(c * rows_per_task, block));
+        }
+        return out;
+    }
     par_fill(&mut out, |start, chunk| {
         for_offsets(layout, start, chunk.len(), |i, o| chunk[i] = src[o]);
     });

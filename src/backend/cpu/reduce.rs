@@ -42,6 +42,51 @@ pub(crate) fn reduce_rows(op: ReduceOp, x: &CpuStorage, rows: usize, n: usize) -
     })
 }
 
+/// Column sums of a contiguous f32/f64 `[rows, cols]` starting at element `offset`:
+/// `out[j] = Σ_i x[offset + i * cols + j]`, accumulated in
+/// f64 like the row sums, over blocks of columns in parallel (rows are read in order, so the
+/// loop streams and vectorises instead of striding down each column).
+pub(crate) fn sum_cols(
+    x: &CpuStorage,
+    offset: usize,
+    rows: usize,
+    cols: usize,
+) -> Option<CpuStorage> {
+    fn go<T: Elem + CpuElem>(v: &[T], rows: usize, cols: usize) -> Vec<T> {
+        const BLOCK: usize = 256;
+        let mut out = pool::any(cols);
+        let min_blocks = (GRAIN / (rows * BLOCK).max(1)).max(1);
+        out.par_chunks_mut(BLOCK)
+            .enumerate()
+            .with_min_len(min_blocks)
+            .for_each(|(b, o)| {
+                let c0 = b * BLOCK;
+                let mut acc = [0f64; BLOCK];
+                let acc = &mut acc[..o.len()];
+                vectorized(
+                    #[inline(always)]
+                    || {
+                        for r in 0..rows {
+                            let row = &v[r * cols + c0..r * cols + c0 + acc.len()];
+                            for (a, x) in acc.iter_mut().zip(row) {
+                                *a += x.to_f64();
+                            }
+                        }
+                    },
+                );
+                for (o, a) in o.iter_mut().zip(acc.iter()) {
+                    *o = T::from_f64(*a);
+                }
+            });
+        out
+    }
+    match x {
+        CpuStorage::F32(v) => Some(CpuStorage::F32(go(&v[offset..], rows, cols))),
+        CpuStorage::F64(v) => Some(CpuStorage::F64(go(&v[offset..], rows, cols))),
+        _ => None,
+    }
+}
+
 /// Rows of int64, in i64 (exact past 2^53, where f64 is not): sums and products wrap as
 /// PyTorch's; arg ops give the first extreme's index.
 fn long_rows(op: ReduceOp, v: &[i64], rows: usize, n: usize) -> CpuStorage {
