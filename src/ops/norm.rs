@@ -3,6 +3,7 @@
 
 use crate::autograd::{is_grad_enabled, record, Saved};
 use crate::backend::{cpu, cpu::CpuElem, cpu::CpuStorage, Storage};
+use crate::dtype::Real;
 use crate::{DType, Error, Result, Tensor};
 
 /// `batch_norm`'s keyword arguments (PyTorch's names and defaults: no affine weight or bias,
@@ -253,37 +254,29 @@ fn layer_norm_cpu(
         w.as_ref().map(|w| w.storage()),
         b.as_ref().map(|b| b.storage()),
     );
-    fn cpu_of(s: &Storage) -> Option<&CpuStorage> {
-        match s {
-            Storage::Cpu(c) => Some(c),
-            Storage::Gpu(_) => None,
-        }
-    }
-    fn slice<T: CpuElem>(c: Option<&CpuStorage>, n: usize) -> Option<&[T]> {
-        c.and_then(T::slice).map(|v| &v[..n])
-    }
     let (wc, bc) = (
         ws.as_deref().and_then(cpu_of),
         bs.as_deref().and_then(cpu_of),
     );
     let dev = input.device();
-    let (y, mean, rstd) = match cpu_of(&xs) {
-        Some(CpuStorage::F32(v)) => {
-            let (w, b) = (slice(wc, n), slice(bc, n));
-            let (y, m, r) = cpu::layer_norm_rows(&v[..numel], w, b, rows, n, eps);
-            (CpuStorage::F32(y), CpuStorage::F32(m), CpuStorage::F32(r))
-        }
-        Some(CpuStorage::F64(v)) => {
-            let (w, b) = (slice(wc, n), slice(bc, n));
-            let (y, m, r) = cpu::layer_norm_rows(&v[..numel], w, b, rows, n, eps);
-            (CpuStorage::F64(y), CpuStorage::F64(m), CpuStorage::F64(r))
-        }
-        _ => {
-            return Err(Error::msg(
-                "layer_norm: the fused kernel takes f32/f64 CPU tensors",
-            ))
-        }
-    };
+    fn run<T: Real + CpuElem>(
+        x: &CpuStorage,
+        [w, b]: [Option<&CpuStorage>; 2],
+        rows: usize,
+        n: usize,
+        eps: f64,
+    ) -> Option<[CpuStorage; 3]> {
+        let (w, b) = (head::<T>(w, n), head::<T>(b, n));
+        let (y, m, r) = cpu::layer_norm_rows(head(Some(x), rows * n)?, w, b, rows, n, eps);
+        Some([T::wrap(y), T::wrap(m), T::wrap(r)])
+    }
+    let out = cpu_of(&xs).and_then(|c| match input.dtype() {
+        DType::F32 => run::<f32>(c, [wc, bc], rows, n, eps),
+        DType::F64 => run::<f64>(c, [wc, bc], rows, n, eps),
+        _ => None,
+    });
+    let [y, mean, rstd] =
+        out.ok_or_else(|| Error::msg("layer_norm: the fused kernel takes f32/f64 CPU tensors"))?;
     drop((xs, ws, bs));
     let out = Tensor::from_storage(Storage::Cpu(y), input.shape(), dev);
     let stat = |s: CpuStorage| Tensor::from_storage(Storage::Cpu(s), &[rows], dev);
@@ -337,41 +330,33 @@ fn layer_norm_backward_fused(
     );
     let (xs, gs, ms, rs) = (xd.storage(), gd.storage(), mean.storage(), rstd.storage());
     let ws = wd.as_ref().map(|w| w.storage());
-    let (dx, dw, db) = match (&*xs, &*gs, &*ms, &*rs) {
-        (
-            Storage::Cpu(CpuStorage::F32(x)),
-            Storage::Cpu(CpuStorage::F32(g)),
-            Storage::Cpu(CpuStorage::F32(m)),
-            Storage::Cpu(CpuStorage::F32(r)),
-        ) => {
-            let w = ws.as_deref().and_then(|s| match s {
-                Storage::Cpu(CpuStorage::F32(w)) => Some(&w[..n]),
-                _ => None,
-            });
-            let (a, b, c) =
-                cpu::layer_norm_backward_rows(&g[..numel], &x[..numel], m, r, w, rows, n);
-            (CpuStorage::F32(a), CpuStorage::F32(b), CpuStorage::F32(c))
-        }
-        (
-            Storage::Cpu(CpuStorage::F64(x)),
-            Storage::Cpu(CpuStorage::F64(g)),
-            Storage::Cpu(CpuStorage::F64(m)),
-            Storage::Cpu(CpuStorage::F64(r)),
-        ) => {
-            let w = ws.as_deref().and_then(|s| match s {
-                Storage::Cpu(CpuStorage::F64(w)) => Some(&w[..n]),
-                _ => None,
-            });
-            let (a, b, c) =
-                cpu::layer_norm_backward_rows(&g[..numel], &x[..numel], m, r, w, rows, n);
-            (CpuStorage::F64(a), CpuStorage::F64(b), CpuStorage::F64(c))
-        }
-        _ => {
-            return Err(Error::msg(
-                "layer_norm backward: the fused kernel takes f32/f64 CPU tensors",
-            ))
-        }
+    fn run<T: Real + CpuElem>(
+        [x, g, m, r]: [&Storage; 4],
+        w: Option<&Storage>,
+        rows: usize,
+        n: usize,
+    ) -> Option<[CpuStorage; 3]> {
+        let w = match w {
+            Some(w) => Some(head::<T>(cpu_of(w), n)?),
+            None => None,
+        };
+        let (x, g) = (
+            head::<T>(cpu_of(x), rows * n)?,
+            head::<T>(cpu_of(g), rows * n)?,
+        );
+        let (m, r) = (head::<T>(cpu_of(m), rows)?, head::<T>(cpu_of(r), rows)?);
+        let (dx, dw, db) = cpu::layer_norm_backward_rows(g, x, m, r, w, rows, n);
+        Some([T::wrap(dx), T::wrap(dw), T::wrap(db)])
+    }
+    let args = [&*xs, &*gs, &*ms, &*rs];
+    let grads = match x.dtype() {
+        DType::F32 => run::<f32>(args, ws.as_deref(), rows, n),
+        DType::F64 => run::<f64>(args, ws.as_deref(), rows, n),
+        _ => None,
     };
+    let [dx, dw, db] = grads.ok_or_else(|| {
+        Error::msg("layer_norm backward: the fused kernel takes f32/f64 CPU tensors")
+    })?;
     let dev = x.device();
     Ok((
         Tensor::from_storage(Storage::Cpu(dx), x.shape(), dev),
@@ -418,4 +403,17 @@ fn layer_norm_backward_composite(
         .reshape(normalized_shape)?;
     let db = g2.sum_dims([0], false)?.reshape(normalized_shape)?;
     Ok((dx.reshape(x.shape())?, dw, db))
+}
+
+/// The CPU storage, if it is one.
+fn cpu_of(s: &Storage) -> Option<&CpuStorage> {
+    match s {
+        Storage::Cpu(c) => Some(c),
+        Storage::Gpu(_) => None,
+    }
+}
+
+/// The first `len` elements of a CPU storage of element type `T`, if it is one.
+fn head<T: CpuElem>(c: Option<&CpuStorage>, len: usize) -> Option<&[T]> {
+    c.and_then(T::slice).map(|v| &v[..len])
 }

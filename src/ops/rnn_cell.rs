@@ -31,15 +31,18 @@ pub(crate) fn lstm_cell(xs: &Tensor, hh: &Tensor, c: &Tensor) -> Result<(Tensor,
         c.detach().dense()?,
     );
     let dev = xs.device();
-    let (hc, act) = {
+    let out = {
         let (xs_, ys_, cs_) = (x.storage(), y.storage(), cd.storage());
         match (&*xs_, &*ys_, &*cs_) {
             (Storage::Cpu(a), Storage::Cpu(bb), Storage::Cpu(cc)) => match xs.dtype() {
                 DType::F32 => forward::<f32>(a, bb, cc, b, h),
                 _ => forward::<f64>(a, bb, cc, b, h),
             },
-            _ => return composite(&xs.add(hh)?, c),
+            _ => None,
         }
+    };
+    let Some((hc, act)) = out else {
+        return composite(&xs.add(hh)?, c);
     };
     let hc = Tensor::from_storage(Storage::Cpu(hc), &[2, b, h], dev);
     let act = Tensor::from_storage(Storage::Cpu(act), &[b, 4 * h], dev);
@@ -63,22 +66,23 @@ pub(crate) fn lstm_cell(xs: &Tensor, hh: &Tensor, c: &Tensor) -> Result<(Tensor,
     Ok((half(0)?, half(1)?))
 }
 
+/// The first `len` elements of a CPU storage of element type `T`, if it is one.
+fn head<T: CpuElem>(c: &CpuStorage, len: usize) -> Option<&[T]> {
+    T::slice(c).map(|v| &v[..len])
+}
+
 fn forward<T: Real + CpuElem>(
     xs: &CpuStorage,
     hh: &CpuStorage,
     c: &CpuStorage,
     b: usize,
     h: usize,
-) -> (CpuStorage, CpuStorage) {
-    let (xs, hh, c) = (
-        &T::slice(xs).expect("lstm_cell: f32/f64")[..b * 4 * h],
-        &T::slice(hh).expect("lstm_cell: f32/f64")[..b * 4 * h],
-        &T::slice(c).expect("lstm_cell: f32/f64")[..b * h],
-    );
+) -> Option<(CpuStorage, CpuStorage)> {
+    let (xs, hh, c) = (head(xs, b * 4 * h)?, head(hh, b * 4 * h)?, head(c, b * h)?);
     let mut hc = vec![T::zero(); 2 * b * h];
     let mut act = vec![T::zero(); 4 * b * h];
     cpu::lstm_cell_rows(xs, hh, c, &mut hc, &mut act, b, h);
-    (T::wrap(hc), T::wrap(act))
+    Some((T::wrap(hc), T::wrap(act)))
 }
 
 /// The fused gradient: `(dgates, dc)` from the activations, the input state, the output
@@ -87,14 +91,18 @@ fn fused_backward(act: &Tensor, c: &Tensor, hc: &Tensor, g: &Tensor) -> Result<(
     let (b, h) = (c.shape()[0], c.shape()[1]);
     let (c, g) = (c.detach().dense()?, g.to_dtype(act.dtype())?.dense()?);
     let (a_, c_, hc_, g_) = (act.storage(), c.storage(), hc.storage(), g.storage());
-    let (dg, dc) = match (&*a_, &*c_, &*hc_, &*g_) {
-        (Storage::Cpu(a), Storage::Cpu(cc), Storage::Cpu(o), Storage::Cpu(gg)) => match act.dtype()
-        {
-            DType::F32 => backward::<f32>(a, cc, o, gg, b, h),
-            _ => backward::<f64>(a, cc, o, gg, b, h),
-        },
-        _ => unreachable!("lstm_cell: the fused path runs on the CPU"),
+    let grads = match (&*a_, &*c_, &*hc_, &*g_) {
+        (Storage::Cpu(a), Storage::Cpu(cc), Storage::Cpu(o), Storage::Cpu(gg)) => {
+            match act.dtype() {
+                DType::F32 => backward::<f32>(a, cc, o, gg, b, h),
+                _ => backward::<f64>(a, cc, o, gg, b, h),
+            }
+        }
+        _ => None,
     };
+    let (dg, dc) = grads.ok_or_else(|| {
+        crate::Error::msg("lstm_cell backward: the fused kernel takes f32/f64 CPU tensors")
+    })?;
     let dev = act.device();
     Ok((
         Tensor::from_storage(Storage::Cpu(dg), &[b, 4 * h], dev),
@@ -109,46 +117,38 @@ fn backward<T: Real + CpuElem>(
     g: &CpuStorage,
     b: usize,
     h: usize,
-) -> (CpuStorage, CpuStorage) {
-    fn s<T: CpuElem>(x: &CpuStorage, n: usize) -> &[T] {
-        &T::slice(x).expect("lstm_cell: f32/f64")[..n]
-    }
-    let (act, c, hc, g) = (
-        s::<T>(act, 4 * b * h),
-        s::<T>(c, b * h),
-        s::<T>(hc, 2 * b * h),
-        s::<T>(g, 2 * b * h),
-    );
+) -> Option<(CpuStorage, CpuStorage)> {
+    let (act, c) = (head::<T>(act, 4 * b * h)?, head::<T>(c, b * h)?);
+    let (hc, g) = (head::<T>(hc, 2 * b * h)?, head::<T>(g, 2 * b * h)?);
     let mut dgates = vec![T::zero(); 4 * b * h];
     let mut dc = vec![T::zero(); b * h];
     cpu::lstm_cell_backward_rows(g, act, c, &hc[b * h..], &mut dgates, &mut dc, b, h);
-    (T::wrap(dgates), T::wrap(dc))
+    Some((T::wrap(dgates), T::wrap(dc)))
 }
 
 /// The cell from tensor ops (any device and dtype): `gates` `[B, 4H]`, `c` `[B, H]`.
 fn composite(gates: &Tensor, c: &Tensor) -> Result<(Tensor, Tensor)> {
-    let g = gates.chunk(4, 1)?;
-    let (i, f, gg, o) = (
-        g[0].sigmoid()?,
-        g[1].sigmoid()?,
-        g[2].tanh()?,
-        g[3].sigmoid()?,
-    );
+    let [i, f, gg, o] = activations(gates)?;
     let c2 = f.mul(c)?.add(&i.mul(&gg)?)?;
     let h2 = o.mul(&c2.tanh()?)?;
     Ok((h2, c2))
 }
 
+/// The gate activations `[σ(i), σ(f), tanh(g), σ(o)]` from the pre-activations `[B, 4H]`.
+fn activations(gates: &Tensor) -> Result<[Tensor; 4]> {
+    let g = gates.chunk(4, 1)?;
+    Ok([
+        g[0].sigmoid()?,
+        g[1].sigmoid()?,
+        g[2].tanh()?,
+        g[3].sigmoid()?,
+    ])
+}
+
 /// The cell's gradient written with tensor ops (differentiable, for `create_graph`), from the
 /// gradient `g` of `[h', c']`.
 fn composite_backward(gates: &Tensor, c: &Tensor, g: &Tensor) -> Result<(Tensor, Tensor)> {
-    let a = gates.chunk(4, 1)?;
-    let (i, f, gg, o) = (
-        a[0].sigmoid()?,
-        a[1].sigmoid()?,
-        a[2].tanh()?,
-        a[3].sigmoid()?,
-    );
+    let [i, f, gg, o] = activations(gates)?;
     let c2 = f.mul(c)?.add(&i.mul(&gg)?)?;
     let tc = c2.tanh()?;
     let (dh, dc2) = (
