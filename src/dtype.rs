@@ -214,7 +214,7 @@ pub trait Real: num_traits::Float + Send + Sync + 'static + std::iter::Sum {
     /// Convert from f64.
     fn of(v: f64) -> Self;
     /// `e^x` as the CPU kernels compute it: vectorisable for f32
-    /// ([`vmath`](crate::backend::cpu::vmath), within 2 ulp), the platform's for f64.
+    /// ([`vmath`](crate::backend::cpu::vmath), within 1 ulp), the platform's for f64.
     fn vexp(self) -> Self {
         self.exp()
     }

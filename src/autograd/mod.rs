@@ -64,16 +64,21 @@ pub(crate) fn record<S: SavedState>(
 }
 
 /// [`record`] for a view op: `rel` places the view in a contiguous tensor of the input's shape
-/// `base`, and `rule` (used when the backward pass builds a graph) must return that scatter.
-pub(crate) fn record_view<S: SavedState>(
+/// `base`. The gradient is the view's gradient scattered into zeros of `base` there: added in
+/// place by the engine, or recorded as `strided_scatter` under `create_graph`.
+pub(crate) fn record_view(
     out: Tensor,
     name: &'static str,
     input: &Tensor,
-    (base, rel): (Vec<usize>, Layout),
-    saved: S,
-    rule: Rule<S>,
+    base: Vec<usize>,
+    rel: Layout,
 ) -> Tensor {
-    record_node(out, name, &[input], saved, rule, Some((base, rel)))
+    let place = Some((base.clone(), rel.clone()));
+    record_node(out, name, &[input], (base, rel), view_rule, place)
+}
+
+fn view_rule((base, rel): &(Vec<usize>, Layout), g: &Tensor) -> Result<Vec<Option<Tensor>>> {
+    Ok(vec![Some(g.strided_scatter(base, rel)?)])
 }
 
 fn record_node<S: SavedState>(

@@ -261,15 +261,7 @@ impl Tensor {
         let out = self.with_layout(f(self.layout()));
         let base = self.shape().to_vec();
         let rel = f(&Layout::contiguous(&base));
-        let place = (base.clone(), rel.clone());
-        Ok(record_view(
-            out,
-            name,
-            self,
-            place,
-            (base, rel),
-            |(base, rel), g| Ok(vec![Some(g.strided_scatter(base, rel)?)]),
-        ))
+        Ok(record_view(out, name, self, base, rel))
     }
     /// Zeros of `base` shape with `self` written at the positions `rel` (relative to a contiguous
     /// tensor of `base` shape). Differentiable; its backward reads those positions back.

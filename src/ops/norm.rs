@@ -266,8 +266,11 @@ fn layer_norm_cpu(
         n: usize,
         eps: f64,
     ) -> Option<[CpuStorage; 3]> {
-        let (w, b) = (head::<T>(w, n), head::<T>(b, n));
-        let (y, m, r) = cpu::layer_norm_rows(head(Some(x), rows * n)?, w, b, rows, n, eps);
+        let (w, b) = (
+            w.and_then(|w| cpu::head(w, n)),
+            b.and_then(|b| cpu::head(b, n)),
+        );
+        let (y, m, r) = cpu::layer_norm_rows(cpu::head(x, rows * n)?, w, b, rows, n, eps);
         Some([T::wrap(y), T::wrap(m), T::wrap(r)])
     }
     let out = cpu_of(&xs).and_then(|c| match input.dtype() {
@@ -337,14 +340,11 @@ fn layer_norm_backward_fused(
         n: usize,
     ) -> Option<[CpuStorage; 3]> {
         let w = match w {
-            Some(w) => Some(head::<T>(cpu_of(w), n)?),
+            Some(w) => Some(part::<T>(w, n)?),
             None => None,
         };
-        let (x, g) = (
-            head::<T>(cpu_of(x), rows * n)?,
-            head::<T>(cpu_of(g), rows * n)?,
-        );
-        let (m, r) = (head::<T>(cpu_of(m), rows)?, head::<T>(cpu_of(r), rows)?);
+        let (x, g) = (part::<T>(x, rows * n)?, part::<T>(g, rows * n)?);
+        let (m, r) = (part::<T>(m, rows)?, part::<T>(r, rows)?);
         let (dx, dw, db) = cpu::layer_norm_backward_rows(g, x, m, r, w, rows, n);
         Some([T::wrap(dx), T::wrap(dw), T::wrap(db)])
     }
@@ -413,7 +413,7 @@ fn cpu_of(s: &Storage) -> Option<&CpuStorage> {
     }
 }
 
-/// The first `len` elements of a CPU storage of element type `T`, if it is one.
-fn head<T: CpuElem>(c: Option<&CpuStorage>, len: usize) -> Option<&[T]> {
-    c.and_then(T::slice).map(|v| &v[..len])
+/// The first `len` elements of a CPU storage of `T`s.
+fn part<T: CpuElem>(s: &Storage, len: usize) -> Option<&[T]> {
+    cpu_of(s).and_then(|c| cpu::head(c, len))
 }

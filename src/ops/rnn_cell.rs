@@ -66,11 +66,6 @@ pub(crate) fn lstm_cell(xs: &Tensor, hh: &Tensor, c: &Tensor) -> Result<(Tensor,
     Ok((half(0)?, half(1)?))
 }
 
-/// The first `len` elements of a CPU storage of element type `T`, if it is one.
-fn head<T: CpuElem>(c: &CpuStorage, len: usize) -> Option<&[T]> {
-    T::slice(c).map(|v| &v[..len])
-}
-
 fn forward<T: Real + CpuElem>(
     xs: &CpuStorage,
     hh: &CpuStorage,
@@ -78,7 +73,11 @@ fn forward<T: Real + CpuElem>(
     b: usize,
     h: usize,
 ) -> Option<(CpuStorage, CpuStorage)> {
-    let (xs, hh, c) = (head(xs, b * 4 * h)?, head(hh, b * 4 * h)?, head(c, b * h)?);
+    let (xs, hh, c) = (
+        cpu::head(xs, b * 4 * h)?,
+        cpu::head(hh, b * 4 * h)?,
+        cpu::head(c, b * h)?,
+    );
     let mut hc = vec![T::zero(); 2 * b * h];
     let mut act = vec![T::zero(); 4 * b * h];
     cpu::lstm_cell_rows(xs, hh, c, &mut hc, &mut act, b, h);
@@ -118,8 +117,11 @@ fn backward<T: Real + CpuElem>(
     b: usize,
     h: usize,
 ) -> Option<(CpuStorage, CpuStorage)> {
-    let (act, c) = (head::<T>(act, 4 * b * h)?, head::<T>(c, b * h)?);
-    let (hc, g) = (head::<T>(hc, 2 * b * h)?, head::<T>(g, 2 * b * h)?);
+    let (act, c) = (cpu::head::<T>(act, 4 * b * h)?, cpu::head::<T>(c, b * h)?);
+    let (hc, g) = (
+        cpu::head::<T>(hc, 2 * b * h)?,
+        cpu::head::<T>(g, 2 * b * h)?,
+    );
     let mut dgates = vec![T::zero(); 4 * b * h];
     let mut dc = vec![T::zero(); b * h];
     cpu::lstm_cell_backward_rows(g, act, c, &hc[b * h..], &mut dgates, &mut dc, b, h);

@@ -16,200 +16,53 @@ fn inlined<F>(f: F) -> F {
 
 /// Call `$body` with `$f` bound to the scalar function of `$op`. The common ops get a closure of
 /// their own, so each is compiled into its own loop (the per-element `match` folds away and the
-/// loop vectorises); the rest share one closure that matches per element.
+/// loop vectorises); the rest share one closure that matches per element. Each closure is
+/// `#[inline(always)]` so that it inlines into [`vectorized`] loops.
 macro_rules! mono_unary {
-    ($op:expr, $f:ident => $body:expr) => {{
+    ($op:expr, $f:ident => $body:expr) => {
+        mono_unary!(@arms $op, $f => $body;
+            unit [Relu, Step, Neg, Exp, Sigmoid, Tanh, Gelu, GeluTanh, Silu, Erf, Log, Sqrt, Square];
+            scalar [MulScalar, AddScalar])
+    };
+    (@arms $op:expr, $f:ident => $body:expr; unit [$($u:ident),*]; scalar [$($s:ident),*]) => {{
         use UnaryOp::*;
         match $op {
-            Relu => {
-                let $f = inlined(
-                    #[inline(always)]
-                    |x| Relu.cpu(x),
-                );
+            $($u => {
+                let $f = inlined(#[inline(always)] |x| $u.cpu(x));
                 $body
-            }
-            Step => {
-                let $f = inlined(
-                    #[inline(always)]
-                    |x| Step.cpu(x),
-                );
+            })*
+            $($s(a) => {
+                let $f = inlined(#[inline(always)] move |x| $s(a).cpu(x));
                 $body
-            }
-            Neg => {
-                let $f = inlined(
-                    #[inline(always)]
-                    |x| Neg.cpu(x),
-                );
-                $body
-            }
-            Exp => {
-                let $f = inlined(
-                    #[inline(always)]
-                    |x| Exp.cpu(x),
-                );
-                $body
-            }
-            Sigmoid => {
-                let $f = inlined(
-                    #[inline(always)]
-                    |x| Sigmoid.cpu(x),
-                );
-                $body
-            }
-            Tanh => {
-                let $f = inlined(
-                    #[inline(always)]
-                    |x| Tanh.cpu(x),
-                );
-                $body
-            }
-            Gelu => {
-                let $f = inlined(
-                    #[inline(always)]
-                    |x| Gelu.cpu(x),
-                );
-                $body
-            }
-            GeluTanh => {
-                let $f = inlined(
-                    #[inline(always)]
-                    |x| GeluTanh.cpu(x),
-                );
-                $body
-            }
-            Silu => {
-                let $f = inlined(
-                    #[inline(always)]
-                    |x| Silu.cpu(x),
-                );
-                $body
-            }
-            Erf => {
-                let $f = inlined(
-                    #[inline(always)]
-                    |x| Erf.cpu(x),
-                );
-                $body
-            }
-            Log => {
-                let $f = inlined(
-                    #[inline(always)]
-                    |x| Log.cpu(x),
-                );
-                $body
-            }
-            Sqrt => {
-                let $f = inlined(
-                    #[inline(always)]
-                    |x| Sqrt.cpu(x),
-                );
-                $body
-            }
-            Square => {
-                let $f = inlined(
-                    #[inline(always)]
-                    |x| Square.cpu(x),
-                );
-                $body
-            }
-            MulScalar(a) => {
-                let $f = inlined(
-                    #[inline(always)]
-                    move |x| MulScalar(a).cpu(x),
-                );
-                $body
-            }
+            })*
             // `x.pow(2)` (the squared norms of gradient clipping) is `x * x`, exactly.
             PowScalar(e) if e == 2.0 => {
-                let $f = inlined(
-                    #[inline(always)]
-                    |x| Square.cpu(x),
-                );
-                $body
-            }
-            AddScalar(a) => {
-                let $f = inlined(
-                    #[inline(always)]
-                    move |x| AddScalar(a).cpu(x),
-                );
+                let $f = inlined(#[inline(always)] |x| Square.cpu(x));
                 $body
             }
             op => {
-                let $f = inlined(
-                    #[inline(always)]
-                    move |x| op.cpu(x),
-                );
+                let $f = inlined(#[inline(always)] move |x| op.cpu(x));
                 $body
             }
         }
     }};
 }
 
+/// [`mono_unary!`] for binary ops.
 macro_rules! mono_binary {
-    ($op:expr, $f:ident => $body:expr) => {{
+    ($op:expr, $f:ident => $body:expr) => {
+        mono_binary!(@arms $op, $f => $body;
+            [Add, Sub, Mul, Div, ThresholdBackward, SigmoidBackward, TanhBackward, GeluBackward])
+    };
+    (@arms $op:expr, $f:ident => $body:expr; [$($b:ident),*]) => {{
         use BinaryOp::*;
         match $op {
-            Add => {
-                let $f = inlined(
-                    #[inline(always)]
-                    |a, b| Add.cpu(a, b),
-                );
+            $($b => {
+                let $f = inlined(#[inline(always)] |a, b| $b.cpu(a, b));
                 $body
-            }
-            Sub => {
-                let $f = inlined(
-                    #[inline(always)]
-                    |a, b| Sub.cpu(a, b),
-                );
-                $body
-            }
-            Mul => {
-                let $f = inlined(
-                    #[inline(always)]
-                    |a, b| Mul.cpu(a, b),
-                );
-                $body
-            }
-            Div => {
-                let $f = inlined(
-                    #[inline(always)]
-                    |a, b| Div.cpu(a, b),
-                );
-                $body
-            }
-            ThresholdBackward => {
-                let $f = inlined(
-                    #[inline(always)]
-                    |a, b| ThresholdBackward.cpu(a, b),
-                );
-                $body
-            }
-            SigmoidBackward => {
-                let $f = inlined(
-                    #[inline(always)]
-                    |a, b| SigmoidBackward.cpu(a, b),
-                );
-                $body
-            }
-            TanhBackward => {
-                let $f = inlined(
-                    #[inline(always)]
-                    |a, b| TanhBackward.cpu(a, b),
-                );
-                $body
-            }
-            GeluBackward => {
-                let $f = inlined(
-                    #[inline(always)]
-                    |a, b| GeluBackward.cpu(a, b),
-                );
-                $body
-            }
+            })*
             op => {
-                let $f = inlined(
-                    #[inline(always)]
-                    move |a, b| op.cpu(a, b),
-                );
+                let $f = inlined(#[inline(always)] move |a, b| op.cpu(a, b));
                 $body
             }
         }

@@ -296,6 +296,11 @@ pub(crate) fn par_fill<T: Send>(out: &mut [T], f: impl Fn(usize, &mut [T]) + Syn
     }
 }
 
+/// The first `len` elements of `c` if it holds `T`s and has that many.
+pub(crate) fn head<T: CpuElem>(c: &CpuStorage, len: usize) -> Option<&[T]> {
+    T::slice(c).and_then(|v| v.get(..len))
+}
+
 /// Gather the elements of `layout` from `src` into a new contiguous vector.
 pub(crate) fn gather_strided<T: CpuElem>(src: &[T], layout: &Layout) -> Vec<T> {
     let n = layout.numel();

@@ -43,9 +43,9 @@ pub(crate) fn reduce_rows(op: ReduceOp, x: &CpuStorage, rows: usize, n: usize) -
 }
 
 /// Column sums of a contiguous f32/f64 `[rows, cols]` starting at element `offset`:
-/// `out[j] = Σ_i x[offset + i * cols + j]`, accumulated in
-/// f64 like the row sums, over blocks of columns in parallel (rows are read in order, so the
-/// loop streams and vectorises instead of striding down each column).
+/// `out[j] = Σ_i x[offset + i * cols + j]`, accumulated in f64 like the row sums, over blocks of
+/// columns in parallel (rows are read in order, so the loop streams and vectorises instead of
+/// striding down each column). None for other dtypes.
 pub(crate) fn sum_cols(
     x: &CpuStorage,
     offset: usize,
