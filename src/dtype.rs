@@ -1,4 +1,15 @@
-//! Element types.
+//! Element types: [`DType`], type promotion as PyTorch's `torch.result_type` does it, and
+//! [`Scalar`], a Python number (int, float or bool) given to an op.
+//!
+//! ```
+//! use wgtorch::{DType, Device, Tensor};
+//! assert_eq!(DType::promote(DType::I64, DType::F16), DType::F16); // int op float -> the float
+//! assert_eq!(DType::promote(DType::F16, DType::BF16), DType::F32);
+//! let i = Tensor::from_vec(vec![1i64, 2], [2], &Device::Cpu)?;
+//! assert_eq!((&i * 2.5).dtype(), DType::F32); // a float scalar lifts ints to the default float
+//! assert_eq!((&i * 2).dtype(), DType::I64);
+//! # Ok::<(), wgtorch::Error>(())
+//! ```
 
 use crate::backend::cpu::vmath;
 use half::{bf16, f16};
@@ -214,7 +225,7 @@ pub trait Real: num_traits::Float + Send + Sync + 'static + std::iter::Sum {
     /// Convert from f64.
     fn of(v: f64) -> Self;
     /// `e^x` as the CPU kernels compute it: vectorisable for f32
-    /// ([`vmath`](crate::backend::cpu::vmath), within 1 ulp), the platform's for f64.
+    /// ([`vmath`], within 1 ulp), the platform's for f64.
     fn vexp(self) -> Self {
         self.exp()
     }

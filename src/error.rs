@@ -19,42 +19,65 @@ pub enum Error {
     /// Two shapes could not be broadcast together.
     #[error("{op}: the size of tensor a ({a}) must match the size of tensor b ({b}) at non-singleton dimension {dim} (shapes {lhs:?} and {rhs:?})")]
     Broadcast {
+        /// The op that failed, by PyTorch's name (`add`, `matmul`, `conv2d`, ...).
         op: &'static str,
+        /// Shape of the first operand.
         lhs: Vec<usize>,
+        /// Shape of the second operand.
         rhs: Vec<usize>,
+        /// The dimension (counted from the left of the broadcast shape) where they disagree.
         dim: usize,
+        /// Size of the first operand at `dim`.
         a: usize,
+        /// Size of the second operand at `dim`.
         b: usize,
     },
     /// Shapes that an op needs to agree do not.
     #[error("{op}: {msg}")]
-    Shape { op: &'static str, msg: String },
+    Shape {
+        /// The op that failed, by PyTorch's name (`add`, `matmul`, `conv2d`, ...).
+        op: &'static str,
+        /// What disagrees, naming the shapes.
+        msg: String,
+    },
     /// Tensors on different devices were combined.
     #[error("Expected all tensors to be on the same device, but found at least two devices, {a} and {b}! (in {op})")]
     DeviceMismatch {
+        /// The op that failed, by PyTorch's name (`add`, `matmul`, `conv2d`, ...).
         op: &'static str,
+        /// The first device found.
         a: Device,
+        /// The other device found.
         b: Device,
     },
     /// Tensors of different dtypes were combined where the op needs one dtype.
     #[error("{op}: expected {expected} but found {found}")]
     DTypeMismatch {
+        /// The op that failed, by PyTorch's name (`add`, `matmul`, `conv2d`, ...).
         op: &'static str,
+        /// The dtype the op needed.
         expected: DType,
+        /// The dtype it got.
         found: DType,
     },
     /// The op is not defined for this dtype.
     #[error("{op}: not implemented for dtype {dtype}{hint}")]
     UnsupportedDType {
+        /// The op that failed, by PyTorch's name (`add`, `matmul`, `conv2d`, ...).
         op: &'static str,
+        /// The dtype it got.
         dtype: DType,
+        /// What to do instead, starting with "; " when set (empty otherwise).
         hint: &'static str,
     },
     /// The device cannot hold this dtype.
     #[error("dtype {dtype} is not supported on device {device} ({adapter}); use .to_dtype(DType::F32) or keep the tensor on the CPU")]
     DTypeNotOnDevice {
+        /// The dtype (for example `F64`, or `F16` on an adapter without `shader-f16`).
         dtype: DType,
+        /// The device that cannot hold it.
         device: Device,
+        /// The adapter's name, as the driver reports it.
         adapter: String,
     },
     /// A dimension index out of range.
@@ -62,29 +85,45 @@ pub enum Error {
         "{op}: Dimension out of range (expected to be in range of [{min}, {max}], but got {dim})"
     )]
     DimOutOfRange {
+        /// The op that failed, by PyTorch's name (`add`, `matmul`, `conv2d`, ...).
         op: &'static str,
+        /// The dimension given (negative dims count from the end).
         dim: isize,
+        /// Smallest valid dimension (`-ndim`).
         min: isize,
+        /// Largest valid dimension (`ndim - 1`).
         max: isize,
     },
     /// An index out of range.
     #[error("{op}: index {index} is out of bounds for dimension {dim} with size {size}")]
     IndexOutOfRange {
+        /// The op that failed, by PyTorch's name (`add`, `matmul`, `conv2d`, ...).
         op: &'static str,
+        /// The index given.
         index: i64,
+        /// The dimension it indexes.
         dim: usize,
+        /// The size of that dimension.
         size: usize,
     },
     /// `view` on a tensor whose strides do not allow it.
     #[error("view size is not compatible with input tensor's size and stride (at least one dimension spans across two contiguous subspaces). Use .reshape(...) instead. (shape {shape:?} -> {target:?}, strides {strides:?})")]
     ViewNonContiguous {
+        /// Shape of the tensor viewed.
         shape: Vec<usize>,
+        /// Its strides, in elements.
         strides: Vec<usize>,
+        /// The shape asked for (`-1` as given).
         target: Vec<isize>,
     },
     /// Bad argument value.
     #[error("{op}: {msg}")]
-    InvalidArgument { op: &'static str, msg: String },
+    InvalidArgument {
+        /// The op that failed, by PyTorch's name (`add`, `matmul`, `conv2d`, ...).
+        op: &'static str,
+        /// What is wrong with the argument and what is allowed.
+        msg: String,
+    },
     /// Autograd misuse, worded as PyTorch words it.
     #[error("{0}")]
     Autograd(String),
@@ -94,26 +133,38 @@ pub enum Error {
     /// The adapter's limits were exceeded.
     #[error("{op}: {what} needs {needed} but adapter \"{adapter}\" allows at most {limit} ({limit_name})")]
     GpuLimit {
+        /// The op that failed, by PyTorch's name (`add`, `matmul`, `conv2d`, ...).
         op: &'static str,
+        /// What exceeds the limit (a buffer, a binding, a dispatch).
         what: String,
+        /// What the op needs, in the limit's unit.
         needed: u64,
+        /// What the adapter allows.
         limit: u64,
+        /// The limit's name in `wgpu::Limits` (`max_storage_buffer_binding_size`, ...).
         limit_name: &'static str,
+        /// The adapter's name, as the driver reports it.
         adapter: String,
     },
     /// An error reported by the GPU driver (out of memory, lost device, ...).
     #[error("GPU error on adapter \"{adapter}\" in {op}: {msg}")]
     Gpu {
+        /// The op that failed, by PyTorch's name (`add`, `matmul`, `conv2d`, ...).
         op: &'static str,
+        /// The adapter's name, as the driver reports it.
         adapter: String,
+        /// The driver's message.
         msg: String,
     },
     /// An allocation failed or could never succeed (too many bytes for the host or the adapter).
     /// Worded like PyTorch's "not enough memory: you tried to allocate N bytes".
     #[error("{op}: out of memory on {device}: tried to allocate {bytes} bytes ({}){detail}", human_bytes(*bytes))]
     OutOfMemory {
+        /// The op that failed, by PyTorch's name (`add`, `matmul`, `conv2d`, ...).
         op: &'static str,
+        /// The device that could not allocate.
         device: Device,
+        /// The size of the failed allocation.
         bytes: u64,
         /// Extra context (the adapter and its limit, the pool's state), starting with "; " when set.
         detail: String,
@@ -123,8 +174,11 @@ pub enum Error {
     /// prefetch thread failed outside `get`.
     #[error("DataLoader: {}{msg}", index.map(|i| format!("sample {i}: ")).unwrap_or_default())]
     DataLoader {
+        /// The sample whose `get` failed, if the failure was in one.
         index: Option<usize>,
+        /// The panic's message, or empty when `source` holds the error.
         msg: String,
+        /// The error `get` returned.
         #[source]
         source: Option<Box<Error>>,
     },
@@ -134,7 +188,9 @@ pub enum Error {
     /// I/O. `path` is the file involved, or empty for an error converted with `?` / `From`.
     #[error("{}{source}", if path.is_empty() { String::new() } else { format!("{path}: ") })]
     Io {
+        /// The file involved, or empty.
         path: String,
+        /// The operating system's error.
         #[source]
         source: std::io::Error,
     },

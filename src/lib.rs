@@ -15,6 +15,8 @@
 //! # Ok::<(), wgtorch::Error>(())
 //! ```
 
+#![deny(missing_docs)]
+
 // `::wgtorch` paths (what `#[derive(Module)]` generates) also work inside the crate.
 extern crate self as wgtorch;
 
@@ -81,4 +83,22 @@ pub mod prelude {
     pub use crate::nn::{self, functional as F, Forward, Module, ModuleExt};
     pub use crate::optim::{self, Optimizer};
     pub use crate::{manual_seed, no_grad, DType, Device, Error, Result, Scalar, Tensor};
+}
+
+/// The guide in `docs/`, one item per page, so that `cargo test --doc` compiles and runs every
+/// Rust snippet in it (`tests/docs.rs` checks that no page is left out).
+#[cfg(doctest)]
+pub mod guide {
+    #[doc = include_str!("../docs/getting-started.md")]
+    pub struct GettingStarted;
+    #[doc = include_str!("../docs/migration.md")]
+    pub struct Migration;
+    #[doc = include_str!("../docs/devices.md")]
+    pub struct Devices;
+    #[doc = include_str!("../docs/browser.md")]
+    pub struct Browser;
+    #[doc = include_str!("../docs/mixed-precision.md")]
+    pub struct MixedPrecision;
+    #[doc = include_str!("../docs/performance.md")]
+    pub struct Performance;
 }

@@ -1,4 +1,14 @@
-//! Shapes, strides and broadcasting.
+//! Shapes, strides and broadcasting: the size arithmetic every op does before it allocates,
+//! checked so that an overflowing shape is an error, not a wrapped size.
+//!
+//! ```
+//! use wgtorch::shape::{broadcast_shapes, checked_numel, contiguous_strides};
+//! assert_eq!(contiguous_strides(&[2, 3, 4]), vec![12, 4, 1]);
+//! assert_eq!(broadcast_shapes("add", &[5, 1, 4], &[3, 1])?, vec![5, 3, 4]);
+//! assert!(broadcast_shapes("add", &[2], &[3]).is_err());
+//! assert!(checked_numel("zeros", &[1 << 40, 1 << 40]).is_err()); // 2⁸⁰ elements
+//! # Ok::<(), wgtorch::Error>(())
+//! ```
 
 use std::fmt;
 

@@ -5,12 +5,34 @@ use crate::{Result, Tensor};
 
 /// Scales the loss so f16 gradients do not underflow, unscales before the step, and skips steps
 /// whose gradients hold inf or NaN (found on the device with one reduction and a single scalar
-/// read). Master weights stay f32.
+/// read). Master weights stay f32. PyTorch's `torch.amp.GradScaler` and its loop:
+/// `scaler.scale(&loss)?.backward()?; scaler.step(&mut opt)?; scaler.update();` (with
+/// `scaler.unscale_(&mut opt)?` before `step` to clip true gradients).
 ///
 /// ```
 /// use wgtorch::amp::GradScaler;
-/// let s = GradScaler::new();
-/// assert_eq!(s.get_scale(), 65536.0);
+/// use wgtorch::optim::{Optimizer, Sgd};
+/// use wgtorch::{Device, Tensor};
+/// let w = Tensor::ones([2], &Device::Cpu)?.requires_grad_(true);
+/// let mut opt = Sgd::new(vec![w.clone()], 0.1)?;
+/// let mut scaler = GradScaler::new();
+/// assert_eq!(scaler.get_scale(), 65536.0);
+///
+/// // A step whose gradients overflow is skipped, and the scale backs off.
+/// let loss = w.mul_scalar(f64::INFINITY)?.sum_all()?;
+/// scaler.scale(&loss)?.backward()?;
+/// assert!(!scaler.step(&mut opt)?);
+/// scaler.update();
+/// assert_eq!(scaler.get_scale(), 32768.0);
+/// assert_eq!(w.to_vec::<f32>()?, [1.0, 1.0]);
+///
+/// // A clean step runs with the unscaled gradient (1 per element).
+/// opt.zero_grad();
+/// scaler.scale(&w.sum_all()?)?.backward()?;
+/// assert!(scaler.step(&mut opt)?);
+/// scaler.update();
+/// assert_eq!(w.to_vec::<f32>()?, [0.9, 0.9]);
+/// # Ok::<(), wgtorch::Error>(())
 /// ```
 #[derive(Clone, Debug)]
 pub struct GradScaler {
@@ -50,7 +72,7 @@ impl GradScaler {
             last_skipped: false,
         }
     }
-    /// The current scale.
+    /// The current scale (1 when disabled).
     pub fn get_scale(&self) -> f64 {
         if self.enabled {
             self.scale
@@ -58,7 +80,7 @@ impl GradScaler {
             1.0
         }
     }
-    /// `loss * scale`.
+    /// `loss * scale`, as f32 (a half loss is cast up first); the loss itself when disabled.
     pub fn scale(&self, loss: &Tensor) -> Result<Tensor> {
         if !self.enabled {
             return Ok(loss.clone());
@@ -66,7 +88,9 @@ impl GradScaler {
         loss.to_dtype(crate::DType::F32)?.mul_scalar(self.scale)
     }
     /// Divide the optimizer's gradients by the scale in place (so clipping sees true values) and
-    /// record whether any is inf or NaN.
+    /// record whether any is inf or NaN (on the device; nothing is read back here). Does nothing
+    /// when disabled or when already called since the last [`GradScaler::update`]. Errors come
+    /// from the tensor ops.
     pub fn unscale_(&mut self, opt: &mut dyn Optimizer) -> Result<()> {
         if !self.enabled || self.unscaled {
             return Ok(());
@@ -90,7 +114,8 @@ impl GradScaler {
         self.unscaled = true;
         Ok(())
     }
-    /// Unscale if needed, then step unless a gradient overflowed. Returns whether it stepped.
+    /// Unscale if needed, then `opt.step()` unless a gradient is inf or NaN (one scalar read
+    /// back). Returns whether it stepped; errors are the optimizer's or the tensor ops'.
     pub fn step(&mut self, opt: &mut dyn Optimizer) -> Result<bool> {
         if !self.enabled {
             opt.step()?;
@@ -126,14 +151,15 @@ impl GradScaler {
         self.found_inf = None;
         self.last_skipped = false;
     }
-    /// `(scale, growth_tracker)` for checkpoints.
+    /// `(scale, growth_tracker)` for checkpoints, as named scalars.
     pub fn state_dict(&self) -> Vec<(String, f64)> {
         vec![
             ("scale".into(), self.scale),
             ("growth_tracker".into(), self.growth_tracker as f64),
         ]
     }
-    /// Restore from `state_dict`.
+    /// Restore `scale` and `growth_tracker` from [`GradScaler::state_dict`]'s pairs (other keys
+    /// are ignored; the values are not checked).
     pub fn load_state_dict(&mut self, s: &[(String, f64)]) {
         for (k, v) in s {
             match k.as_str() {

@@ -1,4 +1,26 @@
 //! Reverse-mode autograd: graph nodes recorded by ops, a topological backward pass, grad mode.
+//!
+//! Every differentiable op records a [`Node`] on its output when an input requires grad and grad
+//! mode is on; [`Tensor::backward`](crate::Tensor::backward) walks the graph once in reverse
+//! topological order. [`no_grad`] / [`enable_grad`] are guards (PyTorch's context managers),
+//! [`set_anomaly_enabled`] names the op whose backward produced a NaN, and [`gradcheck`] checks a
+//! function's gradients against finite differences in f64.
+//!
+//! ```
+//! use wgtorch::{autograd, Device, Tensor};
+//! let w = Tensor::from_vec(vec![2.0f64, -1.0], [2], &Device::Cpu)?.requires_grad_(true);
+//! let y = w.exp()?.mul(&w)?.sum_all()?; // sum(w · eʷ)
+//! assert_eq!(y.grad_fn().map(|n| n.name()), Some("sum"));
+//! y.backward()?;
+//! let g = w.grad().unwrap().to_vec::<f64>()?; // (1 + w) eʷ
+//! assert!((g[0] - 3.0 * 2f64.exp()).abs() < 1e-12 && g[1].abs() < 1e-12);
+//! {
+//!     let _guard = autograd::no_grad(); // with torch.no_grad():
+//!     assert!(!autograd::is_grad_enabled() && w.exp()?.grad_fn().is_none());
+//! }
+//! autograd::gradcheck(|t| t[0].exp()?.mul(&t[0]), &[w.detach()], 1e-6, 1e-5, 1e-4)?;
+//! # Ok::<(), wgtorch::Error>(())
+//! ```
 
 mod grad_mode;
 mod gradcheck;

@@ -1,5 +1,21 @@
 //! Backends: enum dispatch over where the storage lives. The op layer checks devices and dtypes
 //! before it calls in here, so operands always share a backend.
+//!
+//! User code rarely touches this module: tensors pick their backend from their
+//! [`Device`](crate::Device). What is public here is for inspection and tuning: the host
+//! buffer pool ([`cpu::pool`]), the CPU's vector math ([`cpu::vmath`]), and each GPU's context
+//! ([`gpu::context`]) with its memory statistics and the WGSL of every kernel
+//! ([`gpu::kernels`]).
+//!
+//! ```
+//! use wgtorch::{backend, Device, Tensor};
+//! let x = Tensor::ones([1 << 16], &Device::Cpu)?;
+//! assert_eq!(x.sum_all()?.item()?, 65536.0);
+//! drop(x); // large host buffers go back to the pool for the next tensor of that size
+//! assert!(backend::cpu::pool::cached_bytes() >= 4 << 16);
+//! backend::cpu::pool::empty_cache(); // torch.cuda.empty_cache()'s host analogue
+//! # Ok::<(), wgtorch::Error>(())
+//! ```
 
 pub mod cpu;
 pub mod gpu;

@@ -6,8 +6,29 @@ use std::path::{Path, PathBuf};
 
 const RECORD: usize = 1 + 3 * 32 * 32;
 
-/// The CIFAR-10 binary version: `data_batch_1.bin` … `data_batch_5.bin` (train) and
-/// `test_batch.bin` (test) in a directory (or its `cifar-10-batches-bin` subdirectory).
+/// The CIFAR-10 binary version (torchvision's `CIFAR10(root, train)`, reading the binary rather
+/// than the Python-pickle release): `data_batch_1.bin` … `data_batch_5.bin` (train) and
+/// `test_batch.bin` (test) in a directory (or its `cifar-10-batches-bin` subdirectory). Each
+/// record is a label byte and 3×32×32 pixel bytes; samples are `[3, 32, 32]` f32 in [0, 1].
+///
+/// ```
+/// use wgtorch::data::{Cifar10, Dataset};
+/// // A two-record test split, written by hand.
+/// let dir = std::env::temp_dir().join(format!("wgtorch-doc-cifar-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir).unwrap();
+/// let mut bytes = Vec::new();
+/// for label in [3u8, 7] {
+///     bytes.push(label);
+///     bytes.extend(std::iter::repeat(255u8).take(3 * 32 * 32));
+/// }
+/// std::fs::write(dir.join("test_batch.bin"), &bytes).unwrap();
+/// let test = Cifar10::new(&dir, false)?;
+/// let (img, label) = test.get(1)?;
+/// assert_eq!((test.len(), label, img.shape()), (2, 7, &[3usize, 32, 32][..]));
+/// assert!(Cifar10::new(&dir, true).is_err()); // no data_batch_*.bin here
+/// std::fs::remove_dir_all(&dir).unwrap();
+/// # Ok::<(), wgtorch::Error>(())
+/// ```
 pub struct Cifar10 {
     data: Vec<u8>,
 }
@@ -20,7 +41,9 @@ fn io_err(path: &Path, e: std::io::Error) -> Error {
 }
 
 impl Cifar10 {
-    /// Read the train (`train = true`) or test split from `dir`.
+    /// Read the train (`train = true`, 50,000 samples) or test split (10,000) from `dir` into
+    /// memory. A missing directory or file, a file that is not whole records, or a label past 9
+    /// is an [`Error::Io`] naming the path.
     pub fn new(dir: impl AsRef<Path>, train: bool) -> Result<Cifar10> {
         let mut dir = dir.as_ref().to_path_buf();
         if !dir.join("test_batch.bin").exists() && dir.join("cifar-10-batches-bin").is_dir() {
@@ -80,7 +103,10 @@ impl Dataset for Cifar10 {
 
 #[cfg(feature = "download")]
 /// Download the `.tar.gz` at `url`, check its SHA-256 against `sha256_hex` (if given), and extract
-/// it into `dir`. Returns the directory holding the `.bin` files.
+/// it into `dir` (torchvision's `download=True`; the archive is kept as
+/// `dir/cifar-10-binary.tar.gz`). Returns the directory holding the `.bin` files, to pass to
+/// [`Cifar10::new`]. A network failure, a checksum mismatch or a bad archive is an
+/// [`Error::Io`]. Only with the `download` feature (on by default; off in the browser).
 pub fn download_cifar10(
     url: &str,
     dir: impl AsRef<Path>,

@@ -7,14 +7,28 @@ use std::io::Read;
 static DIGITS_GZ: &[u8] = include_bytes!("../../data/digits.csv.gz");
 
 /// 1,797 8×8 digits, served as `[3, 32, 32]` f32 images (each pixel 4×4 and the gray level in all
-/// three channels, values in [0, 1]) so the CIFAR-sized CNN runs on them unchanged.
+/// three channels, values in [0, 1]) so the CIFAR-sized CNN runs on them unchanged; labels 0–9.
+/// Embedded in the crate: no download, no files.
+///
+/// ```
+/// use wgtorch::data::{Dataset, Digits};
+/// let digits = Digits::load()?;
+/// assert_eq!(digits.len(), 1797);
+/// let (img, label) = digits.get(0)?;
+/// assert_eq!(img.shape(), &[3, 32, 32]);
+/// assert_eq!(label, digits.labels()[0]);
+/// let (x8, y) = digits.tensors8()?; // the stored 8x8 images, for MNIST-shaped models
+/// assert_eq!((x8.shape(), y.shape()), (&[1797usize, 1, 8, 8][..], &[1797usize][..]));
+/// # Ok::<(), wgtorch::Error>(())
+/// ```
 pub struct Digits {
     pixels: Vec<[u8; 64]>,
     labels: Vec<i32>,
 }
 
 impl Digits {
-    /// Decode the embedded copy.
+    /// Decode the embedded copy (an [`Error::Io`] or [`Error::InvalidArgument`] only if the
+    /// embedded file were damaged).
     pub fn load() -> Result<Digits> {
         let mut text = String::new();
         flate2::read::GzDecoder::new(DIGITS_GZ)
@@ -48,11 +62,12 @@ impl Digits {
         }
         Ok(Digits { pixels, labels })
     }
-    /// The labels.
+    /// The labels (0–9), one per sample.
     pub fn labels(&self) -> &[i32] {
         &self.labels
     }
-    /// The 8×8 image of sample `i` as it is stored, values in [0, 1] (pixel / 16).
+    /// The 8×8 image of sample `i` as it is stored, row-major, values in [0, 1] (pixel / 16);
+    /// an [`Error::IndexOutOfRange`] past the end.
     pub fn image8(&self, i: usize) -> Result<Vec<f32>> {
         super::check_index("Digits", i, self.len())?;
         Ok(self.pixels[i].iter().map(|&p| p as f32 / 16.0).collect())
@@ -71,7 +86,8 @@ impl Digits {
             Tensor::from_vec(labels, [n], &Device::Cpu)?,
         ))
     }
-    /// The 32×32 gray image of sample `i`, values in [0, 1].
+    /// The 32×32 gray image of sample `i` (each stored pixel repeated 4×4), row-major, values in
+    /// [0, 1]; an [`Error::IndexOutOfRange`] past the end.
     pub fn image32(&self, i: usize) -> Result<Vec<f32>> {
         super::check_index("Digits", i, self.len())?;
         let p = &self.pixels[i];

@@ -5,7 +5,27 @@ use super::{Dataset, Sample};
 use crate::{Error, Result};
 use std::path::{Path, PathBuf};
 
-/// Images in one sub-directory per class.
+/// Images in one sub-directory per class (torchvision's `ImageFolder`): `root/<class>/<image>`,
+/// classes in sorted order (label = index in [`ImageFolder::classes`]), images sorted by path
+/// within a class. Files ending in png, jpg, jpeg, bmp, gif or webp count (case-insensitive);
+/// the decoders built in are PNG and JPEG. Samples are `[3, H, W]` f32 in [0, 1]
+/// ([`super::transforms::to_tensor`]), decoded on each `get`; give images of different sizes a
+/// [`super::transforms::Resize`] before batching.
+///
+/// ```
+/// use wgtorch::data::{Dataset, ImageFolder};
+/// let root = std::env::temp_dir().join(format!("wgtorch-doc-imgs-{}", std::process::id()));
+/// for class in ["cat", "dog"] {
+///     std::fs::create_dir_all(root.join(class)).unwrap();
+///     image::RgbImage::new(5, 4).save(root.join(class).join("a.png")).unwrap();
+/// }
+/// let ds = ImageFolder::new(&root)?;
+/// assert_eq!(ds.classes, ["cat", "dog"]);
+/// let (img, label) = ds.get(1)?;
+/// assert_eq!((img.shape(), label), (&[3usize, 4, 5][..], 1));
+/// std::fs::remove_dir_all(&root).unwrap();
+/// # Ok::<(), wgtorch::Error>(())
+/// ```
 pub struct ImageFolder {
     /// Class names (sub-directory names, sorted); a label is an index here.
     pub classes: Vec<String>,
@@ -15,7 +35,9 @@ pub struct ImageFolder {
 const EXTS: [&str; 6] = ["png", "jpg", "jpeg", "bmp", "gif", "webp"];
 
 impl ImageFolder {
-    /// Index `root`.
+    /// Index `root` (file names only; images are decoded by `get`, where an undecodable file
+    /// is an [`Error::Io`] naming it). An unreadable `root`, or one without class
+    /// sub-directories, is an [`Error::Io`].
     pub fn new(root: impl AsRef<Path>) -> Result<ImageFolder> {
         let root = root.as_ref();
         let io = |p: &Path, e: std::io::Error| Error::Io {

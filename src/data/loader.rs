@@ -13,9 +13,29 @@ use std::thread::JoinHandle;
 /// loader's device.
 pub type Batch = (Tensor, Tensor);
 
-/// Iterates a dataset in batches. Each epoch's order comes from `seed` and the epoch number, so a
-/// resumed run sees the same batches. Batches are assembled and moved to `device` by a background
-/// thread, `prefetch` batches ahead.
+/// Iterates a dataset in batches (torch.utils.data.DataLoader with `batch_size`, `shuffle`,
+/// `drop_last`; a background thread instead of `num_workers`). Each epoch's order comes from
+/// `seed` and the epoch number, so a resumed run sees the same batches. Batches are assembled
+/// and moved to `device` by a background thread, `prefetch` batches ahead. Every sample of a
+/// batch must have the same shape; inputs are stacked as f32 `[B, ...]` (whatever the samples'
+/// dtype) and labels as int64 `[B]`.
+///
+/// ```
+/// use std::sync::Arc;
+/// use wgtorch::data::{DataLoader, TensorDataset};
+/// use wgtorch::{Device, Tensor};
+/// let x = Tensor::zeros([10, 3], &Device::Cpu)?;
+/// let y = Tensor::from_vec(vec![1i64; 10], [10], &Device::Cpu)?;
+/// let ds = Arc::new(TensorDataset::new(&x, &y)?);
+/// let loader = DataLoader::new(ds, 4, &Device::Cpu)?.shuffle(7).drop_last(true);
+/// let mut sizes = Vec::new();
+/// for batch in loader.epoch(0) {
+///     sizes.push(batch?.0.shape()[0]);
+/// }
+/// assert_eq!(sizes, [4, 4]); // the last 2 samples are dropped
+/// assert_eq!(loader.len(), 2);
+/// # Ok::<(), wgtorch::Error>(())
+/// ```
 pub struct DataLoader {
     /// The samples (`len(loader.dataset)` in PyTorch is `loader.dataset.len()`).
     pub dataset: Arc<dyn Dataset>,
@@ -34,7 +54,9 @@ pub struct DataLoader {
 }
 
 impl DataLoader {
-    /// A loader with shuffling off, prefetch 2, seed 0.
+    /// A loader over `dataset` with batches of `batch_size` placed on `device`; shuffling off,
+    /// `drop_last` off, seed 0, prefetch 2 (0 in the browser). A `batch_size` of 0 is an
+    /// [`Error::InvalidArgument`].
     pub fn new(
         dataset: Arc<dyn Dataset>,
         batch_size: usize,
@@ -56,18 +78,19 @@ impl DataLoader {
             prefetch: if cfg!(target_arch = "wasm32") { 0 } else { 2 }, // no threads in the browser
         })
     }
-    /// Builder: shuffle with `seed`.
+    /// Builder: shuffle every epoch (PyTorch's `shuffle=True`), the order drawn from `seed` and
+    /// the epoch number.
     pub fn shuffle(mut self, seed: u64) -> Self {
         self.shuffle = true;
         self.seed = seed;
         self
     }
-    /// Builder: drop the last incomplete batch.
+    /// Builder: drop the last incomplete batch (PyTorch's `drop_last`).
     pub fn drop_last(mut self, on: bool) -> Self {
         self.drop_last = on;
         self
     }
-    /// Number of batches per epoch.
+    /// Number of batches per epoch (PyTorch's `len(loader)`).
     pub fn len(&self) -> usize {
         let n = self.dataset.len();
         if self.drop_last {
@@ -81,7 +104,8 @@ impl DataLoader {
         self.len() == 0
     }
 
-    /// The sample order of `epoch`.
+    /// The sample order of `epoch`: `0..len` without shuffling, else a permutation that depends
+    /// only on `seed` and `epoch`.
     pub fn order(&self, epoch: usize) -> Vec<usize> {
         let mut idx: Vec<usize> = (0..self.dataset.len()).collect();
         if self.shuffle {
@@ -96,8 +120,11 @@ impl DataLoader {
         idx
     }
 
-    /// The batches of `epoch`. The first batch that fails to load is yielded as an `Err`, and
-    /// the iteration ends there.
+    /// The batches of `epoch` (PyTorch's `for x, y in loader:`, with the epoch explicit). The
+    /// first batch that fails to load is yielded as an `Err` ([`Error::DataLoader`] naming the
+    /// sample, when a sample's `get` fails or panics; [`Error::Shape`] when samples' shapes
+    /// differ), and the iteration ends there. Starting an epoch also sets the epoch that seeds
+    /// [`super::Transformed`]'s augmentations.
     pub fn epoch(&self, epoch: usize) -> BatchIter {
         let order = self.order(epoch);
         let mut chunks: Vec<Vec<usize>> =
@@ -159,7 +186,8 @@ fn panicked(index: Option<usize>, what: &str, payload: Box<dyn std::any::Any + S
     }
 }
 
-/// Stack the samples `idx` and move them to `dev` (one upload per batch).
+/// Stack the samples `idx` of `ds` into one batch on `dev` (one upload per batch): inputs as
+/// f32 `[len(idx), ...]`, labels as int64 `[len(idx)]`. Errors as [`DataLoader::epoch`]'s.
 pub fn collate(ds: &dyn Dataset, idx: &[usize], dev: &Device) -> Result<Batch> {
     let mut data: Vec<f32> = Vec::new();
     let mut labels = Vec::with_capacity(idx.len());
@@ -184,8 +212,8 @@ pub fn collate(ds: &dyn Dataset, idx: &[usize], dev: &Device) -> Result<Batch> {
     ))
 }
 
-/// Iterator over an epoch's batches; it ends after the first `Err`. Dropping it stops the
-/// prefetch thread and joins it.
+/// Iterator over an epoch's batches, returned by [`DataLoader::epoch`]; it ends after the
+/// first `Err`. Dropping it stops the prefetch thread and joins it.
 pub struct BatchIter(Source);
 
 enum Source {

@@ -1,6 +1,23 @@
-//! Transforms on `[C, H, W]` f32 CPU tensors, plus [`to_tensor`] from `image` images. Random
-//! transforms draw from the generator they are given (seeded per sample and epoch by
-//! [`super::Transformed`]), so runs are reproducible whatever the threading.
+//! Transforms on `[C, H, W]` f32 CPU tensors (torchvision's `transforms`), plus [`to_tensor`]
+//! from `image` images. Random transforms draw from the generator they are given (seeded per
+//! sample and epoch by [`super::Transformed`]), so runs are reproducible whatever the threading.
+//! Each returns a new contiguous f32 CPU tensor; an input that is not `[C, H, W]` is an
+//! [`Error::Shape`].
+//!
+//! ```
+//! use wgtorch::data::transforms::{CenterCrop, Compose, Normalize, RandomCrop, Transform};
+//! use wgtorch::{Device, Generator, Tensor};
+//! let img = Tensor::full([3, 8, 8], 0.75, &Device::Cpu)?;
+//! let augment = Compose(vec![
+//!     Box::new(RandomCrop { size: 8, padding: 2 }), // pad to 12x12, crop 8x8 at random
+//!     Box::new(CenterCrop { h: 4, w: 4 }), // the middle stays inside the image
+//!     Box::new(Normalize { mean: vec![0.5; 3], std: vec![0.25; 3] }),
+//! ]);
+//! let out = augment.apply(&img, &mut Generator::new(0))?;
+//! assert_eq!(out.shape(), &[3, 4, 4]);
+//! assert_eq!(out.to_vec::<f32>()?, vec![1.0; 48]); // (0.75 - 0.5) / 0.25
+//! # Ok::<(), wgtorch::Error>(())
+//! ```
 
 use crate::{Device, Error, Generator, Result, Tensor};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -17,13 +34,32 @@ pub(crate) fn epoch_salt() -> u64 {
     EPOCH_SALT.load(Ordering::Relaxed)
 }
 
-/// A sample transform.
+/// A sample transform (a torchvision transform's `__call__`, with the random source explicit).
+/// Implement it for your own augmentations:
+///
+/// ```
+/// use wgtorch::data::transforms::Transform;
+/// use wgtorch::{Device, Generator, Result, Tensor};
+/// struct GaussianNoise(f64);
+/// impl Transform for GaussianNoise {
+///     fn apply(&self, x: &Tensor, g: &mut Generator) -> Result<Tensor> {
+///         let noise: Vec<f32> = (0..x.numel()).map(|_| (self.0 * g.normal()) as f32).collect();
+///         x.add(&Tensor::from_vec(noise, x.shape(), &Device::Cpu)?)
+///     }
+/// }
+/// let x = Tensor::zeros([1, 2, 2], &Device::Cpu)?;
+/// let a = GaussianNoise(0.1).apply(&x, &mut Generator::new(1))?;
+/// let b = GaussianNoise(0.1).apply(&x, &mut Generator::new(1))?;
+/// assert_eq!(a.to_vec::<f32>()?, b.to_vec::<f32>()?); // same seed, same noise
+/// # Ok::<(), wgtorch::Error>(())
+/// ```
 pub trait Transform: Send + Sync {
-    /// Transform `x` (`[C, H, W]`).
+    /// Transform `x` (`[C, H, W]`), drawing any randomness from `g`.
     fn apply(&self, x: &Tensor, g: &mut Generator) -> Result<Tensor>;
 }
 
-/// `[H, W, C]` u8 image → `[C, H, W]` f32 in [0, 1] (torchvision's ToTensor).
+/// An image → `[3, H, W]` f32 CPU tensor in [0, 1] (torchvision's ToTensor). Any image is
+/// converted to 8-bit RGB first (gray is repeated, alpha dropped).
 pub fn to_tensor(img: &image::DynamicImage) -> Result<Tensor> {
     let rgb = img.to_rgb8();
     let (w, h) = (rgb.width() as usize, rgb.height() as usize);
@@ -51,7 +87,7 @@ fn chw(op: &'static str, x: &Tensor) -> Result<(usize, usize, usize, Vec<f32>)> 
     ))
 }
 
-/// Apply transforms in order.
+/// Apply transforms in order, sharing the generator (torchvision's `Compose`).
 pub struct Compose(pub Vec<Box<dyn Transform>>);
 
 impl Transform for Compose {
@@ -64,7 +100,8 @@ impl Transform for Compose {
     }
 }
 
-/// `(x - mean[c]) / std[c]` per channel.
+/// `(x - mean[c]) / std[c]` per channel (torchvision's `Normalize`). `mean` and `std` need one
+/// value per channel, else an [`Error::Shape`].
 pub struct Normalize {
     /// Channel means.
     pub mean: Vec<f32>,
@@ -94,7 +131,9 @@ impl Transform for Normalize {
     }
 }
 
-/// Pad by `padding` zeros, then crop a random `size × size` window.
+/// Pad by `padding` zeros on every side, then crop a random `size × size` window
+/// (torchvision's `RandomCrop(size, padding)`). A window larger than the padded image is an
+/// [`Error::Shape`].
 pub struct RandomCrop {
     /// Output side.
     pub size: usize,
@@ -137,7 +176,8 @@ impl Transform for RandomCrop {
     }
 }
 
-/// Mirror left-right with probability `p`.
+/// Mirror left-right with probability `p` (torchvision's `RandomHorizontalFlip`; its default
+/// `p` is 0.5).
 pub struct RandomHorizontalFlip {
     /// Probability.
     pub p: f64,
@@ -159,7 +199,8 @@ impl Transform for RandomHorizontalFlip {
     }
 }
 
-/// Bilinear resize to `h × w` (align_corners = false, as torchvision).
+/// Bilinear resize to `h × w` (torchvision's `Resize((h, w))` without antialiasing;
+/// align_corners = false). A zero output side is an [`Error::InvalidArgument`].
 pub struct Resize {
     /// Output height.
     pub h: usize,
@@ -197,7 +238,9 @@ impl Transform for Resize {
     }
 }
 
-/// Crop the central `h × w` window.
+/// Crop the central `h × w` window (torchvision's `CenterCrop((h, w))`; the top-left corner is
+/// rounded down). A window larger than the image is an [`Error::Shape`] (torchvision pads
+/// instead).
 pub struct CenterCrop {
     /// Output height.
     pub h: usize,

@@ -7,25 +7,96 @@ use crate::{Device, Result, Tensor};
 use std::collections::HashMap;
 use std::path::Path;
 
-/// Everything needed to continue a run exactly where it stopped.
+/// Everything needed to continue a run exactly where it stopped, in one safetensors file
+/// (PyTorch's `torch.save({"model": ..., "optimizer": ..., "epoch": ...}, path)` idiom). Build it
+/// from the live objects and [`Checkpoint::save`]; to resume, [`Checkpoint::load`] and hand each
+/// part back. Build a scheduler from the fresh optimizer *before* loading the optimizer's state
+/// (its base rates are the rates it sees), then set its `last_epoch`.
+///
+/// ```
+/// use wgtorch::io::Checkpoint;
+/// use wgtorch::nn::{Linear, ModuleExt};
+/// use wgtorch::optim::{Adam, LrScheduler, Optimizer, Schedule};
+/// use wgtorch::{Device, Result, Tensor};
+///
+/// fn train_step(model: &Linear, opt: &mut Adam, x: &Tensor) -> Result<f64> {
+///     opt.zero_grad();
+///     let loss = model.forward(x)?.square()?.mean_all()?;
+///     loss.backward()?;
+///     opt.step()?;
+///     loss.item()
+/// }
+///
+/// let dev = Device::Cpu;
+/// let dir = std::env::temp_dir().join(format!("wgtorch-doc-ckpt-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir).unwrap();
+/// let path = dir.join("run.ckpt");
+/// let gamma = Schedule::ExponentialLR { gamma: 0.5 };
+///
+/// wgtorch::manual_seed(0);
+/// let x = Tensor::randn([8, 3], &dev)?;
+/// let model = Linear::new(3, 1, &dev)?;
+/// let mut opt = Adam::new(model.parameters(), 0.01)?;
+/// let mut sched = LrScheduler::new(&opt, gamma.clone())?;
+/// let mut loss = 0.0;
+/// for _ in 0..2 {
+///     loss = train_step(&model, &mut opt, &x)?;
+///     sched.step();
+/// }
+/// Checkpoint {
+///     model: model.state_dict(),
+///     optim: opt.state_dict(),
+///     scheduler_epoch: Some(sched.last_epoch),
+///     epoch: 2,
+///     rng: wgtorch::with_default_generator(|g| g.state()),
+///     metrics: vec![("train_loss".to_string(), loss)],
+/// }
+/// .save(&path)?;
+///
+/// // Resume: objects built as at the start of a run, then the checkpoint's state.
+/// let ck = Checkpoint::load(&path, &dev)?;
+/// let mut model2 = Linear::new(3, 1, &dev)?;
+/// model2.load_state_dict(&ck.model, true)?;
+/// let mut opt2 = Adam::new(model2.parameters(), 0.01)?;
+/// let mut sched2 = LrScheduler::new(&opt2, gamma)?;
+/// opt2.load_state_dict(&ck.optim)?; // moments, step counts and the current rates
+/// sched2.last_epoch = ck.scheduler_epoch.unwrap();
+/// wgtorch::with_default_generator(|g| g.set_state(ck.rng));
+/// assert_eq!((ck.epoch, ck.metrics[0].1), (2, loss));
+/// assert_eq!(opt2.param_groups()[0].lr.get(), 0.0025);
+///
+/// // Both runs continue identically.
+/// train_step(&model, &mut opt, &x)?;
+/// sched.step();
+/// train_step(&model2, &mut opt2, &x)?;
+/// sched2.step();
+/// assert_eq!(model2.weight.to_vec::<f32>()?, model.weight.to_vec::<f32>()?);
+/// assert_eq!(opt2.param_groups()[0].lr.get(), opt.param_groups()[0].lr.get());
+/// std::fs::remove_dir_all(&dir).unwrap();
+/// # Ok::<(), wgtorch::Error>(())
+/// ```
 #[derive(Clone, Debug, Default)]
 pub struct Checkpoint {
     /// `model.state_dict()`
     pub model: Vec<(String, Tensor)>,
     /// `optimizer.state_dict()`
     pub optim: OptimState,
-    /// Scheduler's `last_epoch`, if there is a scheduler.
+    /// Scheduler's `last_epoch`, if there is a scheduler (only that: the base rates are not
+    /// stored, and [`crate::optim::ReduceLROnPlateau`]'s counters do not fit here).
     pub scheduler_epoch: Option<usize>,
     /// Epochs completed.
     pub epoch: usize,
-    /// Default generator's state when saved.
+    /// Default generator's state when saved (`with_default_generator(|g| g.state())`; restore
+    /// with `g.set_state`).
     pub rng: [u64; 4],
-    /// Named metrics (losses, accuracies) so far.
+    /// Named metrics (losses, accuracies) so far. Names must be distinct (`train_loss.3`, one
+    /// per epoch): they are metadata keys, and [`Checkpoint::load`] returns them sorted by name.
     pub metrics: Vec<(String, f64)>,
 }
 
 impl Checkpoint {
-    /// Write atomically to `path`.
+    /// Write atomically to `path` (see [`super::write_atomic`]): tensors under `model.` and
+    /// `optim.`, the rest as metadata. Errors are [`crate::Error::Io`] naming the path.
     pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
         let mut tensors: Vec<(String, Tensor)> = self
             .model
@@ -64,7 +135,9 @@ impl Checkpoint {
 
     /// Read from `path`, placing tensors on `device`. Every scalar in the metadata must parse
     /// exactly (an epoch of "-5" or "1e300" is refused, naming the key), so a damaged checkpoint
-    /// is an error here rather than a wrong resume.
+    /// is an error here rather than a wrong resume. Tensors come back under their state_dict
+    /// names, sorted by name; a file without the `wgtorch-checkpoint/1` format tag, or a missing
+    /// epoch or RNG state, is an [`crate::Error::Io`].
     pub fn load(path: impl AsRef<Path>, device: &Device) -> Result<Checkpoint> {
         let path = path.as_ref();
         let bytes = file::read_safetensors(path)?;

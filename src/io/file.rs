@@ -202,7 +202,21 @@ fn create_temporary(dir: &Path, name: &str) -> std::io::Result<(std::path::PathB
 }
 
 /// Write `bytes` to `path` atomically: a crash mid-write never damages an existing file there,
-/// and the temporaries of saves that crashed earlier are removed (see the module's notes).
+/// and the temporaries of saves that crashed earlier are removed. The bytes go to a locked
+/// temporary beside `path`, are fsynced, then renamed over it. An I/O failure, or a `path`
+/// without a file name, is an [`Error::Io`] naming the path.
+///
+/// ```
+/// let dir = std::env::temp_dir().join(format!("wgtorch-doc-atomic-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir).unwrap();
+/// let path = dir.join("notes.txt");
+/// wgtorch::io::write_atomic(&path, b"first")?;
+/// wgtorch::io::write_atomic(&path, b"second")?; // replaces it whole
+/// assert_eq!(std::fs::read(&path).unwrap(), b"second");
+/// assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1); // no temporary left behind
+/// std::fs::remove_dir_all(&dir).unwrap();
+/// # Ok::<(), wgtorch::Error>(())
+/// ```
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path
         .parent()

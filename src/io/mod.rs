@@ -2,6 +2,35 @@
 //! Every write is atomic: a temporary file beside the target, fsync, rename. Every load checks the
 //! file before trusting it: a regular file, a header within it, shapes whose sizes fit, integer
 //! values that fit wgtorch's integer dtypes, a dtype the device holds.
+//!
+//! PyTorch's `torch.save(model.state_dict(), path)` / `model.load_state_dict(torch.load(path))`,
+//! in the safetensors format (`safetensors.torch.save_file` / `load_file` read the same files):
+//!
+//! ```
+//! use wgtorch::nn::{Linear, ModuleExt};
+//! use wgtorch::{io, DType, Device, Tensor};
+//! let dev = Device::Cpu;
+//! let dir = std::env::temp_dir().join(format!("wgtorch-doc-io-{}", std::process::id()));
+//! std::fs::create_dir_all(&dir).unwrap();
+//! let path = dir.join("model.safetensors");
+//!
+//! let fc = Linear::new(4, 2, &dev)?;
+//! io::save(&path, &fc.state_dict())?;
+//! let loaded = io::load(&path, &dev)?; // sorted by name
+//! assert_eq!(loaded.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(), ["bias", "weight"]);
+//! let mut fc2 = Linear::new(4, 2, &dev)?;
+//! fc2.load_state_dict(&loaded, true)?;
+//! assert_eq!(fc2.weight.to_vec::<f32>()?, fc.weight.to_vec::<f32>()?);
+//!
+//! // Dtypes are kept exactly.
+//! io::save(&path, &[("ids".to_string(), Tensor::from_vec(vec![1i64, 2], [2], &dev)?)])?;
+//! assert_eq!(io::load(&path, &dev)?[0].1.dtype(), DType::I64);
+//! std::fs::remove_dir_all(&dir).unwrap();
+//! # Ok::<(), wgtorch::Error>(())
+//! ```
+//!
+//! A whole training run (model, optimizer, scheduler epoch, RNG, metrics) goes in a
+//! [`Checkpoint`].
 
 mod checkpoint;
 mod file;
@@ -41,7 +70,22 @@ fn host_bytes(t: &Tensor) -> Result<(Dtype, Vec<u8>)> {
     })
 }
 
-/// Serialize named tensors (any device) with string metadata.
+/// Serialize named tensors (any device and dtype; each is read back to the host, which blocks
+/// on a GPU) with optional string metadata, as safetensors bytes (`safetensors.torch.save`).
+///
+/// ```
+/// use std::collections::HashMap;
+/// use std::path::Path;
+/// use wgtorch::{io, Device, Tensor};
+/// let dev = Device::Cpu;
+/// let t = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], [3], &dev)?;
+/// let meta = HashMap::from([("step".to_string(), "7".to_string())]);
+/// let bytes = io::to_safetensors_bytes(&[("w".to_string(), t)], Some(meta))?;
+/// let (tensors, meta) = io::from_safetensors_bytes(Path::new("<memory>"), &bytes, &dev)?;
+/// assert_eq!(tensors[0].1.to_vec::<f32>()?, [1.0, 2.0, 3.0]);
+/// assert_eq!(meta["step"], "7");
+/// # Ok::<(), wgtorch::Error>(())
+/// ```
 pub fn to_safetensors_bytes(
     tensors: &[(String, Tensor)],
     metadata: Option<HashMap<String, String>>,
@@ -64,17 +108,21 @@ pub fn to_safetensors_bytes(
     safetensors::serialize(views, metadata).map_err(|e| Error::arg("save", e.to_string()))
 }
 
-/// Save a state_dict (e.g. `model.state_dict()`) as a safetensors file, atomically.
+/// Save a state_dict (e.g. `model.state_dict()`) as a safetensors file, atomically (see
+/// [`write_atomic`]; PyTorch's `torch.save(model.state_dict(), path)`, in safetensors). Tensors
+/// keep their dtypes and shapes; a write failure is an [`Error::Io`] naming the path, and leaves
+/// any existing file there intact.
 pub fn save(path: impl AsRef<Path>, tensors: &[(String, Tensor)]) -> Result<()> {
     let bytes = to_safetensors_bytes(tensors, None)?;
     write_atomic(path.as_ref(), &bytes)
 }
 
-/// Named tensors and the file's string metadata.
+/// Named tensors (sorted by name) and the file's string metadata.
 pub type Loaded = (Vec<(String, Tensor)>, HashMap<String, String>);
 
-/// Parse safetensors bytes into tensors on `device`, plus the metadata. `path` names the source in
-/// errors.
+/// Parse safetensors bytes into tensors on `device` (sorted by name), plus the metadata. `path`
+/// names the source in errors. Malformed bytes, a shape that does not match its data, and an
+/// unsupported dtype (F8 variants and the like) are an [`Error::Io`] of kind `InvalidData`.
 ///
 /// I32 and I64 load as themselves; the narrower integer types (I8, U8, I16, U16) load as I32 and
 /// U32 and U64 as I64, exactly: a U64 value past int64 is refused, naming the tensor, the dtype
@@ -187,7 +235,10 @@ where
         .collect()
 }
 
-/// Load a safetensors file as named tensors on `device` (see [`from_safetensors_bytes`]).
+/// Load a safetensors file as named tensors on `device`, sorted by name (see
+/// [`from_safetensors_bytes`] for the dtypes and checks; PyTorch's `torch.load` of a state dict,
+/// or `safetensors.torch.load_file`). Pass the result to `ModuleExt::load_state_dict`. A
+/// missing or non-regular file is an [`Error::Io`] naming the path.
 pub fn load(path: impl AsRef<Path>, device: &Device) -> Result<Vec<(String, Tensor)>> {
     let path = path.as_ref();
     let bytes = file::read_safetensors(path)?;

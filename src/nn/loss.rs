@@ -46,7 +46,24 @@ macro_rules! loss_module {
 }
 
 loss_module!(
-    /// Cross-entropy of logits against class indices (torch.nn.CrossEntropyLoss).
+    /// Cross-entropy of logits against class indices (torch.nn.CrossEntropyLoss): `input`
+    /// `[N, C]` (or `[N, C, d...]`, or `[C]`) floating logits, `target` `[N]` (`[N, d...]`, `[]`)
+    /// integer class indices; the mean over the batch by default. See
+    /// [`functional::cross_entropy_with`](super::functional::cross_entropy_with) for the
+    /// options (class weights, `ignore_index`, label smoothing, reduction) and errors.
+    ///
+    /// ```
+    /// use wgtorch::nn::CrossEntropyLoss;
+    /// use wgtorch::{Device, Tensor};
+    /// let dev = Device::Cpu;
+    /// let logits = Tensor::zeros([2, 2], &dev)?.requires_grad_(true);
+    /// let target = Tensor::from_slice(&[0i64, 1], [2], &dev)?;
+    /// let loss = CrossEntropyLoss::new().forward(&logits, &target)?;
+    /// assert!((loss.item()? - 2f64.ln()).abs() < 1e-6); // uniform over 2 classes
+    /// loss.backward()?;
+    /// assert_eq!(logits.grad().unwrap().shape(), &[2, 2]);
+    /// # Ok::<(), wgtorch::Error>(())
+    /// ```
     CrossEntropyLoss, CrossEntropyOptions, |o, input, target| ops::cross_entropy_with(input, target, o)
 );
 loss_module!(
@@ -54,7 +71,20 @@ loss_module!(
     NLLLoss, NllLossOptions, |o, input, target| ops::nll_loss_with(input, target, o)
 );
 loss_module!(
-    /// Mean squared error (torch.nn.MSELoss).
+    /// Mean squared error (torch.nn.MSELoss): `input` and `target` floating, of the same shape
+    /// (else a shape error); mean by default.
+    ///
+    /// ```
+    /// use wgtorch::nn::{functional::{MseLossOptions, Reduction}, MSELoss};
+    /// use wgtorch::{Device, Tensor};
+    /// let dev = Device::Cpu;
+    /// let (x, y) = (Tensor::from_slice(&[1.0f32, 3.0], [2], &dev)?, Tensor::zeros([2], &dev)?);
+    /// assert_eq!(MSELoss::new().forward(&x, &y)?.item()?, 5.0);
+    /// let opts = MseLossOptions { reduction: Reduction::Sum, ..Default::default() };
+    /// let sum = MSELoss::with_options(opts);
+    /// assert_eq!(sum.forward(&x, &y)?.item()?, 10.0);
+    /// # Ok::<(), wgtorch::Error>(())
+    /// ```
     MSELoss, MseLossOptions, |o, input, target| ops::mse_loss_with(input, target, o)
 );
 loss_module!(

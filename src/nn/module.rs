@@ -440,7 +440,23 @@ pub struct LoadReport {
     pub unexpected_keys: Vec<String>,
 }
 
-/// Methods every module gets.
+/// Methods every module gets (a blanket impl over [`Module`]): PyTorch's `nn.Module` methods
+/// `named_parameters`, `parameters`, `buffers`, `state_dict`, `load_state_dict`, `train`,
+/// `eval`, `named_modules`, `children`, `apply`, `zero_grad`, and the device and dtype moves
+/// (`to_device`, `to_dtype`: PyTorch's `.to(...)`).
+///
+/// ```
+/// use wgtorch::nn::{Linear, ModuleExt};
+/// use wgtorch::optim::{Optimizer, Sgd};
+/// use wgtorch::Device;
+/// let fc = Linear::new(3, 2, &Device::Cpu)?;
+/// let params = fc.parameters(); // handles sharing the layer's tensors
+/// assert_eq!(params.len(), 2);
+/// assert!(params.iter().all(|p| p.requires_grad()));
+/// let opt = Sgd::new(params, 0.1)?; // what an optimizer takes
+/// assert_eq!(opt.param_groups()[0].params[0].shape(), &[2, 3]);
+/// # Ok::<(), wgtorch::Error>(())
+/// ```
 pub trait ModuleExt: Module {
     /// Parameters with hierarchical names (`features.0.weight`). A tensor held by several
     /// modules (tied weights: the same `Tensor` handle, one [`Tensor::id`]) is listed once,
@@ -465,7 +481,20 @@ pub trait ModuleExt: Module {
         self.named_buffers().into_iter().map(|(_, t)| t).collect()
     }
     /// Parameters and buffers, PyTorch's state_dict order. A tied tensor appears under each of
-    /// its names (the same tensor), as in PyTorch.
+    /// its names (the same tensor), as in PyTorch. The tensors are handles to the module's own
+    /// tensors, not copies (PyTorch's `state_dict()` shares storage too); save them with
+    /// [`crate::io::save`].
+    ///
+    /// ```
+    /// use wgtorch::nn::{BatchNorm1d, ModuleExt};
+    /// use wgtorch::Device;
+    /// let bn = BatchNorm1d::new(4, &Device::Cpu)?;
+    /// let sd = bn.state_dict();
+    /// assert_eq!(sd[2].0, "running_mean");
+    /// assert_eq!(bn.parameters().len(), 2); // the buffers are not parameters
+    /// assert_eq!(sd.len(), 5);
+    /// # Ok::<(), wgtorch::Error>(())
+    /// ```
     fn state_dict(&self) -> Vec<(String, Tensor)> {
         let mut v = Vec::new();
         self.visit(&mut |n, t, _| v.push((n.to_string(), t.clone())));
@@ -481,7 +510,25 @@ pub trait ModuleExt: Module {
             p.set_grad(None);
         }
     }
-    /// Training mode, in this module and every descendant.
+    /// Training mode, in this module and every descendant (PyTorch's `train()`; modules start
+    /// in it).
+    ///
+    /// ```
+    /// use wgtorch::nn::{Dropout, Linear, ModuleExt, Sequential};
+    /// use wgtorch::{Device, Tensor};
+    /// let dev = Device::Cpu;
+    /// let fc = Linear::new(64, 64, &dev)?;
+    /// let mut net = Sequential::new().append(fc).append(Dropout::new(0.5)?);
+    /// let x = Tensor::ones([2, 64], &dev)?;
+    /// net.eval(); // dropout off: the forward pass is deterministic
+    /// assert_eq!(net.training(), Some(false));
+    /// assert_eq!(net.forward(&x)?.to_vec::<f32>()?, net.forward(&x)?.to_vec::<f32>()?);
+    /// net.train(); // dropout on: about half the outputs are zeroed
+    /// assert_eq!(net.training(), Some(true));
+    /// let zeros = net.forward(&x)?.to_vec::<f32>()?.iter().filter(|&&v| v == 0.0).count();
+    /// assert!(zeros > 16 && zeros < 112, "{zeros}");
+    /// # Ok::<(), wgtorch::Error>(())
+    /// ```
     fn train(&mut self) {
         self.set_training(true)
     }
@@ -539,10 +586,31 @@ pub trait ModuleExt: Module {
     fn apply(&mut self, mut f: impl FnMut(&mut dyn Module) -> Result<()>) -> Result<()> {
         apply_post_order(self.as_dyn_mut(), &mut f)
     }
-    /// Copy values from `state` into the module's tensors (converted to each tensor's device and
-    /// dtype). With `strict`, missing or unexpected keys are an error; shape mismatches always are.
+    /// Copy values from `state` into the module's tensors in place (converted to each tensor's
+    /// device and dtype; no graph is recorded). With `strict`, missing or unexpected keys are an
+    /// error; shape mismatches always are ([`Error::InvalidArgument`] with PyTorch's message,
+    /// `Error(s) in loading state_dict: ...`, and nothing is copied). Returns the keys that were
+    /// missing or unexpected (both empty under `strict`).
     /// A tied tensor is loaded under each of its names, in state_dict order (the last one wins,
     /// as in PyTorch); a state_dict saved from the tied model holds the same values under both.
+    ///
+    /// ```
+    /// use wgtorch::nn::{Linear, LinearOptions, ModuleExt};
+    /// use wgtorch::Device;
+    /// let dev = Device::Cpu;
+    /// let src = Linear::new(3, 2, &dev)?;
+    /// let mut dst = Linear::new(3, 2, &dev)?;
+    /// dst.load_state_dict(&src.state_dict(), true)?;
+    /// assert_eq!(dst.weight.to_vec::<f32>()?, src.weight.to_vec::<f32>()?);
+    ///
+    /// // A model without a bias: strict loading refuses the extra key, non-strict reports it.
+    /// let mut nb = Linear::with_options(3, 2, LinearOptions { bias: false }, &dev)?;
+    /// let err = nb.load_state_dict(&src.state_dict(), true).unwrap_err();
+    /// assert!(err.to_string().contains("Unexpected key(s) in state_dict: \"bias\""));
+    /// let report = nb.load_state_dict(&src.state_dict(), false)?;
+    /// assert_eq!(report.unexpected_keys, ["bias"]);
+    /// # Ok::<(), wgtorch::Error>(())
+    /// ```
     fn load_state_dict(&mut self, state: &[(String, Tensor)], strict: bool) -> Result<LoadReport> {
         let map: HashMap<&str, &Tensor> = state.iter().map(|(k, v)| (k.as_str(), v)).collect();
         let mut report = LoadReport::default();

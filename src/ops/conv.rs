@@ -8,19 +8,33 @@ use crate::{Error, Result, Tensor};
 /// Geometry of a 2-D sliding window over `[N, C, H, W]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConvGeom {
+    /// Samples (batch size).
     pub n: usize,
+    /// Channels.
     pub c: usize,
+    /// Input height.
     pub h: usize,
+    /// Input width.
     pub w: usize,
+    /// Kernel height.
     pub kh: usize,
+    /// Kernel width.
     pub kw: usize,
+    /// Vertical stride.
     pub sh: usize,
+    /// Horizontal stride.
     pub sw: usize,
+    /// Zero padding above and below.
     pub ph: usize,
+    /// Zero padding left and right.
     pub pw: usize,
+    /// Vertical dilation.
     pub dh: usize,
+    /// Horizontal dilation.
     pub dw: usize,
+    /// Output height.
     pub ho: usize,
+    /// Output width.
     pub wo: usize,
 }
 

@@ -13,38 +13,59 @@ const SQRT_2_OVER_PI: f64 = 0.797_884_560_802_865_4;
 /// in f64 so that f64 tensors use them unrounded (GPU kernels, which compute in f32, round them).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum UnaryOp {
+    /// `-x` (`torch.neg`).
     Neg,
+    /// `|x|` (`torch.abs`).
     Abs,
+    /// `eˣ` (`torch.exp`).
     Exp,
+    /// Natural logarithm (`torch.log`).
     Log,
+    /// `√x` (`torch.sqrt`).
     Sqrt,
+    /// `1/√x` (`torch.rsqrt`).
     Rsqrt,
+    /// `torch.sin`.
     Sin,
+    /// `torch.cos`.
     Cos,
+    /// `torch.tanh`.
     Tanh,
+    /// `1 / (1 + e⁻ˣ)` (`torch.sigmoid`).
     Sigmoid,
+    /// `max(x, 0)` (`torch.relu`).
     Relu,
     /// Exact GELU (`approximate='none'`).
     Gelu,
     /// GELU with the tanh approximation.
     GeluTanh,
+    /// `x · sigmoid(x)` (`F.silu`).
     Silu,
+    /// `x` for x > 0, else `alpha · (eˣ − 1)` (`F.elu`); carries `alpha`.
     Elu(f64),
+    /// `x` for x > 0, else `negative_slope · x` (`F.leaky_relu`); carries `negative_slope`.
     LeakyRelu(f64),
     /// Softplus with `beta` and `threshold`.
     Softplus(f64, f64),
+    /// `x²` (`torch.square`).
     Square,
+    /// `1/x` (`torch.reciprocal`).
     Reciprocal,
     /// Clamp to `[min, max]` (infinite for a missing side).
     Clamp(f64, f64),
+    /// The error function (`torch.erf`).
     Erf,
+    /// `xᵉ` for a scalar exponent (`torch.pow(x, e)`).
     PowScalar(f64),
+    /// `x + c`.
     AddScalar(f64),
+    /// `x · c`.
     MulScalar(f64),
     /// `x / c` (true division, not a multiplication by `1 / c`).
     DivScalar(f64),
     /// 1 where x > 0, else 0 (relu's derivative).
     Step,
+    /// −1, 0 or 1 (`torch.sign`).
     Sign,
 }
 
@@ -315,20 +336,35 @@ impl UnaryOp {
 /// Binary elementwise ops with broadcasting.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum BinaryOp {
+    /// `a + b` (`torch.add`).
     Add,
+    /// `a − b` (`torch.sub`).
     Sub,
+    /// `a · b` (`torch.mul`).
     Mul,
+    /// `a / b`, true division (`torch.div`).
     Div,
+    /// `aᵇ` (`torch.pow`).
     Pow,
+    /// Elementwise maximum, NaN-propagating (`torch.maximum`).
     Maximum,
+    /// Elementwise minimum, NaN-propagating (`torch.minimum`).
     Minimum,
+    /// `a == b` (`torch.eq`), a bool tensor.
     Eq,
+    /// `a != b` (`torch.ne`), a bool tensor.
     Ne,
+    /// `a < b` (`torch.lt`), a bool tensor.
     Lt,
+    /// `a <= b` (`torch.le`), a bool tensor.
     Le,
+    /// `a > b` (`torch.gt`), a bool tensor.
     Gt,
+    /// `a >= b` (`torch.ge`), a bool tensor.
     Ge,
+    /// `torch.logical_and`.
     LogicalAnd,
+    /// `torch.logical_or`.
     LogicalOr,
     /// `a` where `b > 0`, else 0: relu's gradient `a` through input `b` in one pass
     /// (torch.ops.aten.threshold_backward with threshold 0).

@@ -1,6 +1,20 @@
-//! The op registry. Elementwise ops are enums declared once in [`elementwise`]; heavier ops sit
-//! one family per file with their backward rules beside them; composite ops are written with
-//! other ops and so get both backends and autograd for free.
+//! The op registry. Elementwise ops are enums declared once in `elementwise.rs` ([`UnaryOp`],
+//! [`BinaryOp`]); heavier ops sit one family per file with their backward rules beside them;
+//! composite ops are written with other ops and so get both backends and autograd for free.
+//!
+//! The ops themselves are methods on [`Tensor`](crate::Tensor); this module holds their option
+//! structs (each with PyTorch's defaults in `Default`) and the op enums.
+//!
+//! ```
+//! use wgtorch::ops::{SortOptions, TopkOptions};
+//! use wgtorch::{Device, Tensor};
+//! let x = Tensor::from_vec(vec![3.0f32, 1.0, 2.0], [3], &Device::Cpu)?;
+//! let (v, i) = x.sort_with(SortOptions { descending: true, ..Default::default() })?;
+//! assert_eq!((v.to_vec::<f32>()?, i.to_vec::<i64>()?), (vec![3.0, 2.0, 1.0], vec![0, 2, 1]));
+//! let (top, _) = x.topk_with(2, TopkOptions { largest: false, ..Default::default() })?;
+//! assert_eq!(top.to_vec::<f32>()?, vec![1.0, 2.0]); // torch.topk(x, 2, largest=False)
+//! # Ok::<(), wgtorch::Error>(())
+//! ```
 
 mod clamp;
 mod conv;

@@ -11,11 +11,17 @@ use crate::{DType, Error, Result, Tensor};
 /// The reductions kernels implement over the last axis of `[rows, n]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ReduceOp {
+    /// Sum (`torch.sum`).
     Sum,
+    /// Product (`torch.prod`).
     Prod,
+    /// Largest value, NaN-propagating (`torch.amax`).
     Max,
+    /// Smallest value, NaN-propagating (`torch.amin`).
     Min,
+    /// Index of the first largest value (`torch.argmax`).
     ArgMax,
+    /// Index of the first smallest value (`torch.argmin`).
     ArgMin,
 }
 

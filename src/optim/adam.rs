@@ -4,7 +4,25 @@ use super::*;
 
 const NAMES: [&str; 3] = ["exp_avg", "exp_avg_sq", "max_exp_avg_sq"];
 
-/// Adam with PyTorch's update rule and defaults (betas 0.9/0.999, eps 1e-8).
+/// Adam with PyTorch's update rule and defaults (betas 0.9/0.999, eps 1e-8; torch.optim.Adam).
+/// Parameters of any floating dtype and device; the moments live beside them. [`AdamW`] builds
+/// one in decoupled-weight-decay mode.
+///
+/// ```
+/// use wgtorch::optim::{Adam, Optimizer};
+/// use wgtorch::{Device, Tensor};
+/// let w = Tensor::from_slice(&[1.0f32, -1.0], [2], &Device::Cpu)?.requires_grad_(true);
+/// let mut opt = Adam::new(vec![w.clone()], 0.1)?;
+/// for _ in 0..3 {
+///     opt.zero_grad();
+///     w.square()?.sum_all()?.backward()?;
+///     opt.step()?;
+/// }
+/// // Adam's first steps move each weight by about lr, whatever the gradient's scale.
+/// let v = w.to_vec::<f32>()?;
+/// assert!((v[0] - 0.7).abs() < 0.01 && (v[1] + 0.7).abs() < 0.01, "{v:?}");
+/// # Ok::<(), wgtorch::Error>(())
+/// ```
 pub struct Adam {
     groups: Vec<ParamGroup>,
     /// (beta1, beta2)

@@ -1,6 +1,37 @@
 //! Optimizers (SGD, Adam, AdamW, RMSprop, Adadelta, Adagrad, Adamax, NAdam, RAdam, LBFGS) with
 //! parameter groups, learning-rate schedulers and gradient clipping. Updates run on the
 //! parameters' device with tensor ops, in place under `no_grad`, with no readback.
+//!
+//! PyTorch's loop: build the optimizer from `model.parameters()` (or [`ParamGroup`]s), then per
+//! batch `zero_grad`, forward, `backward`, `step`; a scheduler ([`LrScheduler`],
+//! [`ReduceLROnPlateau`]) steps after the optimizer.
+//!
+//! ```
+//! use wgtorch::nn::{functional as F, Linear, ModuleExt};
+//! use wgtorch::optim::{LrScheduler, Optimizer, ParamGroup, Schedule, Sgd, SgdOptions};
+//! use wgtorch::{Device, Tensor};
+//! let dev = Device::Cpu;
+//! wgtorch::manual_seed(0);
+//! let model = Linear::new(3, 1, &dev)?;
+//! let x = Tensor::randn([16, 3], &dev)?;
+//! let y = x.matmul(&Tensor::from_slice(&[1.0f32, -2.0, 0.5], [3, 1], &dev)?)?;
+//!
+//! let opts = SgdOptions { lr: 0.1, momentum: 0.9, ..Default::default() };
+//! let mut opt = Sgd::with_options(vec![ParamGroup::new(model.parameters())], opts)?;
+//! let mut sched = LrScheduler::new(&opt, Schedule::StepLR { step_size: 10, gamma: 0.5 })?;
+//! let first = F::mse_loss(&model.forward(&x)?, &y)?.item()?;
+//! for _ in 0..20 {
+//!     opt.zero_grad(); // PyTorch's optimizer.zero_grad() (set_to_none=True)
+//!     let loss = F::mse_loss(&model.forward(&x)?, &y)?;
+//!     loss.backward()?;
+//!     opt.step()?;
+//!     sched.step();
+//! }
+//! let last = F::mse_loss(&model.forward(&x)?, &y)?.item()?;
+//! assert!(last < first / 10.0, "{first} -> {last}");
+//! assert_eq!(sched.get_last_lr(), [0.025]); // 0.1 halved at steps 10 and 20
+//! # Ok::<(), wgtorch::Error>(())
+//! ```
 
 mod adam;
 mod adam_family;
@@ -28,6 +59,19 @@ use std::sync::Arc;
 /// holds handles to its groups' rates and `scheduler.step()` needs no optimizer argument (the
 /// PyTorch loop `opt.step(); sched.step();`). Cloning copies the value into a new cell;
 /// [`Lr::share`] gives a handle to the same one.
+///
+/// ```
+/// use wgtorch::optim::{Optimizer, Sgd};
+/// use wgtorch::{Device, Tensor};
+/// let w = Tensor::ones([2], &Device::Cpu)?.requires_grad_(true);
+/// let mut opt = Sgd::new(vec![w], 0.1)?;
+/// opt.param_groups_mut()[0].lr.set(0.01); // PyTorch's `group["lr"] = 0.01`
+/// assert_eq!(opt.param_groups()[0].lr.get(), 0.01);
+/// let handle = opt.param_groups()[0].lr.share();
+/// handle.set(0.5);
+/// assert_eq!(opt.param_groups()[0].lr.get(), 0.5);
+/// # Ok::<(), wgtorch::Error>(())
+/// ```
 pub struct Lr(Arc<AtomicU64>);
 
 impl Lr {
@@ -61,7 +105,26 @@ impl std::fmt::Debug for Lr {
     }
 }
 
-/// A set of parameters sharing hyper-parameters (e.g. no weight decay for biases).
+/// A set of parameters sharing hyper-parameters (e.g. no weight decay for biases): PyTorch's
+/// `{"params": [...], "lr": ..., "weight_decay": ...}` dicts. Unset values take the optimizer's
+/// defaults when it is built; a negative value, or a tensor in two groups, is refused there
+/// ([`Error::InvalidArgument`]). Cloning gives the clone its own `lr` cell.
+///
+/// ```
+/// use wgtorch::nn::{Linear, ModuleExt};
+/// use wgtorch::optim::{Optimizer, ParamGroup, Sgd, SgdOptions};
+/// use wgtorch::Device;
+/// let fc = Linear::new(4, 2, &Device::Cpu)?;
+/// let groups = vec![
+///     ParamGroup::new(vec![fc.weight.clone()]).weight_decay(1e-4),
+///     ParamGroup::new(vec![fc.bias.clone().unwrap()]).lr(0.01), // no decay on the bias
+/// ];
+/// let opt = Sgd::with_options(groups, SgdOptions { lr: 0.1, ..Default::default() })?;
+/// let g = opt.param_groups();
+/// assert_eq!((g[0].lr.get(), g[0].weight_decay), (0.1, 1e-4));
+/// assert_eq!((g[1].lr.get(), g[1].weight_decay), (0.01, 0.0));
+/// # Ok::<(), wgtorch::Error>(())
+/// ```
 #[derive(Clone, Debug)]
 pub struct ParamGroup {
     /// The parameters (handles sharing the model's tensors).
@@ -73,7 +136,8 @@ pub struct ParamGroup {
 }
 
 impl ParamGroup {
-    /// A group with the optimizer's defaults to be filled in.
+    /// A group over `params` whose `lr` and `weight_decay` are left unset (NaN), to be filled
+    /// with the optimizer's defaults.
     pub fn new(params: Vec<Tensor>) -> ParamGroup {
         ParamGroup {
             params,
@@ -93,7 +157,27 @@ impl ParamGroup {
     }
 }
 
-/// An optimizer's state for checkpoints: named state tensors and scalars.
+/// An optimizer's state for checkpoints: named state tensors and scalars (PyTorch's
+/// `optimizer.state_dict()`, with parameters named by `{group}.{index}`). Save it with
+/// [`crate::io::Checkpoint`].
+///
+/// ```
+/// use wgtorch::optim::{Adam, Optimizer};
+/// use wgtorch::{Device, Tensor};
+/// let w = Tensor::ones([3], &Device::Cpu)?.requires_grad_(true);
+/// let mut opt = Adam::new(vec![w.clone()], 0.1)?;
+/// w.square()?.sum_all()?.backward()?;
+/// opt.step()?;
+/// let state = opt.state_dict();
+/// let mut keys: Vec<&str> = state.tensors.iter().map(|(k, _)| k.as_str()).collect();
+/// keys.sort();
+/// assert_eq!(keys, ["0.0.exp_avg", "0.0.exp_avg_sq"]);
+/// // A fresh optimizer over the same parameter resumes from it.
+/// let mut resumed = Adam::new(vec![w.clone()], 0.1)?;
+/// resumed.load_state_dict(&state)?;
+/// assert_eq!(resumed.state_dict().scalars, state.scalars);
+/// # Ok::<(), wgtorch::Error>(())
+/// ```
 #[derive(Clone, Debug, Default)]
 pub struct OptimState {
     /// Per-parameter buffers named `{group}.{index}.{buffer}`.
@@ -102,9 +186,14 @@ pub struct OptimState {
     pub scalars: Vec<(String, f64)>,
 }
 
-/// What every optimizer does.
+/// What every optimizer does (PyTorch's `torch.optim.Optimizer`): `zero_grad`, `step`,
+/// `step_closure` (PyTorch's `step(closure)`), the parameter groups and the state dict. A
+/// `dyn Optimizer` is what [`LrScheduler`], [`ReduceLROnPlateau`] and
+/// [`crate::amp::GradScaler`] take.
 pub trait Optimizer {
-    /// Apply one update from the parameters' `.grad()`.
+    /// Apply one update from the parameters' `.grad()` (parameters without a gradient are
+    /// skipped). Errors come from the tensor ops (e.g. a gradient whose device or shape is not
+    /// its parameter's); [`LBFGS`] needs [`Optimizer::step_closure`] and refuses `step`.
     fn step(&mut self) -> Result<()>;
     /// The parameter groups.
     fn param_groups(&self) -> &[ParamGroup];
@@ -118,7 +207,6 @@ pub trait Optimizer {
     /// names the key and leaves the optimizer unchanged. Buffers are cast to their parameter's
     /// device and floating dtype, as PyTorch does.
     fn load_state_dict(&mut self, s: &OptimState) -> Result<()>;
-    /// Clear the gradients (PyTorch's default `set_to_none=True`).
     /// Apply one update with a closure that re-evaluates the model (zeroes the gradients,
     /// computes the loss, calls `backward`, returns the loss), as `optimizer.step(closure)`.
     /// The closure is called once before the update (LBFGS calls it as often as its line
@@ -131,6 +219,8 @@ pub trait Optimizer {
         self.step()?;
         Ok(loss)
     }
+    /// Clear the gradients of every parameter in every group (PyTorch's `zero_grad()` with its
+    /// default `set_to_none=True`: afterwards `p.grad()` is `None`).
     fn zero_grad(&mut self) {
         for g in self.param_groups() {
             for p in &g.params {

@@ -7,47 +7,117 @@ use super::{Lr, Optimizer};
 use crate::{Error, Result};
 use std::f64::consts::PI;
 
-/// A schedule: the factor or value at a given epoch from the base learning rate.
+/// A schedule: a group's learning rate as a function of the epoch (or iteration) and the group's
+/// base rate, one variant per `torch.optim.lr_scheduler` class, in PyTorch's closed form. Field
+/// names are PyTorch's keywords in snake case (`T_max` is `t_max`); PyTorch's defaults are noted
+/// where it has them (an enum has no `Default`: write every field). Drive it with
+/// [`LrScheduler`], or evaluate it with [`Schedule::lr_at`].
+///
+/// ```
+/// use wgtorch::optim::Schedule;
+/// let warmup_then_cosine = Schedule::SequentialLR {
+///     schedules: vec![
+///         Schedule::LinearLR { start_factor: 0.1, end_factor: 1.0, total_iters: 5 },
+///         Schedule::CosineAnnealingLR { t_max: 10, eta_min: 0.0 },
+///     ],
+///     milestones: vec![5],
+/// };
+/// let lr: Vec<f64> = (0..16).map(|e| warmup_then_cosine.lr_at(e, 1.0)).collect();
+/// assert!((lr[0] - 0.1).abs() < 1e-12); // warm-up starts at base * start_factor
+/// assert_eq!(lr[5], 1.0); // the cosine restarts from its own epoch 0
+/// assert!(lr[15].abs() < 1e-12); // and reaches eta_min after t_max epochs
+/// ```
 #[derive(Clone, Debug)]
 pub enum Schedule {
-    /// `base * gamma^(epoch / step_size)`
-    StepLR { step_size: usize, gamma: f64 },
-    /// `base * gamma^(milestones passed)`
-    MultiStepLR { milestones: Vec<usize>, gamma: f64 },
-    /// `base * gamma^epoch`
-    ExponentialLR { gamma: f64 },
-    /// Cosine from base to `eta_min` over `t_max` epochs.
-    CosineAnnealingLR { t_max: usize, eta_min: f64 },
-    /// Linear warm-up of the factor from `start_factor` to `end_factor` over `total_iters`.
+    /// `base * gamma^(epoch / step_size)` (integer division): decay by `gamma` every
+    /// `step_size` epochs.
+    StepLR {
+        /// Epochs between decays (a 0 counts as 1).
+        step_size: usize,
+        /// Multiplicative decay (PyTorch's default 0.1).
+        gamma: f64,
+    },
+    /// `base * gamma^(number of milestones <= epoch)`.
+    MultiStepLR {
+        /// Epochs at which the rate decays (a milestone listed twice decays twice, as PyTorch's).
+        milestones: Vec<usize>,
+        /// Multiplicative decay (PyTorch's default 0.1).
+        gamma: f64,
+    },
+    /// `base * gamma^epoch`.
+    ExponentialLR {
+        /// Multiplicative decay per epoch.
+        gamma: f64,
+    },
+    /// `eta_min + (base - eta_min) * (1 + cos(pi * epoch / t_max)) / 2`: cosine from base to
+    /// `eta_min` over `t_max` epochs (and back up after, as PyTorch's closed form).
+    CosineAnnealingLR {
+        /// Half-period in epochs (PyTorch's `T_max`); should be positive (0 gives NaN rates).
+        t_max: usize,
+        /// Lowest rate (PyTorch's default 0).
+        eta_min: f64,
+    },
+    /// `base * factor`, the factor going linearly from `start_factor` to `end_factor` over
+    /// `total_iters` epochs, then staying at `end_factor` (a warm-up).
     LinearLR {
+        /// Factor at epoch 0 (PyTorch's default 1/3).
         start_factor: f64,
+        /// Factor from epoch `total_iters` on (PyTorch's default 1).
         end_factor: f64,
+        /// Epochs of the ramp (PyTorch's default 5).
         total_iters: usize,
     },
-    /// One schedule after another, switching (and restarting) at each milestone.
+    /// One schedule after another, switching at each milestone; each schedule counts its epochs
+    /// from the milestone where it starts. [`LrScheduler::new`] refuses a milestone count that is
+    /// not one less than the schedule count.
     SequentialLR {
+        /// The schedules in order (PyTorch's `schedulers`).
         schedules: Vec<Schedule>,
+        /// Epochs at which the next schedule takes over (ascending).
         milestones: Vec<usize>,
     },
     /// Cosine from base to `eta_min` over `t_0` epochs, then restarting, each period `t_mult`
-    /// times the last (CosineAnnealingWarmRestarts).
+    /// times the last (CosineAnnealingWarmRestarts, stepped per epoch).
     CosineAnnealingWarmRestarts {
+        /// Length of the first period (PyTorch's `T_0`); [`LrScheduler::new`] refuses 0.
         t_0: usize,
+        /// Growth of the period after each restart (PyTorch's `T_mult`, default 1);
+        /// [`LrScheduler::new`] refuses 0.
         t_mult: usize,
+        /// Lowest rate (PyTorch's default 0).
         eta_min: f64,
     },
-    /// The 1cycle policy (two phases, cosine annealing), `max_lr` and `total_steps`.
+    /// The 1cycle policy, stepped per batch: cosine from `max_lr / div_factor` up to `max_lr`
+    /// over the first `pct_start` of `total_steps`, then down to
+    /// `max_lr / (div_factor * final_div_factor)`. The group's base rate is not used (as in
+    /// PyTorch, `max_lr` sets the scale); momentum is not cycled (PyTorch's
+    /// `cycle_momentum=False`), and only PyTorch's two-phase cosine form exists. Build it with
+    /// PyTorch's defaults through [`Schedule::one_cycle`].
     OneCycleLR {
+        /// Peak rate, for every group.
         max_lr: f64,
+        /// Number of steps in the cycle (past it the rate is not meaningful; PyTorch errors).
         total_steps: usize,
+        /// Fraction of the steps spent rising (default 0.3).
         pct_start: f64,
+        /// Initial rate is `max_lr / div_factor` (default 25).
         div_factor: f64,
+        /// Final rate is the initial one divided by this (default 1e4).
         final_div_factor: f64,
     },
 }
 
 impl Schedule {
-    /// PyTorch's OneCycleLR defaults.
+    /// [`Schedule::OneCycleLR`] with PyTorch's defaults (`pct_start` 0.3, `div_factor` 25,
+    /// `final_div_factor` 1e4).
+    ///
+    /// ```
+    /// use wgtorch::optim::Schedule;
+    /// let s = Schedule::one_cycle(1.0, 100);
+    /// assert!((s.lr_at(0, 0.5) - 0.04).abs() < 1e-12); // max_lr / 25, whatever the base
+    /// assert!((s.lr_at(29, 0.5) - 1.0).abs() < 1e-12); // the peak at 30% of the steps
+    /// assert!((s.lr_at(99, 0.5) - 4e-6).abs() < 1e-12); // max_lr / 25 / 1e4
+    /// ```
     pub fn one_cycle(max_lr: f64, total_steps: usize) -> Schedule {
         Schedule::OneCycleLR {
             max_lr,
@@ -58,7 +128,16 @@ impl Schedule {
         }
     }
 
-    /// The learning rate at `epoch` for a group whose base rate is `base`.
+    /// The learning rate at `epoch` for a group whose base rate is `base` (a pure function: what
+    /// [`LrScheduler`] sets after `epoch` steps).
+    ///
+    /// ```
+    /// use wgtorch::optim::Schedule;
+    /// let s = Schedule::MultiStepLR { milestones: vec![2, 4], gamma: 0.1 };
+    /// let lr: Vec<f64> = (0..5).map(|e| s.lr_at(e, 1.0)).collect();
+    /// assert_eq!(lr[..2], [1.0, 1.0]);
+    /// assert!((lr[2] - 0.1).abs() < 1e-12 && (lr[4] - 0.01).abs() < 1e-12);
+    /// ```
     pub fn lr_at(&self, epoch: usize, base: f64) -> f64 {
         let e = epoch as f64;
         match self {
@@ -125,7 +204,8 @@ impl Schedule {
     }
 }
 
-/// A scheduler's state for checkpoints: named scalars.
+/// A scheduler's state for checkpoints: named scalars (`last_epoch`, `base_lr.{group}` for
+/// [`LrScheduler`]; the counters and best metric for [`ReduceLROnPlateau`]).
 pub type SchedState = Vec<(String, f64)>;
 
 fn sched_value(op: &'static str, s: &[(String, f64)], key: &str) -> Result<f64> {
@@ -146,7 +226,10 @@ fn sched_count(op: &'static str, s: &[(String, f64)], key: &str) -> Result<usize
     Ok(v as usize)
 }
 
-/// Drives an optimizer's learning rates along a [`Schedule`].
+/// Drives an optimizer's learning rates along a [`Schedule`] (PyTorch's `LRScheduler`
+/// subclasses: `StepLR(opt, ...)` is `LrScheduler::new(&opt, Schedule::StepLR { .. })`). It holds
+/// handles to the groups' rates, so `step()` takes no optimizer: call it after `opt.step()`, once
+/// per epoch (per batch for OneCycleLR). The base rates are the groups' rates when it is built.
 ///
 /// ```
 /// use wgtorch::optim::{LrScheduler, Optimizer, Schedule, Sgd};
@@ -173,7 +256,10 @@ pub struct LrScheduler {
 }
 
 impl LrScheduler {
-    /// Attach to `opt`, setting each group's lr to the schedule's value at epoch 0.
+    /// Attach to `opt`, taking each group's current lr as its base and setting it to the
+    /// schedule's value at epoch 0. Errors ([`Error::InvalidArgument`], PyTorch's messages): a
+    /// `SequentialLR` whose milestone count is not its schedule count minus one, a
+    /// `CosineAnnealingWarmRestarts` with `t_0` or `t_mult` 0.
     pub fn new(opt: &dyn Optimizer, schedule: Schedule) -> Result<LrScheduler> {
         match &schedule {
             Schedule::SequentialLR {
@@ -221,19 +307,37 @@ impl LrScheduler {
             lr.set(self.schedule.lr_at(self.last_epoch, b));
         }
     }
-    /// Advance one epoch, setting the optimizer's rates.
+    /// Advance one epoch, setting the optimizer's rates to the schedule's values at the new
+    /// `last_epoch`.
     pub fn step(&mut self) {
         self.last_epoch += 1;
         self.apply();
     }
-    /// The learning rates now in force.
+    /// The schedule's rates at `last_epoch`, one per group (what `step` last set).
     pub fn get_last_lr(&self) -> Vec<f64> {
         self.base_lrs
             .iter()
             .map(|&b| self.schedule.lr_at(self.last_epoch, b))
             .collect()
     }
-    /// `last_epoch` and the base rates.
+    /// `last_epoch` and the base rates, for [`LrScheduler::load_state_dict`].
+    ///
+    /// ```
+    /// use wgtorch::optim::{LrScheduler, Optimizer, Schedule, Sgd};
+    /// use wgtorch::{Device, Tensor};
+    /// let w = Tensor::ones([1], &Device::Cpu)?.requires_grad_(true);
+    /// let opt = Sgd::new(vec![w.clone()], 1.0)?;
+    /// let mut s = LrScheduler::new(&opt, Schedule::ExponentialLR { gamma: 0.5 })?;
+    /// s.step();
+    /// s.step();
+    /// let saved = s.state_dict();
+    /// // Resume: a new optimizer and scheduler, then the saved state.
+    /// let opt2 = Sgd::new(vec![w], 1.0)?;
+    /// let mut s2 = LrScheduler::new(&opt2, Schedule::ExponentialLR { gamma: 0.5 })?;
+    /// s2.load_state_dict(&saved)?;
+    /// assert_eq!((s2.last_epoch, opt2.param_groups()[0].lr.get()), (2, 0.25));
+    /// # Ok::<(), wgtorch::Error>(())
+    /// ```
     pub fn state_dict(&self) -> SchedState {
         let mut s = vec![("last_epoch".to_string(), self.last_epoch as f64)];
         for (i, b) in self.base_lrs.iter().enumerate() {
@@ -241,7 +345,9 @@ impl LrScheduler {
         }
         s
     }
-    /// Resume from `state_dict` (checked first; the optimizer's rates are set for the epoch).
+    /// Resume from `state_dict` and set the optimizer's rates for its epoch. Checked first (an
+    /// [`Error::InvalidArgument`] naming the key, nothing changed): `last_epoch` and one
+    /// `base_lr.{i}` per group present, a count and valid rates, no other key.
     pub fn load_state_dict(&mut self, s: &[(String, f64)]) -> Result<()> {
         let op = "LrScheduler.load_state_dict";
         let last_epoch = sched_count(op, s, "last_epoch")?;
@@ -366,11 +472,12 @@ pub struct ReduceLROnPlateau {
 }
 
 impl ReduceLROnPlateau {
-    /// With PyTorch's defaults.
+    /// With PyTorch's defaults ([`ReduceLROnPlateauOptions::default`]).
     pub fn new(opt: &dyn Optimizer) -> Result<ReduceLROnPlateau> {
         ReduceLROnPlateau::with_options(opt, ReduceLROnPlateauOptions::default())
     }
-    /// With the given options (checked as PyTorch checks them).
+    /// With the given options, checked as PyTorch checks them: a `factor` of 1 or more (or NaN),
+    /// or a `min_lrs` whose length is not the group count, is an [`Error::InvalidArgument`].
     pub fn with_options(
         opt: &dyn Optimizer,
         options: ReduceLROnPlateauOptions,
@@ -444,7 +551,7 @@ impl ReduceLROnPlateau {
             self.num_bad_epochs = 0;
         }
     }
-    /// The learning rates now in force.
+    /// The groups' learning rates now in force.
     pub fn get_last_lr(&self) -> Vec<f64> {
         self.lrs.iter().map(Lr::get).collect()
     }
@@ -457,7 +564,8 @@ impl ReduceLROnPlateau {
             ("last_epoch".into(), self.last_epoch as f64),
         ]
     }
-    /// Resume from `state_dict` (checked first).
+    /// Resume from `state_dict`. Checked first (an [`Error::InvalidArgument`] naming the key,
+    /// nothing changed): the four keys present, counts that are integers, no other key.
     pub fn load_state_dict(&mut self, s: &[(String, f64)]) -> Result<()> {
         let op = "ReduceLROnPlateau.load_state_dict";
         const KEYS: [&str; 4] = ["best", "num_bad_epochs", "cooldown_counter", "last_epoch"];

@@ -71,6 +71,110 @@ pub(crate) struct TensorImpl {
 /// assert_eq!(b.to_vec::<f32>()?, vec![10.0, 14.0, 14.0, 20.0]);
 /// # Ok::<(), wgtorch::Error>(())
 /// ```
+///
+/// # Creation
+///
+/// Factories take the shape first and the device last; floating factories give `float32`, as
+/// PyTorch's default dtype, and `arange` over integers gives `int64` through
+/// [`Tensor::arange_dtype`].
+///
+/// ```
+/// use wgtorch::{DType, Device, Tensor};
+/// let dev = Device::Cpu;
+/// wgtorch::manual_seed(0);
+/// let z = Tensor::zeros([2, 3], &dev)?; // torch.zeros(2, 3)
+/// let r = Tensor::randn([2, 3], &dev)?; // torch.randn(2, 3)
+/// let t = Tensor::from_vec(vec![1i64, 2, 3], [3], &dev)?; // torch.tensor([1, 2, 3])
+/// let s = Tensor::arange(0.0, 1.0, 0.25, &dev)?; // torch.arange(0, 1, 0.25)
+/// assert_eq!((z.shape(), r.dtype(), t.dtype()), (&[2, 3][..], DType::F32, DType::I64));
+/// assert_eq!(s.to_vec::<f32>()?, vec![0.0, 0.25, 0.5, 0.75]);
+/// assert_eq!(r.ones_like()?.sum_all()?.item()?, 6.0); // torch.ones_like(r).sum()
+/// # Ok::<(), wgtorch::Error>(())
+/// ```
+///
+/// # Views and copies
+///
+/// `view`, `reshape` (when the strides allow it), `t`, `permute`, `transpose`, `narrow`,
+/// `select`, `expand`, `unsqueeze` and `squeeze` return views: they share storage, so an in-place
+/// write through one is seen by the other. `contiguous` (when the layout is not already
+/// contiguous), [`Tensor::copy`] (PyTorch's `clone`) and arithmetic return new storage.
+///
+/// ```
+/// use wgtorch::{Device, Tensor};
+/// let x = Tensor::arange(0.0, 6.0, 1.0, &Device::Cpu)?.view([2, 3])?;
+/// let col = x.narrow(1, 1, 1)?; // x[:, 1:2]
+/// assert!(col.shares_storage_with(&x) && !col.is_contiguous());
+/// col.fill_(-1.0)?; // writes through the view
+/// assert_eq!(x.to_vec::<f32>()?, vec![0.0, -1.0, 2.0, 3.0, -1.0, 5.0]);
+/// let copy = x.t()?.contiguous()?;
+/// assert!(!copy.shares_storage_with(&x));
+/// assert!(x.t()?.view([6]).is_err()); // PyTorch's "view size is not compatible": use reshape
+/// assert_eq!(x.t()?.reshape([6])?.to_vec::<f32>()?[..2], [0.0, 3.0]);
+/// # Ok::<(), wgtorch::Error>(())
+/// ```
+///
+/// # Broadcasting
+///
+/// Binary ops broadcast as NumPy and PyTorch do: shapes are aligned from the right, and a size-1
+/// dimension stretches to the other operand's size. Operators work on references and values.
+///
+/// ```
+/// use wgtorch::{Device, Tensor};
+/// let dev = Device::Cpu;
+/// let col = Tensor::from_vec(vec![1.0f32, 2.0], [2, 1], &dev)?;
+/// let row = Tensor::from_vec(vec![10.0f32, 20.0, 30.0], [3], &dev)?;
+/// let sum = &col + &row; // [2, 1] + [3] -> [2, 3]
+/// assert_eq!(sum.shape(), &[2, 3]);
+/// assert_eq!(sum.to_vec::<f32>()?, vec![11.0, 21.0, 31.0, 12.0, 22.0, 32.0]);
+/// assert!(col.add(&Tensor::zeros([3, 1], &dev)?).is_err()); // 2 vs 3: not broadcastable
+/// # Ok::<(), wgtorch::Error>(())
+/// ```
+///
+/// # Autograd
+///
+/// `requires_grad_(true)` makes a leaf; ops on it record the graph, and `backward` fills
+/// `grad()` of the leaves (and of non-leaves that called [`Tensor::retain_grad`]). Gradients
+/// accumulate across calls until zeroed, as in PyTorch. Inside [`no_grad`](crate::no_grad)
+/// nothing is recorded; [`Tensor::backward_with`] with `create_graph` records the backward pass
+/// too, for higher-order gradients.
+///
+/// ```
+/// use wgtorch::{no_grad, Device, Tensor};
+/// let x = Tensor::from_vec(vec![3.0f64], [1], &Device::Cpu)?.requires_grad_(true);
+/// let y = x.pow_scalar(3.0)?; // y = x³
+/// y.retain_grad();
+/// let loss = y.sum_all()?;
+/// loss.backward_with(None, false, true)?; // create_graph=True
+/// let dx = x.grad().unwrap(); // 3x² = 27, itself differentiable
+/// assert_eq!(dx.item()?, 27.0);
+/// assert_eq!(y.grad().unwrap().item()?, 1.0);
+/// x.set_grad(None);
+/// dx.sum_all()?.backward()?; // d(3x²)/dx = 6x = 18
+/// assert_eq!(x.grad().unwrap().item()?, 18.0);
+/// {
+///     let _g = no_grad();
+///     assert!(!(&x * 2.0).requires_grad());
+/// }
+/// # Ok::<(), wgtorch::Error>(())
+/// ```
+///
+/// # Devices and reading back
+///
+/// [`Device::best`](crate::Device::best) picks a hardware GPU when there is one, else the CPU.
+/// GPU ops are queued, not waited for: reading a value back (`to_vec`, `item`) waits for them,
+/// and [`Tensor::to_vec_async`] is the form that awaits instead of blocking (the only form in
+/// the browser).
+///
+/// ```
+/// use wgtorch::{Device, Tensor};
+/// let dev = Device::best();
+/// let x = Tensor::ones([4], &dev)?;
+/// let y = (&x * 3.0).to(&Device::Cpu)?; // x.to("cpu")
+/// assert_eq!(y.device(), Device::Cpu);
+/// let v = pollster::block_on((&x + 1.0).to_vec_async::<f32>())?; // any executor will do
+/// assert_eq!(v, vec![2.0; 4]);
+/// # Ok::<(), wgtorch::Error>(())
+/// ```
 #[derive(Clone)]
 pub struct Tensor(pub(crate) Arc<TensorImpl>);
 

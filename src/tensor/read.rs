@@ -97,6 +97,23 @@ impl Tensor {
         self.copy_as(self.dtype(), "contiguous")
     }
 
+    /// A contiguous copy in new storage, differentiable: PyTorch's `x.clone()` (Rust's `clone`
+    /// gives another handle to the same tensor, like a second Python reference).
+    ///
+    /// ```
+    /// use wgtorch::{Device, Tensor};
+    /// let x = Tensor::zeros([2], &Device::Cpu)?.requires_grad_(true);
+    /// let (alias, copy) = (x.clone(), x.copy()?);
+    /// assert!(alias.shares_storage_with(&x) && !copy.shares_storage_with(&x));
+    /// copy.sum_all()?.backward()?;
+    /// assert_eq!(x.grad().unwrap().to_vec::<f32>()?, vec![1.0, 1.0]);
+    /// # Ok::<(), wgtorch::Error>(())
+    /// ```
+    #[doc(alias = "clone")]
+    pub fn copy(&self) -> Result<Tensor> {
+        self.copy_as(self.dtype(), "clone")
+    }
+
     /// Contiguous and starting at offset 0 of its storage (what the backend's dense kernels read).
     pub(crate) fn dense(&self) -> Result<Tensor> {
         if self.is_contiguous() && self.storage_offset() == 0 {

@@ -2,6 +2,8 @@
 //! when the browser offers it and on the CPU otherwise. Everything that waits for the GPU is
 //! async, so the page's event loop keeps running between steps.
 
+#![deny(missing_docs)]
+
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;

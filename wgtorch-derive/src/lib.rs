@@ -2,6 +2,8 @@
 //! child visitors, and train/eval propagation) from a struct's fields. Use it through
 //! `wgtorch::nn::Module`, which names both the trait and this derive.
 
+#![deny(missing_docs)]
+
 use proc_macro::TokenStream;
 use proc_macro2::{Span, TokenStream as TokenStream2};
 use quote::{quote, quote_spanned};

@@ -1,4 +1,18 @@
 //! The CPU backend: rayon kernels generic over the element type.
+//!
+//! Kernels split work over rayon's global pool (set its size with `RAYON_NUM_THREADS`, as
+//! `torch.set_num_threads` would), take their buffers from [`pool`], and compute `exp`, `tanh`,
+//! `sigmoid` and `erf` in f32 with [`vmath`], compiled for the widest vector ISA the CPU has.
+//! Tensors hold their elements in a [`CpuStorage`], one vector of the dtype's Rust type.
+//!
+//! ```
+//! use wgtorch::backend::cpu::vmath;
+//! use wgtorch::{Device, Tensor};
+//! let x = Tensor::from_vec(vec![0.5f32, -0.5], [2], &Device::Cpu)?;
+//! let y = x.sigmoid()?.to_vec::<f32>()?;
+//! assert_eq!(y, vec![vmath::sigmoid(0.5), vmath::sigmoid(-0.5)]); // the same bits
+//! # Ok::<(), wgtorch::Error>(())
+//! ```
 
 mod conv;
 mod elementwise;
@@ -29,12 +43,19 @@ use rayon::prelude::*;
 /// Host storage: one vector of the tensor's element type.
 #[derive(Clone, Debug)]
 pub enum CpuStorage {
+    /// Elements of a `bool` tensor.
     Bool(Vec<bool>),
+    /// Elements of a `int32` tensor.
     I32(Vec<i32>),
+    /// Elements of a `int64` tensor.
     I64(Vec<i64>),
+    /// Elements of a `float16` tensor.
     F16(Vec<f16>),
+    /// Elements of a `bfloat16` tensor.
     BF16(Vec<bf16>),
+    /// Elements of a `float32` tensor.
     F32(Vec<f32>),
+    /// Elements of a `float64` tensor.
     F64(Vec<f64>),
 }
 

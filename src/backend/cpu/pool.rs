@@ -11,6 +11,20 @@
 //! buffers than were live at once. (Without this, a weight gradient allocated outside the pool grew
 //! the cache by one buffer per training step.) Bounded by `MAX_BYTES` in any case; `empty_cache`
 //! releases everything cached.
+//!
+//! ```
+//! use wgtorch::backend::cpu::pool;
+//! use wgtorch::{Device, Tensor};
+//! let before = pool::stats();
+//! for _ in 0..3 {
+//!     let x = Tensor::zeros([256, 256], &Device::Cpu)?; // 256 KiB, reused after the first pass
+//!     assert_eq!(x.numel(), 65536);
+//! }
+//! let after = pool::stats();
+//! assert!(after.hits >= before.hits + 2, "{before:?} -> {after:?}");
+//! pool::empty_cache();
+//! # Ok::<(), wgtorch::Error>(())
+//! ```
 
 use super::{CpuElem, CpuStorage};
 use crate::DType;

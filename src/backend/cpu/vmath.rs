@@ -11,6 +11,21 @@
 //! its relative accuracy in the left tail). Every ISA gives the same bits (nothing is
 //! contracted into FMAs). The coefficients come
 //! from Cephes (`exp`, `tanh`) and from `tools/vmath/fit_erf.py` (`erf`, `norm_cdf`).
+//!
+//! ```
+//! use wgtorch::backend::cpu::vmath;
+//! let xs: Vec<f32> = (0..64).map(|i| i as f32 / 8.0 - 4.0).collect();
+//! let mut ys = vec![0.0f32; xs.len()];
+//! vmath::vectorized(|| {
+//!     for (y, &x) in ys.iter_mut().zip(&xs) {
+//!         *y = vmath::tanh(x);
+//!     }
+//! });
+//! for (&x, &y) in xs.iter().zip(&ys) {
+//!     assert!((y as f64 - (x as f64).tanh()).abs() <= 2.0 * f32::EPSILON as f64);
+//! }
+//! println!("running on {:?}", vmath::isa()); // WGTORCH_CPU_ISA=baseline|avx2|avx512 forces one
+//! ```
 
 // Coefficients are written as the fits print them (rounded to f32 on compilation); the leading
 // ERF_P term is a fitted value near 2/√π, not the constant.

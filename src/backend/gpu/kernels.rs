@@ -1,5 +1,17 @@
 //! Every GPU kernel variant: its cache key and its WGSL, built from the templates in `shaders/`.
 //! One template per kernel family; the element type is a template parameter, never a copy.
+//!
+//! Useful for reading what runs on the device, or for validating shaders offline (the tests
+//! parse every variant of [`Kernel::all`] with naga).
+//!
+//! ```
+//! use wgtorch::backend::gpu::kernels::{GpuType, Kernel};
+//! use wgtorch::ops::UnaryOp;
+//! let k = Kernel::Unary(UnaryOp::Exp, GpuType::F32);
+//! assert!(k.key().contains("exp"));
+//! assert!(k.source().contains("@compute"));
+//! assert!(Kernel::all().len() > 100);
+//! ```
 
 use crate::ops::{BinaryOp, ReduceOp, UnaryOp};
 use crate::DType;
@@ -58,7 +70,9 @@ const SORT_INDICES: &str = include_str!("../../../shaders/sort_indices.wgsl");
 /// per `u32` and unpacked to f32 (bf16 is always packed: WGSL has no bf16 type).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum GpuType {
+    /// `f32` arrays (float32).
     F32,
+    /// `i32` arrays (int32; int64 tensors are not held on the GPU).
     I32,
     /// bool, one u32 per element.
     U32,
@@ -234,18 +248,25 @@ impl Gemm {
 /// One compiled kernel variant.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Kernel {
+    /// A unary elementwise op over strided input.
     Unary(UnaryOp, GpuType),
+    /// A binary elementwise op over broadcast, strided inputs.
     Binary(BinaryOp, GpuType),
     /// Contiguous f32 unary op, four elements per invocation.
     UnaryVec4(UnaryOp),
     /// Contiguous f32 binary op, four elements per invocation.
     BinaryVec4(BinaryOp),
+    /// `torch.where(cond, a, b)`.
     Where(GpuType),
+    /// Strided copy with a dtype conversion (source type, destination type).
     Copy(GpuType, GpuType),
+    /// Fill with one value.
     Fill(GpuType),
+    /// A reduction over the last axis, one workgroup per row.
     Reduce(ReduceOp, GpuType),
     /// One invocation per row, for short rows.
     ReduceSmall(ReduceOp, GpuType),
+    /// Inclusive prefix sum over the last axis.
     Cumsum(GpuType),
     /// Shared-memory tiled GEMM over the given operands.
     Matmul(GpuType, Gemm),
@@ -254,17 +275,25 @@ pub enum Kernel {
     /// f32 matmul reading both operands as aligned `vec4` (CPU adapters); the flags say A / B
     /// are stored transposed (column-major).
     MatmulVec4 {
+        /// A is stored transposed.
         a_t: bool,
+        /// B is stored transposed.
         b_t: bool,
     },
     /// The same layouts on GPUs: 64x64 shared-memory tiles filled with vec4 loads.
     MatmulTiledVec4 {
+        /// A is stored transposed.
         a_t: bool,
+        /// B is stored transposed.
         b_t: bool,
     },
+    /// Gather along a dim with bounds-checked indices.
     Gather(GpuType),
+    /// Scatter-add along a dim with bounds-checked indices.
     ScatterAdd(GpuType),
+    /// Unfold `[N, C, H, W]` into convolution columns.
     Im2col(GpuType),
+    /// Fold columns back, summing overlaps (im2col's adjoint).
     Col2im(GpuType),
     /// Fused Adam/AdamW update, in place (f32).
     AdamF32,

@@ -1,5 +1,27 @@
 //! The wgpu backend: kernel launchers over pooled buffers. Every launcher takes strided inputs and
 //! writes a fresh contiguous output, except `copy_into` and the in-place fill.
+//!
+//! One [`GpuContext`] per adapter holds the device, the queue, the buffer pool, the pipeline
+//! cache and the batched command encoder; [`context`] creates it on first use (natively) and
+//! [`init_gpu`] is its async form (the browser). Dispatches are recorded, not run: they are
+//! submitted in batches, and a readback (`to_vec`, `item`) or [`GpuContext::synchronize`] waits
+//! for them.
+//!
+//! ```
+//! use wgtorch::backend::gpu;
+//! use wgtorch::{Device, Tensor};
+//! match gpu::context(0) {
+//!     Ok(ctx) => {
+//!         let x = Tensor::ones([1024], &Device::Gpu(0))?;
+//!         assert_eq!((&x * 2.0).sum_all()?.item()?, 2048.0);
+//!         let stats = ctx.stats();
+//!         assert!(stats.dispatches > 0 && stats.peak_bytes >= 4096);
+//!         println!("{}: {stats:?}", ctx.describe());
+//!     }
+//!     Err(e) => println!("no GPU here: {e}"), // an Error naming why (no adapter, limits, ...)
+//! }
+//! # Ok::<(), wgtorch::Error>(())
+//! ```
 
 mod adapter;
 mod checks;
