@@ -90,7 +90,7 @@ fn cnn_step(dev: &Device, half: Option<DType>, reps: usize) -> Result<Step> {
         opt.zero_grad();
         scaler.scale(&loss)?.backward()?;
         scaler.step(&mut opt)?;
-        scaler.update();
+        scaler.update()?;
         loss.item()?;
         Ok(())
     };

@@ -180,7 +180,7 @@ fn main() -> Result<()> {
     for epoch in 1..=args.epochs {
         train(&args, &mut model, &train_loader, &mut optimizer, epoch)?;
         test(&mut model, &test_loader)?;
-        scheduler.step();
+        scheduler.step()?;
     }
     if args.save_model {
         wgtorch::io::save("mnist_cnn.safetensors", &model.state_dict())?;

@@ -185,7 +185,7 @@ fn run(args: Args) -> Result<()> {
             opt.zero_grad();
             scaler.scale(&loss)?.backward()?;
             scaler.step(&mut opt)?;
-            scaler.update();
+            scaler.update()?;
             let l = loss.detach().mul_scalar(y.numel() as f64)?;
             loss_sum = Some(match loss_sum {
                 Some(s) => s.add(&l)?,

@@ -73,7 +73,7 @@ pub enum Error {
     /// The device cannot hold this dtype.
     #[error("dtype {dtype} is not supported on device {device} ({adapter}); use .to_dtype(DType::F32) or keep the tensor on the CPU")]
     DTypeNotOnDevice {
-        /// The dtype (for example `F64`, or `F16` on an adapter without `shader-f16`).
+        /// The dtype (`F64` on a GPU; half types always have a packed form there).
         dtype: DType,
         /// The device that cannot hold it.
         device: Device,

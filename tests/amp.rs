@@ -76,13 +76,13 @@ fn grad_scaler_skips_overflow_backs_off_and_grows() -> Result<()> {
             "unscale_ gives true gradients"
         );
         assert!(scaler.step(&mut opt)?);
-        scaler.update();
+        scaler.update()?;
         assert_eq!(w.to_vec::<f32>()?, vec![0.9, 1.9]);
         // An injected inf: the step is skipped and the scale halves.
         opt.zero_grad();
         w.set_grad(Some(Tensor::from_slice(&[f32::INFINITY, 1.0], [2], &dev)?));
         assert!(!scaler.step(&mut opt)?);
-        scaler.update();
+        scaler.update()?;
         assert_eq!(
             w.to_vec::<f32>()?,
             vec![0.9, 1.9],
@@ -92,16 +92,79 @@ fn grad_scaler_skips_overflow_backs_off_and_grows() -> Result<()> {
         // NaN too.
         w.set_grad(Some(Tensor::from_slice(&[f32::NAN, 1.0], [2], &dev)?));
         assert!(!scaler.step(&mut opt)?);
-        scaler.update();
+        scaler.update()?;
         assert_eq!(scaler.get_scale(), 16384.0);
         // growth_interval clean steps double it.
         for _ in 0..3 {
             opt.zero_grad();
             scaler.scale(&w.sum_all()?)?.backward()?;
             assert!(scaler.step(&mut opt)?);
-            scaler.update();
+            scaler.update()?;
         }
         assert_eq!(scaler.get_scale(), 32768.0);
+    }
+    Ok(())
+}
+
+#[test]
+fn grad_scaler_keeps_one_state_per_optimizer_and_refuses_misuse() -> Result<()> {
+    let dev = Device::Cpu;
+    let a = Tensor::from_slice(&[1.0f32], [1], &dev)?.requires_grad_(true);
+    let b = Tensor::from_slice(&[1.0f32], [1], &dev)?.requires_grad_(true);
+    let mut opt_a = Sgd::new(vec![a.clone()], 0.5)?;
+    let mut opt_b = Sgd::new(vec![b.clone()], 0.5)?;
+    let mut scaler = GradScaler::new();
+    // Each optimizer is unscaled and checked on its own: b's step uses true gradients even
+    // though a was unscaled first, and a's inf skips only a.
+    a.set_grad(Some(Tensor::from_slice(&[f32::INFINITY], [1], &dev)?));
+    scaler.scale(&b.sum_all()?)?.backward()?;
+    scaler.unscale_(&mut opt_a)?;
+    let e = scaler.unscale_(&mut opt_a).unwrap_err().to_string();
+    assert!(
+        e.contains("unscale_() has already been called on this optimizer"),
+        "{e}"
+    );
+    assert!(!scaler.step(&mut opt_a)?);
+    assert!(scaler.step(&mut opt_b)?);
+    assert_eq!(
+        (a.to_vec::<f32>()?, b.to_vec::<f32>()?),
+        (vec![1.0], vec![0.5])
+    );
+    let e = scaler.step(&mut opt_b).unwrap_err().to_string();
+    assert!(
+        e.contains("step() has already been called since the last update()"),
+        "{e}"
+    );
+    let e = scaler.unscale_(&mut opt_b).unwrap_err().to_string();
+    assert!(e.contains("unscale_() is being called after step()"), "{e}");
+    scaler.update()?; // a found inf: the scale backs off once
+    assert_eq!(scaler.get_scale(), 32768.0);
+    let e = scaler.update().unwrap_err().to_string();
+    assert!(
+        e.contains("No inf checks were recorded prior to update."),
+        "{e}"
+    );
+    // State round trip, and bad states refused without changing the scaler.
+    let st = scaler.state_dict();
+    let mut other = GradScaler::new();
+    other.load_state_dict(&st)?;
+    assert_eq!(other.get_scale(), 32768.0);
+    for bad in [
+        vec![
+            ("scale".to_string(), f64::NAN),
+            ("growth_tracker".into(), 0.0),
+        ],
+        vec![("scale".to_string(), 0.0), ("growth_tracker".into(), 0.0)],
+        vec![("scale".to_string(), 2.0), ("growth_tracker".into(), 1.5)],
+        vec![("scale".to_string(), 2.0)],
+        vec![
+            ("scale".to_string(), 2.0),
+            ("growth_tracker".into(), 0.0),
+            ("x".into(), 1.0),
+        ],
+    ] {
+        assert!(other.load_state_dict(&bad).is_err(), "{bad:?} accepted");
+        assert_eq!(other.get_scale(), 32768.0);
     }
     Ok(())
 }
@@ -153,7 +216,7 @@ fn run(dev: &Device, amp_dtype: Option<DType>) -> Result<f64> {
         opt.zero_grad();
         scaler.scale(&loss)?.backward()?;
         scaler.step(&mut opt)?;
-        scaler.update();
+        scaler.update()?;
     }
     model.eval();
     let _g = wgtorch::no_grad();

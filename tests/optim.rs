@@ -486,7 +486,7 @@ fn schedulers_follow_pytorch_without_the_optimizer_at_step() -> Result<()> {
             }
             opt.step()?;
             match &mut sched {
-                Sched::Closed(s) => s.step(),
+                Sched::Closed(s) => s.step()?,
                 Sched::Plateau(s) => s.step(case["metrics"][e].as_f64().unwrap()),
             }
         }
@@ -510,14 +510,14 @@ fn scheduler_state_dicts_resume_and_check() -> Result<()> {
     let a = Sgd::new(w(), 0.1)?;
     let mut sa = LrScheduler::new(&a, sch.clone())?;
     for _ in 0..7 {
-        sa.step();
+        sa.step()?;
     }
     let b = Sgd::new(w(), 0.1)?;
     let mut sb = LrScheduler::new(&b, sch)?;
     sb.load_state_dict(&sa.state_dict())?;
     assert_eq!(b.param_groups()[0].lr.get(), a.param_groups()[0].lr.get());
-    sa.step();
-    sb.step();
+    sa.step()?;
+    sb.step()?;
     assert_eq!(b.param_groups()[0].lr.get(), a.param_groups()[0].lr.get());
     let e = sb
         .load_state_dict(&[("last_epoch".into(), -1.0)])
@@ -589,6 +589,98 @@ fn scheduler_state_dicts_resume_and_check() -> Result<()> {
     .unwrap_err()
     .to_string();
     assert!(e.contains("Expected integer T_mult >= 1, but got 0"), "{e}");
+    // Values PyTorch refuses (or divides by zero on), refused before any rate is touched, also
+    // inside a SequentialLR.
+    let lr0 = a.param_groups()[0].lr.get();
+    let linear = |start_factor, end_factor| Schedule::LinearLR {
+        start_factor,
+        end_factor,
+        total_iters: 3,
+    };
+    let one_cycle = |total_steps, pct_start| Schedule::OneCycleLR {
+        max_lr: 0.1,
+        total_steps,
+        pct_start,
+        div_factor: 25.0,
+        final_div_factor: 1e4,
+    };
+    let cases = [
+        (
+            Schedule::StepLR {
+                step_size: 0,
+                gamma: 0.1,
+            },
+            "step_size must be a positive integer, but got 0",
+        ),
+        (
+            Schedule::CosineAnnealingLR {
+                t_max: 0,
+                eta_min: 0.0,
+            },
+            "T_max must be a positive integer, but got 0",
+        ),
+        (linear(0.0, 1.0), "Starting multiplicative factor expected"),
+        (linear(1.5, 1.0), "Starting multiplicative factor expected"),
+        (
+            linear(f64::NAN, 1.0),
+            "Starting multiplicative factor expected",
+        ),
+        (linear(0.5, -0.1), "Ending multiplicative factor expected"),
+        (one_cycle(0, 0.3), "Expected positive integer total_steps"),
+        (
+            one_cycle(10, 1.5),
+            "Expected float between 0 and 1 pct_start",
+        ),
+        (one_cycle(10, 0.1), "leaves a warm-up of zero steps"),
+        (
+            Schedule::SequentialLR {
+                schedules: vec![linear(0.5, 1.0), linear(1.0, 2.0)],
+                milestones: vec![2],
+            },
+            "Ending multiplicative factor expected",
+        ),
+        (
+            Schedule::SequentialLR {
+                schedules: vec![linear(0.5, 1.0), linear(0.5, 1.0), linear(0.5, 1.0)],
+                milestones: vec![4, 2],
+            },
+            "milestones must be ascending",
+        ),
+    ];
+    for (schedule, want) in cases {
+        let e = LrScheduler::new(&a, schedule.clone())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(want), "{schedule:?}: {e}");
+        assert_eq!(
+            a.param_groups()[0].lr.get(),
+            lr0,
+            "{schedule:?} changed the rate"
+        );
+    }
+    Ok(())
+}
+
+#[test]
+fn one_cycle_refuses_to_step_past_its_total() -> Result<()> {
+    let w = Tensor::zeros([1], &Device::Cpu)?.requires_grad_(true);
+    let opt = Sgd::new(vec![w], 1.0)?;
+    let mut s = LrScheduler::new(&opt, Schedule::one_cycle(0.1, 4))?;
+    for _ in 0..4 {
+        s.step()?; // PyTorch allows last_epoch == total_steps
+    }
+    let lr = opt.param_groups()[0].lr.get();
+    let e = s.step().unwrap_err().to_string();
+    assert!(
+        e.contains("Tried to step 5 times. The specified number of total steps is 4"),
+        "{e}"
+    );
+    // The failed step changed nothing.
+    assert_eq!((s.last_epoch, opt.param_groups()[0].lr.get()), (4, lr));
+    let mut state = s.state_dict();
+    state.iter_mut().find(|(k, _)| k == "last_epoch").unwrap().1 = 9.0;
+    assert!(s.load_state_dict(&state).is_err());
+    assert_eq!(s.last_epoch, 4);
     Ok(())
 }
 

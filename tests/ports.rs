@@ -121,7 +121,7 @@ fn mnist_matches_pytorch() -> Result<()> {
             opt.step()?;
             losses.push(loss.item()?);
             if step % 5 == 4 {
-                sched.step();
+                sched.step()?;
             }
         }
         g.check("mnist", &dev, &losses);

@@ -270,7 +270,7 @@ fn schedulers_follow_pytorch() -> Result<()> {
                 case["name"]
             );
             opt.step()?;
-            s.step();
+            s.step()?;
         }
     }
     // SequentialLR: warm up linearly for 2 epochs, then step decay restarted at the milestone.
@@ -294,7 +294,7 @@ fn schedulers_follow_pytorch() -> Result<()> {
     let mut lrs = vec![];
     for _ in 0..5 {
         lrs.push(opt.param_groups()[0].lr.get());
-        s.step();
+        s.step()?;
     }
     assert_eq!(lrs, vec![0.5, 0.75, 1.0, 0.5, 0.25]);
     Ok(())

@@ -27,7 +27,7 @@
 //!     losses.push(loss.item()?);
 //!     scaler.scale(&loss)?.backward()?;
 //!     assert!(scaler.step(&mut opt)?); // finite gradients: the step ran
-//!     scaler.update();
+//!     scaler.update()?;
 //! }
 //! assert!(losses[4] < losses[0], "{losses:?}");
 //! assert_eq!(model.weight.dtype(), DType::F32); // master weights stay f32

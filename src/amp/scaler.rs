@@ -1,13 +1,15 @@
 //! GradScaler with PyTorch's defaults and update rule.
 
 use crate::optim::Optimizer;
-use crate::{Result, Tensor};
+use crate::{Error, Result, Tensor};
 
 /// Scales the loss so f16 gradients do not underflow, unscales before the step, and skips steps
 /// whose gradients hold inf or NaN (found on the device with one reduction and a single scalar
 /// read). Master weights stay f32. PyTorch's `torch.amp.GradScaler` and its loop:
-/// `scaler.scale(&loss)?.backward()?; scaler.step(&mut opt)?; scaler.update();` (with
-/// `scaler.unscale_(&mut opt)?` before `step` to clip true gradients).
+/// `scaler.scale(&loss)?.backward()?; scaler.step(&mut opt)?; scaler.update()?;` (with
+/// `scaler.unscale_(&mut opt)?` before `step` to clip true gradients). With several
+/// optimizers, each is unscaled, checked and stepped on its own (PyTorch's per-optimizer
+/// state); `update` backs off if any of them found inf or NaN.
 ///
 /// ```
 /// use wgtorch::amp::GradScaler;
@@ -22,7 +24,7 @@ use crate::{Result, Tensor};
 /// let loss = w.mul_scalar(f64::INFINITY)?.sum_all()?;
 /// scaler.scale(&loss)?.backward()?;
 /// assert!(!scaler.step(&mut opt)?);
-/// scaler.update();
+/// scaler.update()?;
 /// assert_eq!(scaler.get_scale(), 32768.0);
 /// assert_eq!(w.to_vec::<f32>()?, [1.0, 1.0]);
 ///
@@ -30,7 +32,7 @@ use crate::{Result, Tensor};
 /// opt.zero_grad();
 /// scaler.scale(&w.sum_all()?)?.backward()?;
 /// assert!(scaler.step(&mut opt)?);
-/// scaler.update();
+/// scaler.update()?;
 /// assert_eq!(w.to_vec::<f32>()?, [0.9, 0.9]);
 /// # Ok::<(), wgtorch::Error>(())
 /// ```
@@ -46,9 +48,22 @@ pub struct GradScaler {
     growth_tracker: usize,
     /// Off: scale, unscale and the inf check do nothing (the step always runs).
     pub enabled: bool,
+    /// Per optimizer (by address) since the last `update`: PyTorch's `_per_optimizer_states`.
+    optimizers: Vec<(usize, OptState)>,
+}
+
+/// Where one optimizer is in the current iteration.
+#[derive(Clone, Debug)]
+struct OptState {
+    /// The device-side sum that is NaN when a gradient held inf or NaN (None: no gradients).
     found_inf: Option<Tensor>,
-    unscaled: bool,
-    last_skipped: bool,
+    /// Whether the inf check said to skip, once `step` has read it.
+    skipped: Option<bool>,
+}
+
+/// An optimizer's identity for the current iteration (PyTorch keys by `id(optimizer)`).
+fn key(opt: &dyn Optimizer) -> usize {
+    opt as *const dyn Optimizer as *const () as usize
 }
 
 impl Default for GradScaler {
@@ -67,9 +82,7 @@ impl GradScaler {
             growth_interval: 2000,
             growth_tracker: 0,
             enabled: true,
-            found_inf: None,
-            unscaled: false,
-            last_skipped: false,
+            optimizers: Vec::new(),
         }
     }
     /// The current scale (1 when disabled).
@@ -87,13 +100,29 @@ impl GradScaler {
         }
         loss.to_dtype(crate::DType::F32)?.mul_scalar(self.scale)
     }
+    fn state(&self, opt: &dyn Optimizer) -> Option<&OptState> {
+        let k = key(opt);
+        self.optimizers
+            .iter()
+            .find(|(o, _)| *o == k)
+            .map(|(_, s)| s)
+    }
     /// Divide the optimizer's gradients by the scale in place (so clipping sees true values) and
     /// record whether any is inf or NaN (on the device; nothing is read back here). Does nothing
-    /// when disabled or when already called since the last [`GradScaler::update`]. Errors come
-    /// from the tensor ops.
+    /// when disabled. Errors, as PyTorch's: a second call for the same optimizer before
+    /// [`GradScaler::update`] (its gradients would be divided twice), a call after `step`; and
+    /// the tensor ops' errors.
     pub fn unscale_(&mut self, opt: &mut dyn Optimizer) -> Result<()> {
-        if !self.enabled || self.unscaled {
+        if !self.enabled {
             return Ok(());
+        }
+        if let Some(st) = self.state(opt) {
+            let msg = if st.skipped.is_some() {
+                "unscale_() is being called after step()."
+            } else {
+                "unscale_() has already been called on this optimizer since the last update()."
+            };
+            return Err(Error::arg("GradScaler.unscale_", msg));
         }
         let _g = crate::no_grad();
         let inv = 1.0 / self.scale;
@@ -110,34 +139,73 @@ impl GradScaler {
                 g.mul_(&g.scalar_like(inv)?)?;
             }
         }
-        self.found_inf = flag;
-        self.unscaled = true;
+        let state = OptState {
+            found_inf: flag,
+            skipped: None,
+        };
+        self.optimizers.push((key(opt), state));
         Ok(())
     }
-    /// Unscale if needed, then `opt.step()` unless a gradient is inf or NaN (one scalar read
-    /// back). Returns whether it stepped; errors are the optimizer's or the tensor ops'.
+    /// Unscale this optimizer's gradients if [`GradScaler::unscale_`] has not, then
+    /// `opt.step()` unless one of them is inf or NaN (one scalar read back). Returns whether it
+    /// stepped. Errors: a second `step` for the same optimizer before
+    /// [`GradScaler::update`] (PyTorch's), and the optimizer's or the tensor ops' errors.
     pub fn step(&mut self, opt: &mut dyn Optimizer) -> Result<bool> {
         if !self.enabled {
             opt.step()?;
             return Ok(true);
         }
-        self.unscale_(opt)?;
-        let skip = match &self.found_inf {
+        if self.state(opt).is_none() {
+            self.unscale_(opt)?;
+        }
+        let k = key(opt);
+        let st = &mut self
+            .optimizers
+            .iter_mut()
+            .find(|(o, _)| *o == k)
+            .expect("unscaled")
+            .1;
+        if st.skipped.is_some() {
+            return Err(Error::arg(
+                "GradScaler.step",
+                "step() has already been called since the last update().",
+            ));
+        }
+        let skip = match &st.found_inf {
             Some(f) => !f.item()?.is_finite(),
             None => false,
         };
-        self.last_skipped = skip;
+        st.skipped = Some(skip);
         if !skip {
             opt.step()?;
         }
         Ok(!skip)
     }
-    /// Adjust the scale after a step: back off on overflow, grow after `growth_interval` clean steps.
-    pub fn update(&mut self) {
+    /// End the iteration: back off (`scale * backoff_factor`) if any optimizer's step found inf
+    /// or NaN, else count a clean iteration and grow (`scale * growth_factor`) after
+    /// `growth_interval` of them; then forget the optimizers' states. Does nothing when disabled.
+    /// Errors with PyTorch's "No inf checks were recorded prior to update." when no optimizer
+    /// was unscaled or stepped since the last update (a loop that forgot `step`).
+    pub fn update(&mut self) -> Result<()> {
         if !self.enabled {
-            return;
+            return Ok(());
         }
-        if self.last_skipped {
+        if self.optimizers.is_empty() {
+            return Err(Error::arg(
+                "GradScaler.update",
+                "No inf checks were recorded prior to update.",
+            ));
+        }
+        // An optimizer only unscaled (never stepped) still counts, as in PyTorch: read its flag.
+        let mut found_inf = false;
+        for (_, st) in &self.optimizers {
+            found_inf |= match (st.skipped, &st.found_inf) {
+                (Some(s), _) => s,
+                (None, Some(f)) => !f.item()?.is_finite(),
+                (None, None) => false,
+            };
+        }
+        if found_inf {
             self.scale *= self.backoff_factor;
             self.growth_tracker = 0;
         } else {
@@ -147,26 +215,49 @@ impl GradScaler {
                 self.growth_tracker = 0;
             }
         }
-        self.unscaled = false;
-        self.found_inf = None;
-        self.last_skipped = false;
+        self.optimizers.clear();
+        Ok(())
     }
-    /// `(scale, growth_tracker)` for checkpoints, as named scalars.
+    /// `scale` and `growth_tracker`, for [`GradScaler::load_state_dict`].
     pub fn state_dict(&self) -> Vec<(String, f64)> {
         vec![
             ("scale".into(), self.scale),
             ("growth_tracker".into(), self.growth_tracker as f64),
         ]
     }
-    /// Restore `scale` and `growth_tracker` from [`GradScaler::state_dict`]'s pairs (other keys
-    /// are ignored; the values are not checked).
-    pub fn load_state_dict(&mut self, s: &[(String, f64)]) {
-        for (k, v) in s {
-            match k.as_str() {
-                "scale" => self.scale = *v,
-                "growth_tracker" => self.growth_tracker = *v as usize,
-                _ => {}
-            }
+    /// Restore [`GradScaler::state_dict`]'s values. Errors (leaving the scaler as it was): a
+    /// missing or unknown key, a scale that is not a positive finite number, a growth tracker
+    /// that is not a count.
+    pub fn load_state_dict(&mut self, s: &[(String, f64)]) -> Result<()> {
+        let op = "GradScaler.load_state_dict";
+        let get = |key: &str| {
+            s.iter()
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| *v)
+                .ok_or_else(|| Error::arg(op, format!("state has no {key}")))
+        };
+        if let Some((k, _)) = s
+            .iter()
+            .find(|(k, _)| k != "scale" && k != "growth_tracker")
+        {
+            return Err(Error::arg(op, format!("unexpected state key {k}")));
         }
+        let scale = get("scale")?;
+        if !(scale.is_finite() && scale > 0.0) {
+            return Err(Error::arg(
+                op,
+                format!("scale = {scale} is not a positive finite number"),
+            ));
+        }
+        let tracker = get("growth_tracker")?;
+        if !(0.0..=9_007_199_254_740_992.0).contains(&tracker) || tracker.fract() != 0.0 {
+            return Err(Error::arg(
+                op,
+                format!("growth_tracker = {tracker} is not a count"),
+            ));
+        }
+        self.scale = scale;
+        self.growth_tracker = tracker as usize;
+        Ok(())
     }
 }

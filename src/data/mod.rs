@@ -45,7 +45,7 @@ pub use cifar::download_cifar10;
 pub use cifar::Cifar10;
 pub use digits::Digits;
 pub use image_folder::ImageFolder;
-pub use loader::{Batch, DataLoader};
+pub use loader::{collate, Batch, BatchIter, DataLoader};
 pub use tensor_dataset::TensorDataset;
 pub use transforms::Transform;
 

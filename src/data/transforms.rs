@@ -185,10 +185,11 @@ pub struct RandomHorizontalFlip {
 
 impl Transform for RandomHorizontalFlip {
     fn apply(&self, x: &Tensor, g: &mut Generator) -> Result<Tensor> {
+        // The shape is checked whether or not this draw flips, so a bad input fails every time.
+        let (c, h, w, v) = chw("RandomHorizontalFlip", x)?;
         if g.uniform() >= self.p {
             return Ok(x.clone());
         }
-        let (c, h, w, v) = chw("RandomHorizontalFlip", x)?;
         let mut out = v.clone();
         for row in 0..c * h {
             for xx in 0..w {
@@ -213,6 +214,12 @@ impl Transform for Resize {
         let (c, h, w, v) = chw("Resize", x)?;
         if self.h == 0 || self.w == 0 {
             return Err(Error::arg("Resize", "output size must be positive"));
+        }
+        if h == 0 || w == 0 {
+            return Err(Error::shape(
+                "Resize",
+                format!("cannot resize an empty image ({c}x{h}x{w})"),
+            ));
         }
         let mut out = vec![0f32; c * self.h * self.w];
         let (sy, sx) = (h as f32 / self.h as f32, w as f32 / self.w as f32);

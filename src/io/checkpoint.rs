@@ -41,7 +41,7 @@ use std::path::Path;
 /// let mut loss = 0.0;
 /// for _ in 0..2 {
 ///     loss = train_step(&model, &mut opt, &x)?;
-///     sched.step();
+///     sched.step()?;
 /// }
 /// Checkpoint {
 ///     model: model.state_dict(),
@@ -67,9 +67,9 @@ use std::path::Path;
 ///
 /// // Both runs continue identically.
 /// train_step(&model, &mut opt, &x)?;
-/// sched.step();
+/// sched.step()?;
 /// train_step(&model2, &mut opt2, &x)?;
-/// sched2.step();
+/// sched2.step()?;
 /// assert_eq!(model2.weight.to_vec::<f32>()?, model.weight.to_vec::<f32>()?);
 /// assert_eq!(opt2.param_groups()[0].lr.get(), opt.param_groups()[0].lr.get());
 /// std::fs::remove_dir_all(&dir).unwrap();

@@ -25,7 +25,7 @@
 //!     let loss = F::mse_loss(&model.forward(&x)?, &y)?;
 //!     loss.backward()?;
 //!     opt.step()?;
-//!     sched.step();
+//!     sched.step()?;
 //! }
 //! let last = F::mse_loss(&model.forward(&x)?, &y)?.item()?;
 //! assert!(last < first / 10.0, "{first} -> {last}");

@@ -32,7 +32,7 @@ pub enum Schedule {
     /// `base * gamma^(epoch / step_size)` (integer division): decay by `gamma` every
     /// `step_size` epochs.
     StepLR {
-        /// Epochs between decays (a 0 counts as 1).
+        /// Epochs between decays; [`LrScheduler::new`] refuses 0.
         step_size: usize,
         /// Multiplicative decay (PyTorch's default 0.1).
         gamma: f64,
@@ -52,7 +52,7 @@ pub enum Schedule {
     /// `eta_min + (base - eta_min) * (1 + cos(pi * epoch / t_max)) / 2`: cosine from base to
     /// `eta_min` over `t_max` epochs (and back up after, as PyTorch's closed form).
     CosineAnnealingLR {
-        /// Half-period in epochs (PyTorch's `T_max`); should be positive (0 gives NaN rates).
+        /// Half-period in epochs (PyTorch's `T_max`); [`LrScheduler::new`] refuses 0.
         t_max: usize,
         /// Lowest rate (PyTorch's default 0).
         eta_min: f64,
@@ -60,9 +60,9 @@ pub enum Schedule {
     /// `base * factor`, the factor going linearly from `start_factor` to `end_factor` over
     /// `total_iters` epochs, then staying at `end_factor` (a warm-up).
     LinearLR {
-        /// Factor at epoch 0 (PyTorch's default 1/3).
+        /// Factor at epoch 0 (PyTorch's default 1/3), in (0, 1].
         start_factor: f64,
-        /// Factor from epoch `total_iters` on (PyTorch's default 1).
+        /// Factor from epoch `total_iters` on (PyTorch's default 1), in [0, 1].
         end_factor: f64,
         /// Epochs of the ramp (PyTorch's default 5).
         total_iters: usize,
@@ -96,9 +96,9 @@ pub enum Schedule {
     OneCycleLR {
         /// Peak rate, for every group.
         max_lr: f64,
-        /// Number of steps in the cycle (past it the rate is not meaningful; PyTorch errors).
+        /// Number of steps in the cycle; stepping past it is an error, as in PyTorch.
         total_steps: usize,
-        /// Fraction of the steps spent rising (default 0.3).
+        /// Fraction of the steps spent rising (default 0.3), in [0, 1].
         pct_start: f64,
         /// Initial rate is `max_lr / div_factor` (default 25).
         div_factor: f64,
@@ -108,6 +108,127 @@ pub enum Schedule {
 }
 
 impl Schedule {
+    /// The checks PyTorch's constructors make (and the divisions by zero PyTorch's `step` would
+    /// raise), as [`Error::InvalidArgument`] in PyTorch's words, before any rate is set.
+    fn check(&self) -> Result<()> {
+        let bad = |op: &'static str, msg: String| Err(Error::arg(op, msg));
+        match self {
+            Schedule::StepLR { step_size: 0, .. } => bad(
+                "StepLR",
+                "step_size must be a positive integer, but got 0".into(),
+            ),
+            Schedule::CosineAnnealingLR { t_max: 0, .. } => bad(
+                "CosineAnnealingLR",
+                "T_max must be a positive integer, but got 0".into(),
+            ),
+            Schedule::LinearLR {
+                start_factor,
+                end_factor,
+                ..
+            } => {
+                if !(*start_factor > 0.0 && *start_factor <= 1.0) {
+                    bad(
+                        "LinearLR",
+                        format!("Starting multiplicative factor expected to be greater than 0 and less or equal to 1, but got {start_factor}"),
+                    )
+                } else if !(0.0..=1.0).contains(end_factor) {
+                    bad(
+                        "LinearLR",
+                        format!("Ending multiplicative factor expected to be between 0 and 1, but got {end_factor}"),
+                    )
+                } else {
+                    Ok(())
+                }
+            }
+            Schedule::SequentialLR {
+                schedules,
+                milestones,
+            } => {
+                if schedules.len() != milestones.len() + 1 {
+                    return bad(
+                        "SequentialLR",
+                        format!(
+                            "Expected {} milestones for {} schedulers, got {}",
+                            schedules.len().saturating_sub(1),
+                            schedules.len(),
+                            milestones.len()
+                        ),
+                    );
+                }
+                if milestones.windows(2).any(|w| w[0] > w[1]) {
+                    return bad(
+                        "SequentialLR",
+                        format!("milestones must be ascending, got {milestones:?}"),
+                    );
+                }
+                schedules.iter().try_for_each(Schedule::check)
+            }
+            Schedule::CosineAnnealingWarmRestarts { t_0, t_mult, .. } => {
+                if *t_0 == 0 {
+                    bad(
+                        "CosineAnnealingWarmRestarts",
+                        format!("Expected positive integer T_0, but got {t_0}"),
+                    )
+                } else if *t_mult == 0 {
+                    bad(
+                        "CosineAnnealingWarmRestarts",
+                        format!("Expected integer T_mult >= 1, but got {t_mult}"),
+                    )
+                } else {
+                    Ok(())
+                }
+            }
+            Schedule::OneCycleLR {
+                total_steps,
+                pct_start,
+                ..
+            } => {
+                if *total_steps == 0 {
+                    bad(
+                        "OneCycleLR",
+                        "Expected positive integer total_steps, but got 0".into(),
+                    )
+                } else if !(0.0..=1.0).contains(pct_start) {
+                    bad(
+                        "OneCycleLR",
+                        format!("Expected float between 0 and 1 pct_start, but got {pct_start}"),
+                    )
+                } else if pct_start * *total_steps as f64 == 1.0 {
+                    // The warm-up phase would end at step 0: PyTorch divides by zero there.
+                    bad(
+                        "OneCycleLR",
+                        format!("pct_start * total_steps = 1 leaves a warm-up of zero steps (PyTorch divides by zero at step 0); got pct_start {pct_start}, total_steps {total_steps}"),
+                    )
+                } else {
+                    Ok(())
+                }
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// PyTorch's error for a OneCycleLR stepped past `total_steps` (also inside a
+    /// SequentialLR).
+    fn check_epoch(&self, epoch: usize) -> Result<()> {
+        match self {
+            Schedule::OneCycleLR { total_steps, .. } if epoch > *total_steps => Err(Error::arg(
+                "OneCycleLR",
+                format!(
+                    "Tried to step {epoch} times. The specified number of total steps is {total_steps}"
+                ),
+            )),
+            Schedule::SequentialLR {
+                schedules,
+                milestones,
+            } => {
+                let idx = milestones.iter().filter(|&&m| m <= epoch).count();
+                let start = if idx == 0 { 0 } else { milestones[idx - 1] };
+                schedules[idx.min(schedules.len() - 1)].check_epoch(epoch - start)
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// [`Schedule::OneCycleLR`] with PyTorch's defaults (`pct_start` 0.3, `div_factor` 25,
     /// `final_div_factor` 1e4).
     ///
@@ -142,7 +263,7 @@ impl Schedule {
         let e = epoch as f64;
         match self {
             Schedule::StepLR { step_size, gamma } => {
-                base * gamma.powi((epoch / step_size.max(&1)) as i32)
+                base * gamma.powi((epoch / step_size.max(&1)) as i32) // 0 refused by `check`
             }
             Schedule::MultiStepLR { milestones, gamma } => {
                 base * gamma.powi(milestones.iter().filter(|&&m| m <= epoch).count() as i32)
@@ -239,7 +360,7 @@ fn sched_count(op: &'static str, s: &[(String, f64)], key: &str) -> Result<usize
 /// let mut s = LrScheduler::new(&opt, Schedule::StepLR { step_size: 2, gamma: 0.5 })?;
 /// for _ in 0..2 {
 ///     opt.step()?;
-///     s.step();
+///     s.step()?;
 /// }
 /// assert!((opt.param_groups()[0].lr.get() - 0.05).abs() < 1e-12);
 /// # Ok::<(), wgtorch::Error>(())
@@ -258,40 +379,13 @@ pub struct LrScheduler {
 impl LrScheduler {
     /// Attach to `opt`, taking each group's current lr as its base and setting it to the
     /// schedule's value at epoch 0. Errors ([`Error::InvalidArgument`], PyTorch's messages): a
-    /// `SequentialLR` whose milestone count is not its schedule count minus one, a
-    /// `CosineAnnealingWarmRestarts` with `t_0` or `t_mult` 0.
+    /// `StepLR` with `step_size` 0, a `CosineAnnealingLR` with `t_max` 0, `LinearLR` factors out
+    /// of range, a `SequentialLR` whose milestone count is not its schedule count minus one (or
+    /// whose milestones descend), a `CosineAnnealingWarmRestarts` with `t_0` or `t_mult` 0, a
+    /// `OneCycleLR` with no steps or `pct_start` outside [0, 1] — checked in nested schedules
+    /// too.
     pub fn new(opt: &dyn Optimizer, schedule: Schedule) -> Result<LrScheduler> {
-        match &schedule {
-            Schedule::SequentialLR {
-                schedules,
-                milestones,
-            } if schedules.len() != milestones.len() + 1 => {
-                return Err(Error::arg(
-                    "SequentialLR",
-                    format!(
-                        "Expected {} milestones for {} schedulers, got {}",
-                        schedules.len().saturating_sub(1),
-                        schedules.len(),
-                        milestones.len()
-                    ),
-                ));
-            }
-            Schedule::CosineAnnealingWarmRestarts { t_0, t_mult, .. } => {
-                if *t_0 == 0 {
-                    return Err(Error::arg(
-                        "CosineAnnealingWarmRestarts",
-                        format!("Expected positive integer T_0, but got {t_0}"),
-                    ));
-                }
-                if *t_mult == 0 {
-                    return Err(Error::arg(
-                        "CosineAnnealingWarmRestarts",
-                        format!("Expected integer T_mult >= 1, but got {t_mult}"),
-                    ));
-                }
-            }
-            _ => {}
-        }
+        schedule.check()?;
         let lrs: Vec<Lr> = opt.param_groups().iter().map(|g| g.lr.share()).collect();
         let s = LrScheduler {
             schedule,
@@ -308,10 +402,14 @@ impl LrScheduler {
         }
     }
     /// Advance one epoch, setting the optimizer's rates to the schedule's values at the new
-    /// `last_epoch`.
-    pub fn step(&mut self) {
-        self.last_epoch += 1;
+    /// `last_epoch`. Stepping a `OneCycleLR` past its `total_steps` is an error (PyTorch's), and
+    /// leaves the scheduler and the rates as they were.
+    pub fn step(&mut self) -> Result<()> {
+        let next = self.last_epoch + 1;
+        self.schedule.check_epoch(next)?;
+        self.last_epoch = next;
         self.apply();
+        Ok(())
     }
     /// The schedule's rates at `last_epoch`, one per group (what `step` last set).
     pub fn get_last_lr(&self) -> Vec<f64> {
@@ -328,8 +426,8 @@ impl LrScheduler {
     /// let w = Tensor::ones([1], &Device::Cpu)?.requires_grad_(true);
     /// let opt = Sgd::new(vec![w.clone()], 1.0)?;
     /// let mut s = LrScheduler::new(&opt, Schedule::ExponentialLR { gamma: 0.5 })?;
-    /// s.step();
-    /// s.step();
+    /// s.step()?;
+    /// s.step()?;
     /// let saved = s.state_dict();
     /// // Resume: a new optimizer and scheduler, then the saved state.
     /// let opt2 = Sgd::new(vec![w], 1.0)?;
@@ -373,6 +471,7 @@ impl LrScheduler {
                 format!("unexpected scheduler state key {k}"),
             ));
         }
+        self.schedule.check_epoch(last_epoch)?;
         self.last_epoch = last_epoch;
         self.base_lrs = base;
         self.apply();

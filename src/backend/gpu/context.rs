@@ -658,7 +658,7 @@ impl GpuContext {
 
     /// Turn kernel profiling on (clearing earlier figures) or off. While on, every dispatch is
     /// submitted and waited for on its own and its wall time added to its kernel's entry: slow,
-    /// but it shows where a step's time goes on any adapter (`examples/bench.rs --profile`).
+    /// but it shows where a step's time goes on any adapter.
     pub fn set_profiling(&self, on: bool) {
         *self.profile.lock() = on.then(HashMap::new);
     }

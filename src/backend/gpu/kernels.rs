@@ -72,7 +72,7 @@ const SORT_INDICES: &str = include_str!("../../../shaders/sort_indices.wgsl");
 pub enum GpuType {
     /// `f32` arrays (float32).
     F32,
-    /// `i32` arrays (int32; int64 tensors are not held on the GPU).
+    /// `i32` arrays: int32, and int64 (held as int32; WGSL has no 64-bit integers).
     I32,
     /// bool, one u32 per element.
     U32,
