@@ -398,6 +398,18 @@ fn transforms_do_what_torchvision_does() -> Result<()> {
         [2.5, 4.5, 10.5, 12.5],
         "bilinear, half-pixel centres"
     );
+    // Bad input fails every time: an empty image for Resize (it used to underflow), a 2-d
+    // input for the flip even on a draw that does not flip.
+    let empty = Tensor::zeros([3, 0, 4], &Device::Cpu)?;
+    let e = Resize { h: 2, w: 2 }
+        .apply(&empty, &mut g)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("cannot resize an empty image (3x0x4)"), "{e}");
+    let flat = Tensor::zeros([4, 4], &Device::Cpu)?;
+    assert!(RandomHorizontalFlip { p: 0.0 }
+        .apply(&flat, &mut g)
+        .is_err());
     // RandomCrop with padding: every output is a window of the zero-padded input.
     let rc = RandomCrop {
         size: 4,
