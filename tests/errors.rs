@@ -28,6 +28,31 @@ fn shape_dtype_dim_and_index_errors() {
             m.contains("Dimension out of range (expected to be in range of [-2, 1], but got 2)"),
             "{m}"
         );
+        // select / unbind / movedim / linspace, in PyTorch's words.
+        let m = msg(a.select(1, 3));
+        assert!(
+            m.contains("select: index 3 is out of bounds for dimension 1 with size 3"),
+            "{m}"
+        );
+        assert!(msg(a.select(0, -3)).contains("index -3 is out of bounds"));
+        let m = msg(Tensor::scalar(1.0f32, &dev).unwrap().select(0, 0));
+        assert!(
+            m.contains("select() cannot be applied to a 0-dim tensor."),
+            "{m}"
+        );
+        assert!(msg(a.unbind(2)).contains("Dimension out of range"));
+        let m = msg(a.movedim([0, 0], [1, 0]));
+        assert!(m.contains("repeated dim in `source` ([0, 0])"), "{m}");
+        let m = msg(a.movedim([0, 1], [1]));
+        assert!(
+            m.contains("should contain the same number of dims as destination"),
+            "{m}"
+        );
+        let m = msg(Tensor::linspace_dtype(0.0, 1.0, 3, DType::Bool, &dev));
+        assert!(
+            m.contains("linspace: not implemented for dtype bool"),
+            "{m}"
+        );
         let m = msg(a.t().unwrap().view([6]));
         assert!(m.contains("Use .reshape(...) instead"), "{m}");
         assert!(a.t().unwrap().reshape([6]).is_ok());

@@ -169,6 +169,9 @@ fn run_op(op: &str, kw: &Value, x: &[Tensor]) -> Result<Option<Vec<Tensor>>> {
         "torch.maximum" => one(x[0].maximum(&x[1])?),
         "torch.minimum" => one(x[0].minimum(&x[1])?),
         "torch.eq" => one(x[0].eq(&x[1])?),
+        "torch.ne" if x.len() == 1 => one(x[0].ne_scalar(f("other").unwrap())?),
+        "torch.le" if x.len() == 1 => one(x[0].le_scalar(f("other").unwrap())?),
+        "torch.ge" if x.len() == 1 => one(x[0].ge_scalar(f("other").unwrap())?),
         "torch.ne" => one(x[0].ne(&x[1])?),
         "torch.lt" => one(x[0].lt(&x[1])?),
         "torch.le" => one(x[0].le(&x[1])?),
@@ -232,6 +235,17 @@ fn run_op(op: &str, kw: &Value, x: &[Tensor]) -> Result<Option<Vec<Tensor>>> {
             kw["length"].as_u64().unwrap() as usize,
         )?),
         "torch.cat" => one(Tensor::cat(x, dim())?),
+        "torch.select" => one(x[0].select(dim(), kw["index"].as_i64().unwrap())?),
+        "torch.unbind" => Ok(Some(x[0].unbind(dim())?)),
+        "torch.movedim" => one(x[0].movedim(sints(&kw["source"]), sints(&kw["destination"]))?),
+        // The input only names the device.
+        "torch.linspace" => one(Tensor::linspace_dtype(
+            f("start").unwrap(),
+            f("end").unwrap(),
+            kw["steps"].as_u64().unwrap() as usize,
+            dtype_of(kw["dtype"].as_str().unwrap()),
+            &x[0].device(),
+        )?),
         "torch.stack" => one(Tensor::stack(x, dim())?),
         "torch.split" => Ok(Some(match &kw["split_size_or_sections"] {
             Value::Array(_) => x[0].split_sizes(ints(&kw["split_size_or_sections"]), dim())?,

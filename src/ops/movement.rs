@@ -324,6 +324,104 @@ impl Tensor {
         }
         wrap_dim(op, dim, self.ndim())
     }
+    /// The slice at `index` along `dim`, with that dim removed (a view): PyTorch's
+    /// `x.select(dim, index)`, and `x[index]` for dim 0. A negative `index` counts from the end.
+    /// Errors: a 0-d tensor, `dim` out of range, `index` out of range ([`Error::IndexOutOfRange`]).
+    ///
+    /// ```
+    /// use wgtorch::{Device, Tensor};
+    /// let x = Tensor::arange(0.0, 6.0, 1.0, &Device::Cpu)?.view([2, 3])?;
+    /// assert_eq!(x.select(0, 1)?.to_vec::<f32>()?, vec![3.0, 4.0, 5.0]); // x[1]
+    /// assert_eq!(x.select(1, -1)?.to_vec::<f32>()?, vec![2.0, 5.0]); // x[:, -1]
+    /// assert!(x.select(1, 3).is_err());
+    /// # Ok::<(), wgtorch::Error>(())
+    /// ```
+    pub fn select(&self, dim: isize, index: i64) -> Result<Tensor> {
+        let d = self.dim_of_nonscalar("select", dim)?;
+        let size = self.shape()[d];
+        let i = if index < 0 {
+            index + size as i64
+        } else {
+            index
+        };
+        if i < 0 || i >= size as i64 {
+            return Err(Error::IndexOutOfRange {
+                op: "select",
+                index,
+                dim: d,
+                size,
+            });
+        }
+        self.narrow(d as isize, i as usize, 1)?
+            .squeeze_dim(d as isize)
+    }
+    /// Every slice along `dim`, that dim removed (views): `torch.unbind`.
+    ///
+    /// ```
+    /// use wgtorch::{Device, Tensor};
+    /// let x = Tensor::arange(0.0, 6.0, 1.0, &Device::Cpu)?.view([2, 3])?;
+    /// let cols = x.unbind(1)?;
+    /// assert_eq!(cols.len(), 3);
+    /// assert_eq!(cols[2].to_vec::<f32>()?, vec![2.0, 5.0]);
+    /// # Ok::<(), wgtorch::Error>(())
+    /// ```
+    pub fn unbind(&self, dim: isize) -> Result<Vec<Tensor>> {
+        let d = self.dim_of_nonscalar("unbind", dim)?;
+        (0..self.shape()[d])
+            .map(|i| self.select(d as isize, i as i64))
+            .collect()
+    }
+    /// Move the dims `source` to the positions `destination`, the other dims keeping their
+    /// order (a view): `torch.movedim` / `moveaxis`. Both take one dim or a list; negative dims
+    /// count from the end. Errors (PyTorch's): lists of different lengths, a repeated dim.
+    ///
+    /// ```
+    /// use wgtorch::{Device, Tensor};
+    /// let x = Tensor::zeros([2, 3, 4], &Device::Cpu)?;
+    /// assert_eq!(x.movedim([0], [-1])?.shape(), &[3, 4, 2]);
+    /// assert_eq!(x.movedim([0, 1], [2, 0])?.shape(), &[3, 4, 2]);
+    /// assert!(x.movedim([0, 0], [1, 2]).is_err());
+    /// # Ok::<(), wgtorch::Error>(())
+    /// ```
+    pub fn movedim(&self, source: impl IntoShape, destination: impl IntoShape) -> Result<Tensor> {
+        let op = "movedim";
+        let (src, dst) = (source.to_dims(op)?, destination.to_dims(op)?);
+        let nd = self.ndim();
+        if src.len() != dst.len() {
+            return Err(Error::arg(op, format!("Invalid source or destination dims: source ({src:?} dims) should contain the same number of dims as destination ({dst:?} dims)")));
+        }
+        // A 0-d tensor takes dim 0 or -1, as PyTorch's wrap rule for scalars.
+        let wrap = |d: isize| wrap_dim(op, d, nd.max(1));
+        let src: Vec<usize> = src.iter().map(|&d| wrap(d)).collect::<Result<_>>()?;
+        let dst: Vec<usize> = dst.iter().map(|&d| wrap(d)).collect::<Result<_>>()?;
+        for (name, dims) in [("source", &src), ("destination", &dst)] {
+            let mut seen = vec![false; nd.max(1)];
+            for &d in dims {
+                if std::mem::replace(&mut seen[d], true) {
+                    return Err(Error::arg(
+                        op,
+                        format!("repeated dim in `{name}` ({dims:?})"),
+                    ));
+                }
+            }
+        }
+        if nd == 0 {
+            return Ok(self.clone());
+        }
+        let mut order: Vec<Option<usize>> = vec![None; nd];
+        for (&s, &d) in src.iter().zip(&dst) {
+            order[d] = Some(s);
+        }
+        let mut rest = (0..nd).filter(|d| !src.contains(d));
+        let perm: Vec<usize> = order
+            .into_iter()
+            .map(|o| {
+                o.or_else(|| rest.next())
+                    .expect("one free dim per free slot")
+            })
+            .collect();
+        self.permute(perm)
+    }
     /// `x[..., start:end:step, ...]` on `dim` (a view). `end` is clamped to the size.
     pub fn slice(&self, dim: isize, start: usize, end: usize, step: usize) -> Result<Tensor> {
         let d = self.dim_of_nonscalar("slice", dim)?;

@@ -405,6 +405,18 @@ impl Tensor {
     pub fn eq_scalar(&self, v: impl Into<Scalar>) -> Result<Tensor> {
         self.cmp_scalar(BinaryOp::Eq, v.into())
     }
+    /// Compare with a scalar (`x != v`).
+    pub fn ne_scalar(&self, v: impl Into<Scalar>) -> Result<Tensor> {
+        self.cmp_scalar(BinaryOp::Ne, v.into())
+    }
+    /// Compare with a scalar (`x <= v`).
+    pub fn le_scalar(&self, v: impl Into<Scalar>) -> Result<Tensor> {
+        self.cmp_scalar(BinaryOp::Le, v.into())
+    }
+    /// Compare with a scalar (`x >= v`).
+    pub fn ge_scalar(&self, v: impl Into<Scalar>) -> Result<Tensor> {
+        self.cmp_scalar(BinaryOp::Ge, v.into())
+    }
     fn cmp_scalar(&self, op: BinaryOp, v: Scalar) -> Result<Tensor> {
         let x = self.to_dtype(self.dtype().promote_scalar(v))?;
         let c = match v {

@@ -160,6 +160,57 @@ impl Tensor {
         })?));
         Ok(Tensor::from_storage(place(v, device)?, &[n], *device))
     }
+    /// `steps` values evenly spaced from `start` to `end`, both included: `torch.linspace`
+    /// (float32, PyTorch's default dtype).
+    ///
+    /// ```
+    /// use wgtorch::{DType, Device, Tensor};
+    /// let dev = Device::Cpu;
+    /// assert_eq!(Tensor::linspace(0.0, 1.0, 5, &dev)?.to_vec::<f32>()?, [0.0, 0.25, 0.5, 0.75, 1.0]);
+    /// let i = Tensor::linspace_dtype(0.0, 10.0, 4, DType::I64, &dev)?; // dtype=torch.int64
+    /// assert_eq!(i.to_vec::<i64>()?, [0, 3, 6, 10]);
+    /// # Ok::<(), wgtorch::Error>(())
+    /// ```
+    pub fn linspace(start: f64, end: f64, steps: usize, device: &Device) -> Result<Tensor> {
+        Tensor::linspace_dtype(start, end, steps, DType::F32, device)
+    }
+    /// [`Tensor::linspace`] in `dtype`. PyTorch's formula: `step = (end - start) / (steps - 1)`,
+    /// the first half `start + i * step` and the second `end - (steps - 1 - i) * step` (so the
+    /// last value is `end` exactly; one step gives `start`), computed in f64 and rounded to
+    /// `dtype` (integers truncate, as PyTorch's). Bool is refused.
+    pub fn linspace_dtype(
+        start: f64,
+        end: f64,
+        steps: usize,
+        dtype: DType,
+        device: &Device,
+    ) -> Result<Tensor> {
+        if dtype == DType::Bool {
+            return Err(Error::UnsupportedDType {
+                op: "linspace",
+                dtype,
+                hint: "",
+            });
+        }
+        let n = admit("linspace", &[steps], dtype, device)?;
+        let step = if n > 1 {
+            (end - start) / (n - 1) as f64
+        } else {
+            0.0
+        };
+        let half = n / 2;
+        let at = move |i: usize| {
+            if i < half || n == 1 {
+                start + step * i as f64
+            } else {
+                end - step * (n - 1 - i) as f64
+            }
+        };
+        let v = cpu::with_dtype!(dtype, T => T::wrap(generate("linspace", n, |i| {
+            T::from_f64(at(i))
+        })?));
+        Ok(Tensor::from_storage(place(v, device)?, &[n], *device))
+    }
     /// The n×n identity.
     pub fn eye(n: usize, device: &Device) -> Result<Tensor> {
         let len = admit("eye", &[n, n], DType::F32, device)?;
