@@ -513,3 +513,25 @@ fn init_and_loss_modules() -> Result<()> {
     assert!(pw.forward(&x, &t)?.item()? > BCEWithLogitsLoss::default().forward(&x, &t)?.item()?);
     Ok(())
 }
+
+#[test]
+fn batches_keep_the_samples_dtype() -> Result<()> {
+    // Token ids above 2^24 would not survive a trip through f32 (16_777_217 becomes 16_777_216).
+    let ids: Vec<i64> = (0..8).map(|i| 16_777_217 + 2 * i).collect();
+    let x = Tensor::from_vec(ids.clone(), [4, 2], &Device::Cpu)?;
+    let y = Tensor::from_vec(vec![0i64, 1, 2, 3], [4], &Device::Cpu)?;
+    let ds: Arc<dyn Dataset> = Arc::new(wgtorch::data::TensorDataset::new(&x, &y)?);
+    for dev in common::devices() {
+        let loader = DataLoader::new(ds.clone(), 3, &dev)?;
+        let batches: Vec<_> = loader.epoch(0).collect::<Result<_>>()?;
+        assert_eq!(batches.len(), 2);
+        let (xb, yb) = &batches[0];
+        assert_eq!(
+            (xb.dtype(), xb.shape(), xb.device()),
+            (wgtorch::DType::I64, &[3, 2][..], dev)
+        );
+        assert_eq!(yb.to_vec::<i64>()?, vec![0, 1, 2]);
+        assert_eq!(xb.to_vec::<i64>()?, ids[..6].to_vec());
+    }
+    Ok(())
+}

@@ -17,8 +17,8 @@ pub type Batch = (Tensor, Tensor);
 /// `drop_last`; a background thread instead of `num_workers`). Each epoch's order comes from
 /// `seed` and the epoch number, so a resumed run sees the same batches. Batches are assembled
 /// and moved to `device` by a background thread, `prefetch` batches ahead. Every sample of a
-/// batch must have the same shape; inputs are stacked as f32 `[B, ...]` (whatever the samples'
-/// dtype) and labels as int64 `[B]`.
+/// batch must have the same shape; inputs are stacked as `[B, ...]` in the samples' dtype and
+/// labels as int64 `[B]`.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -187,29 +187,29 @@ fn panicked(index: Option<usize>, what: &str, payload: Box<dyn std::any::Any + S
 }
 
 /// Stack the samples `idx` of `ds` into one batch on `dev` (one upload per batch): inputs as
-/// f32 `[len(idx), ...]`, labels as int64 `[len(idx)]`. Errors as [`DataLoader::epoch`]'s.
+/// `[len(idx), ...]` in the samples' dtype (PyTorch's `default_collate`: f32 images stay f32,
+/// int64 token ids stay int64), labels as int64 `[len(idx)]`. Errors as
+/// [`DataLoader::epoch`]'s, and samples of different shapes.
 pub fn collate(ds: &dyn Dataset, idx: &[usize], dev: &Device) -> Result<Batch> {
-    let mut data: Vec<f32> = Vec::new();
+    let mut xs = Vec::with_capacity(idx.len());
     let mut labels = Vec::with_capacity(idx.len());
-    let mut shape: Option<Vec<usize>> = None;
     for &i in idx {
         let (x, y) = load(ds, i)?;
-        match &shape {
-            None => shape = Some(x.shape().to_vec()),
-            Some(s) if s.as_slice() != x.shape() => {
-                return Err(Error::shape("collate", format!("samples have different shapes: {s:?} and {:?} (sample {i}); add a Resize transform", x.shape())));
+        if let Some(first) = xs.first().map(Tensor::shape) {
+            if first != x.shape() {
+                return Err(Error::shape("collate", format!("samples have different shapes: {first:?} and {:?} (sample {i}); add a Resize transform", x.shape())));
             }
-            _ => {}
         }
-        data.extend(x.to_dtype(crate::DType::F32)?.to_vec::<f32>()?);
+        xs.push(x);
         labels.push(i64::from(y));
     }
-    let mut s = vec![idx.len()];
-    s.extend(shape.unwrap_or_default());
-    Ok((
-        Tensor::from_vec(data, s, dev)?,
-        Tensor::from_vec(labels, [idx.len()], dev)?,
-    ))
+    let data = if xs.is_empty() {
+        Tensor::zeros([0], dev)?
+    } else {
+        // Stacked where the samples are (the CPU for every dataset here), then one copy to `dev`.
+        Tensor::stack(&xs, 0)?.to(dev)?
+    };
+    Ok((data, Tensor::from_vec(labels, [idx.len()], dev)?))
 }
 
 /// Iterator over an epoch's batches, returned by [`DataLoader::epoch`]; it ends after the

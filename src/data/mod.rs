@@ -1,8 +1,8 @@
 //! Data loading (PyTorch's `torch.utils.data` and torchvision's data sets): the [`Dataset`]
 //! trait, a prefetching [`DataLoader`], [`transforms`], and the embedded [`Digits`],
 //! [`Cifar10`], [`ImageFolder`] and [`TensorDataset`] data sets. Samples are CPU tensors with
-//! an integer class label; the loader stacks them into f32 input batches and int64 label
-//! batches on its device.
+//! an integer class label; the loader stacks them into input batches (in the samples' dtype)
+//! and int64 label batches on its device.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -53,7 +53,7 @@ use crate::{Error, Result, Tensor};
 use std::sync::Arc;
 
 /// A sample: a CPU tensor and its class label (the DataLoader batches labels as int64,
-/// PyTorch's target dtype, and inputs as f32).
+/// PyTorch's target dtype, and inputs in their own dtype).
 pub type Sample = (Tensor, i32);
 
 /// An indexable collection of samples (PyTorch's map-style `torch.utils.data.Dataset`:
