@@ -219,7 +219,7 @@ fn run(args: Args) -> Result<()> {
             Checkpoint {
                 model: model.state_dict(),
                 optim: opt.state_dict(),
-                scheduler_epoch: None,
+                scheduler: vec![],
                 epoch: epoch + 1,
                 rng: wgtorch::with_default_generator(|g| g.state()),
                 metrics,

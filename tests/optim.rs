@@ -832,3 +832,57 @@ fn lbfgs_needs_a_closure_and_resumes_from_its_state() -> Result<()> {
     assert!(e.contains("Invalid learning rate: -1"), "{e}");
     Ok(())
 }
+
+#[test]
+fn a_checkpoint_carries_the_whole_scheduler_state() -> Result<()> {
+    let dir = std::env::temp_dir().join(format!("wgtorch-sched-ckpt-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let path = dir.join("ck.safetensors");
+    let save = |scheduler: SchedState| -> Result<wgtorch::io::Checkpoint> {
+        wgtorch::io::Checkpoint {
+            scheduler,
+            ..Default::default()
+        }
+        .save(&path)?;
+        wgtorch::io::Checkpoint::load(&path, &Device::Cpu)
+    };
+    // ReduceLROnPlateau: its counters and best metric survive, so the resumed one reduces on
+    // the same epoch as the original.
+    let opt = Sgd::new(vec![Tensor::zeros([1], &Device::Cpu)?], 1.0)?;
+    let o = || ReduceLROnPlateauOptions {
+        patience: 2,
+        ..Default::default()
+    };
+    let mut p = ReduceLROnPlateau::with_options(&opt, o())?;
+    for m in [1.0, 2.0, 2.0] {
+        p.step(m);
+    }
+    let ck = save(p.state_dict())?;
+    let opt2 = Sgd::new(vec![Tensor::zeros([1], &Device::Cpu)?], 1.0)?;
+    let mut p2 = ReduceLROnPlateau::with_options(&opt2, o())?;
+    p2.load_state_dict(&ck.scheduler)?;
+    p.step(2.0);
+    p2.step(2.0);
+    assert_eq!(
+        opt.param_groups()[0].lr.get(),
+        0.1,
+        "third bad epoch reduces"
+    );
+    assert_eq!(opt2.param_groups()[0].lr.get(), 0.1);
+    // LrScheduler: epoch and base rates; restoring it before or after the optimizer's state
+    // gives the same rate.
+    let opt = Sgd::new(vec![Tensor::zeros([1], &Device::Cpu)?], 0.8)?;
+    let mut s = LrScheduler::new(&opt, Schedule::ExponentialLR { gamma: 0.5 })?;
+    s.step()?;
+    s.step()?;
+    let ck = save(s.state_dict())?;
+    let opt2 = Sgd::new(vec![Tensor::zeros([1], &Device::Cpu)?], 0.8)?;
+    opt2.param_groups()[0].lr.set(0.2); // as if the optimizer's state had been loaded first
+    let mut s2 = LrScheduler::new(&opt2, Schedule::ExponentialLR { gamma: 0.5 })?;
+    s2.load_state_dict(&ck.scheduler)?;
+    assert_eq!((s2.last_epoch, opt2.param_groups()[0].lr.get()), (2, 0.2));
+    s2.step()?;
+    assert_eq!(opt2.param_groups()[0].lr.get(), 0.1);
+    std::fs::remove_dir_all(&dir)?;
+    Ok(())
+}

@@ -435,7 +435,7 @@ fn resume_from_checkpoint_is_bitwise_identical_on_cpu() -> Result<()> {
     Checkpoint {
         model: first.state_dict(),
         optim: opt1.state_dict(),
-        scheduler_epoch: None,
+        scheduler: vec![],
         epoch: 1,
         rng: wgtorch::with_default_generator(|g| g.state()),
         metrics: vec![],

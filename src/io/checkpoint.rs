@@ -10,8 +10,8 @@ use std::path::Path;
 /// Everything needed to continue a run exactly where it stopped, in one safetensors file
 /// (PyTorch's `torch.save({"model": ..., "optimizer": ..., "epoch": ...}, path)` idiom). Build it
 /// from the live objects and [`Checkpoint::save`]; to resume, [`Checkpoint::load`] and hand each
-/// part back. Build a scheduler from the fresh optimizer *before* loading the optimizer's state
-/// (its base rates are the rates it sees), then set its `last_epoch`.
+/// part back: the scheduler's state (its epoch and base rates, or ReduceLROnPlateau's counters)
+/// travels whole, so the order in which the parts are restored does not matter.
 ///
 /// ```
 /// use wgtorch::io::Checkpoint;
@@ -46,7 +46,7 @@ use std::path::Path;
 /// Checkpoint {
 ///     model: model.state_dict(),
 ///     optim: opt.state_dict(),
-///     scheduler_epoch: Some(sched.last_epoch),
+///     scheduler: sched.state_dict(),
 ///     epoch: 2,
 ///     rng: wgtorch::with_default_generator(|g| g.state()),
 ///     metrics: vec![("train_loss".to_string(), loss)],
@@ -58,9 +58,10 @@ use std::path::Path;
 /// let mut model2 = Linear::new(3, 1, &dev)?;
 /// model2.load_state_dict(&ck.model, true)?;
 /// let mut opt2 = Adam::new(model2.parameters(), 0.01)?;
-/// let mut sched2 = LrScheduler::new(&opt2, gamma)?;
 /// opt2.load_state_dict(&ck.optim)?; // moments, step counts and the current rates
-/// sched2.last_epoch = ck.scheduler_epoch.unwrap();
+/// let mut sched2 = LrScheduler::new(&opt2, gamma)?;
+/// sched2.load_state_dict(&ck.scheduler)?; // epoch and base rates
+/// assert_eq!(sched2.last_epoch, 2);
 /// wgtorch::with_default_generator(|g| g.set_state(ck.rng));
 /// assert_eq!((ck.epoch, ck.metrics[0].1), (2, loss));
 /// assert_eq!(opt2.param_groups()[0].lr.get(), 0.0025);
@@ -81,9 +82,11 @@ pub struct Checkpoint {
     pub model: Vec<(String, Tensor)>,
     /// `optimizer.state_dict()`
     pub optim: OptimState,
-    /// Scheduler's `last_epoch`, if there is a scheduler (only that: the base rates are not
-    /// stored, and [`crate::optim::ReduceLROnPlateau`]'s counters do not fit here).
-    pub scheduler_epoch: Option<usize>,
+    /// The scheduler's `state_dict()` ([`crate::optim::LrScheduler`]'s epoch and base rates,
+    /// or [`crate::optim::ReduceLROnPlateau`]'s counters and best metric); empty without one.
+    /// Saved as metadata under `scheduler.`; restored by the scheduler's `load_state_dict`,
+    /// which checks it.
+    pub scheduler: crate::optim::SchedState,
     /// Epochs completed.
     pub epoch: usize,
     /// Default generator's state when saved (`with_default_generator(|g| g.state())`; restore
@@ -120,8 +123,8 @@ impl Checkpoint {
                 .collect::<Vec<_>>()
                 .join(","),
         );
-        if let Some(e) = self.scheduler_epoch {
-            meta.insert("scheduler.last_epoch".into(), e.to_string());
+        for (k, v) in &self.scheduler {
+            meta.insert(format!("scheduler.{k}"), format!("{v:?}"));
         }
         for (k, v) in &self.optim.scalars {
             meta.insert(format!("optim.{k}"), format!("{v:?}"));
@@ -175,18 +178,18 @@ impl Checkpoint {
             .filter(|w: &Vec<u64>| w.len() == 4)
             .ok_or_else(|| invalid("rng", rng, "four comma-separated u64 words"))?;
         c.rng.copy_from_slice(&words);
-        if let Some(v) = meta.get("scheduler.last_epoch") {
-            c.scheduler_epoch = Some(count("scheduler.last_epoch", v)?);
-        }
         for (k, v) in &meta {
             let number = || v.parse::<f64>().map_err(|_| invalid(k, v, "a number"));
             if let Some(name) = k.strip_prefix("optim.") {
                 c.optim.scalars.push((name.to_string(), number()?));
             } else if let Some(name) = k.strip_prefix("metric.") {
                 c.metrics.push((name.to_string(), number()?));
+            } else if let Some(name) = k.strip_prefix("scheduler.") {
+                c.scheduler.push((name.to_string(), number()?));
             }
         }
         c.optim.scalars.sort_by(|a, b| a.0.cmp(&b.0));
+        c.scheduler.sort_by(|a, b| a.0.cmp(&b.0));
         c.metrics.sort_by(|a, b| a.0.cmp(&b.0));
         for (k, t) in tensors {
             if let Some(n) = k.strip_prefix("model.") {
