@@ -535,3 +535,38 @@ fn batches_keep_the_samples_dtype() -> Result<()> {
     }
     Ok(())
 }
+
+#[test]
+fn two_loaders_do_not_change_each_others_augmentations() -> Result<()> {
+    use wgtorch::data::transforms::RandomCrop;
+    use wgtorch::data::{TensorDataset, Transformed};
+    let x = Tensor::arange(0.0, 8.0 * 16.0, 1.0, &Device::Cpu)?.view([8, 1, 4, 4])?;
+    let y = Tensor::zeros([8], &Device::Cpu)?.to_dtype(wgtorch::DType::I64)?;
+    let ds = |_: ()| -> Result<Arc<dyn Dataset>> {
+        Ok(Arc::new(Transformed {
+            dataset: TensorDataset::new(&x, &y)?,
+            transform: Arc::new(RandomCrop {
+                size: 4,
+                padding: 2,
+            }),
+        }))
+    };
+    let batches = |loader: &DataLoader, epoch| -> Result<Vec<Vec<f32>>> {
+        loader.epoch(epoch).map(|b| b?.0.to_vec::<f32>()).collect()
+    };
+    for prefetch in [0, 2] {
+        let mut train = DataLoader::new(ds(())?, 2, &Device::Cpu)?;
+        let mut val = DataLoader::new(ds(())?, 2, &Device::Cpu)?;
+        (train.prefetch, val.prefetch) = (prefetch, prefetch);
+        let alone = batches(&train, 3)?;
+        // Interleaved with another loader's epoch 0: the same crops.
+        let mut it = train.epoch(3);
+        let first = it.next().unwrap()?.0.to_vec::<f32>()?;
+        let other = batches(&val, 0)?;
+        let rest: Vec<Vec<f32>> = it.map(|b| b?.0.to_vec::<f32>()).collect::<Result<_>>()?;
+        assert_eq!(first, alone[0]);
+        assert_eq!(rest, alone[1..].to_vec(), "prefetch {prefetch}");
+        assert_ne!(other, alone, "epochs 0 and 3 crop differently");
+    }
+    Ok(())
+}

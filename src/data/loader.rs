@@ -2,6 +2,7 @@
 //! A sample that fails to load (its `get` returns an error or panics) ends the epoch with an
 //! [`Error::DataLoader`] naming it.
 
+use super::transforms::with_epoch;
 use super::{Dataset, Sample};
 use crate::{Device, Error, Result, Tensor};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -123,8 +124,9 @@ impl DataLoader {
     /// The batches of `epoch` (PyTorch's `for x, y in loader:`, with the epoch explicit). The
     /// first batch that fails to load is yielded as an `Err` ([`Error::DataLoader`] naming the
     /// sample, when a sample's `get` fails or panics; [`Error::Shape`] when samples' shapes
-    /// differ), and the iteration ends there. Starting an epoch also sets the epoch that seeds
-    /// [`super::Transformed`]'s augmentations.
+    /// differ), and the iteration ends there. The epoch also seeds [`super::Transformed`]'s
+    /// augmentations of its batches (per loader: two loaders iterated together do not change
+    /// each other's draws).
     pub fn epoch(&self, epoch: usize) -> BatchIter {
         let order = self.order(epoch);
         let mut chunks: Vec<Vec<usize>> =
@@ -132,19 +134,19 @@ impl DataLoader {
         if self.drop_last && chunks.last().is_some_and(|c| c.len() < self.batch_size) {
             chunks.pop();
         }
-        super::transforms::set_epoch_salt(epoch);
         let (ds, dev) = (self.dataset.clone(), self.device);
         if self.prefetch == 0 {
             return BatchIter(Source::Inline {
                 ds,
                 dev,
+                epoch,
                 chunks: chunks.into_iter(),
             });
         }
         let (tx, rx) = sync_channel(self.prefetch);
         let worker = std::thread::spawn(move || {
             for c in chunks {
-                let batch = collate(ds.as_ref(), &c, &dev);
+                let batch = with_epoch(epoch, || collate(ds.as_ref(), &c, &dev));
                 let failed = batch.is_err();
                 if tx.send(batch).is_err() || failed {
                     break;
@@ -220,6 +222,7 @@ enum Source {
     Inline {
         ds: Arc<dyn Dataset>,
         dev: Device,
+        epoch: usize,
         chunks: std::vec::IntoIter<Vec<usize>>,
     },
     /// Batches from the prefetch thread; both None once the epoch is over.
@@ -246,9 +249,14 @@ impl Iterator for BatchIter {
     type Item = Result<Batch>;
     fn next(&mut self) -> Option<Result<Batch>> {
         let item = match &mut self.0 {
-            Source::Inline { ds, dev, chunks } => {
-                chunks.next().map(|c| collate(ds.as_ref(), &c, dev))
-            }
+            Source::Inline {
+                ds,
+                dev,
+                epoch,
+                chunks,
+            } => chunks
+                .next()
+                .map(|c| with_epoch(*epoch, || collate(ds.as_ref(), &c, dev))),
             Source::Background { rx, .. } => rx.as_ref().and_then(|rx| rx.recv().ok()),
             Source::Done => return None,
         };

@@ -20,18 +20,25 @@
 //! ```
 
 use crate::{Device, Error, Generator, Result, Tensor};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::cell::Cell;
 
-static EPOCH_SALT: AtomicU64 = AtomicU64::new(0);
+thread_local! {
+    /// The epoch that seeds [`super::Transformed`]'s augmentations on this thread. Per thread,
+    /// so that two loaders (train and validation, each prefetching on its own thread) cannot
+    /// change each other's draws.
+    static EPOCH_SALT: Cell<u64> = const { Cell::new(0) };
+}
 
-pub(crate) fn set_epoch_salt(epoch: usize) {
-    EPOCH_SALT.store(
-        (epoch as u64).wrapping_mul(0xD6E8_FEB8_6659_FD93),
-        Ordering::Relaxed,
-    );
+/// Run `f` with the augmentation seed of `epoch` on this thread (restored afterwards).
+pub(crate) fn with_epoch<R>(epoch: usize, f: impl FnOnce() -> R) -> R {
+    let salt = (epoch as u64).wrapping_mul(0xD6E8_FEB8_6659_FD93);
+    let before = EPOCH_SALT.with(|s| s.replace(salt));
+    let r = f();
+    EPOCH_SALT.with(|s| s.set(before));
+    r
 }
 pub(crate) fn epoch_salt() -> u64 {
-    EPOCH_SALT.load(Ordering::Relaxed)
+    EPOCH_SALT.with(Cell::get)
 }
 
 /// A sample transform (a torchvision transform's `__call__`, with the random source explicit).
