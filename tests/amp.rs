@@ -170,6 +170,29 @@ fn grad_scaler_keeps_one_state_per_optimizer_and_refuses_misuse() -> Result<()> 
 }
 
 #[test]
+fn grad_scaler_async_forms_match_the_blocking_ones() -> Result<()> {
+    // The browser's path (nothing blocks), driven here by a local executor, on every device.
+    for dev in common::devices() {
+        let w = Tensor::from_slice(&[1.0f32, 2.0], [2], &dev)?.requires_grad_(true);
+        let mut opt = Sgd::new(vec![w.clone()], 0.5)?;
+        let mut scaler = GradScaler::new();
+        pollster::block_on(async {
+            scaler.scale(&w.sum_all()?)?.backward()?;
+            assert!(scaler.step_async(&mut opt).await?);
+            scaler.update_async().await?;
+            w.set_grad(Some(Tensor::from_slice(&[f32::NAN, 1.0], [2], &dev)?));
+            assert!(!scaler.step_async(&mut opt).await?);
+            scaler.update_async().await?;
+            let host = w.to_async(&wgtorch::Device::Cpu).await?;
+            assert_eq!(host.to_vec::<f32>()?, vec![0.5, 1.5]);
+            Ok::<(), wgtorch::Error>(())
+        })?;
+        assert_eq!(scaler.get_scale(), 32768.0);
+    }
+    Ok(())
+}
+
+#[test]
 fn a_module_converted_to_half_runs_inference() -> Result<()> {
     let _seed = common::seed_lock();
     for dev in common::devices() {

@@ -149,8 +149,13 @@ impl GradScaler {
     /// Unscale this optimizer's gradients if [`GradScaler::unscale_`] has not, then
     /// `opt.step()` unless one of them is inf or NaN (one scalar read back). Returns whether it
     /// stepped. Errors: a second `step` for the same optimizer before
-    /// [`GradScaler::update`] (PyTorch's), and the optimizer's or the tensor ops' errors.
+    /// [`GradScaler::update`] (PyTorch's), and the optimizer's or the tensor ops' errors. In
+    /// the browser, use [`GradScaler::step_async`] (a GPU read cannot block there).
     pub fn step(&mut self, opt: &mut dyn Optimizer) -> Result<bool> {
+        crate::tensor::block_on(self.step_async(opt))
+    }
+    /// [`GradScaler::step`] that awaits the inf check's read instead of blocking.
+    pub async fn step_async(&mut self, opt: &mut dyn Optimizer) -> Result<bool> {
         if !self.enabled {
             opt.step()?;
             return Ok(true);
@@ -172,7 +177,7 @@ impl GradScaler {
             ));
         }
         let skip = match &st.found_inf {
-            Some(f) => !f.item()?.is_finite(),
+            Some(f) => !f.item_async().await?.is_finite(),
             None => false,
         };
         st.skipped = Some(skip);
@@ -185,8 +190,14 @@ impl GradScaler {
     /// or NaN, else count a clean iteration and grow (`scale * growth_factor`) after
     /// `growth_interval` of them; then forget the optimizers' states. Does nothing when disabled.
     /// Errors with PyTorch's "No inf checks were recorded prior to update." when no optimizer
-    /// was unscaled or stepped since the last update (a loop that forgot `step`).
+    /// was unscaled or stepped since the last update (a loop that forgot `step`). In the
+    /// browser, use [`GradScaler::update_async`].
     pub fn update(&mut self) -> Result<()> {
+        crate::tensor::block_on(self.update_async())
+    }
+    /// [`GradScaler::update`] that awaits its reads (only an optimizer unscaled but not stepped
+    /// needs one) instead of blocking.
+    pub async fn update_async(&mut self) -> Result<()> {
         if !self.enabled {
             return Ok(());
         }
@@ -201,7 +212,7 @@ impl GradScaler {
         for (_, st) in &self.optimizers {
             found_inf |= match (st.skipped, &st.found_inf) {
                 (Some(s), _) => s,
-                (None, Some(f)) => !f.item()?.is_finite(),
+                (None, Some(f)) => !f.item_async().await?.is_finite(),
                 (None, None) => false,
             };
         }

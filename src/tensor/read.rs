@@ -151,10 +151,24 @@ impl Tensor {
 
     /// Copy to `device` (self if already there). Differentiable.
     pub fn to(&self, device: &Device) -> Result<Tensor> {
+        block_on(self.to_async(device))
+    }
+
+    /// [`Tensor::to`] that awaits the GPU instead of blocking: the form for moving a GPU tensor
+    /// off its device in the browser.
+    ///
+    /// ```
+    /// use wgtorch::{Device, Tensor};
+    /// let x = Tensor::ones([3], &Device::best())?;
+    /// let host = pollster::block_on(x.to_async(&Device::Cpu))?; // `.await` in async code
+    /// assert_eq!(host.to_vec::<f32>()?, vec![1.0; 3]);
+    /// # Ok::<(), wgtorch::Error>(())
+    /// ```
+    pub async fn to_async(&self, device: &Device) -> Result<Tensor> {
         if *device == self.device() {
             return Ok(self.clone());
         }
-        let host = block_on(self.host_storage_async())?;
+        let host = self.host_storage_async().await?;
         let s = super::create::place(host, device)?;
         let out = Tensor::from_storage(s, self.shape(), *device);
         let back = self.device();
