@@ -13,13 +13,14 @@ use std::fmt;
 pub enum Device {
     /// Host memory, computed with rayon.
     Cpu,
-    /// The n-th GPU adapter wgpu enumerates.
+    /// GPU adapter `n` in wgtorch's order: native backends before GL, then discrete, integrated,
+    /// virtual and software adapters; adapters without compute shaders are left out.
     Gpu(usize),
 }
 
 impl Device {
-    /// The first hardware GPU adapter if there is one (its context is created on first use), else
-    /// the CPU. Software adapters (Mesa's lavapipe, SwiftShader) are slower than the CPU backend on
+    /// Adapter 0 if it is a hardware GPU (its context is created on first use), else the CPU;
+    /// later adapters are not tried. Software adapters (Mesa's lavapipe, SwiftShader) are slower than the CPU backend on
     /// the same cores, so they are only chosen when asked for: `WGTORCH_DEVICE=gpu` picks the
     /// first adapter whatever its kind, `WGTORCH_DEVICE=cpu` forces the CPU.
     pub fn best() -> Device {

@@ -170,6 +170,22 @@ fn grad_scaler_keeps_one_state_per_optimizer_and_refuses_misuse() -> Result<()> 
 }
 
 #[test]
+fn grad_scaler_knows_an_optimizer_that_moved_between_unscale_and_step() -> Result<()> {
+    let dev = Device::Cpu;
+    let w = Tensor::from_slice(&[1.0f32], [1], &dev)?.requires_grad_(true);
+    let mut opt = Sgd::new(vec![w.clone()], 1.0)?;
+    let mut scaler = GradScaler::new();
+    scaler.scale(&w.sum_all()?)?.backward()?;
+    scaler.unscale_(&mut opt)?;
+    let mut moved = Box::new(opt); // a new address
+    assert!(scaler.step(moved.as_mut())?);
+    scaler.update()?;
+    // Unscaled once: the true gradient 1, so w = 1 - 1 * 1.
+    assert_eq!(w.to_vec::<f32>()?, vec![0.0]);
+    Ok(())
+}
+
+#[test]
 fn grad_scaler_async_forms_match_the_blocking_ones() -> Result<()> {
     // The browser's path (nothing blocks), driven here by a local executor, on every device.
     for dev in common::devices() {

@@ -1,7 +1,8 @@
 //! Mixed precision: [`autocast`] scopes that run matmul-like ops in f16/bf16 and precision-sensitive
 //! ops in f32 (PyTorch's autocast lists), and a [`GradScaler`] that keeps small f16 gradients
 //! representable and skips steps whose gradients overflowed (PyTorch's `torch.autocast` and
-//! `torch.amp.GradScaler`). Autocast is per thread and per device; parameters stay f32.
+//! `torch.amp.GradScaler`). Autocast is per thread, for one device at a time (a guard for another
+//! device suspends the current one until it drops); parameters stay f32.
 //!
 //! ```
 //! use wgtorch::amp::{self, GradScaler};
@@ -62,7 +63,8 @@ impl Drop for AutocastGuard {
 /// bmm, linear, conv2d) cast their f32 inputs to `dtype`; precision-sensitive ops (softmax,
 /// log_softmax, reductions such as sum and mean, norms, losses) cast half inputs up to f32.
 /// Tensors on other devices are unaffected. Guards nest: dropping one restores the state before
-/// it.
+/// it. One device at a time: a guard for another device replaces this one until it drops
+/// (PyTorch keeps one state per device type).
 ///
 /// ```
 /// use wgtorch::{amp, DType, Device, Tensor};

@@ -48,7 +48,7 @@ pub struct GradScaler {
     growth_tracker: usize,
     /// Off: scale, unscale and the inf check do nothing (the step always runs).
     pub enabled: bool,
-    /// Per optimizer (by address) since the last `update`: PyTorch's `_per_optimizer_states`.
+    /// Per optimizer (see `key`) since the last `update`: PyTorch's `_per_optimizer_states`.
     optimizers: Vec<(usize, OptState)>,
 }
 
@@ -61,9 +61,14 @@ struct OptState {
     skipped: Option<bool>,
 }
 
-/// An optimizer's identity for the current iteration (PyTorch keys by `id(optimizer)`).
+/// An optimizer's identity for the current iteration (PyTorch keys by `id(optimizer)`): its
+/// first group's learning-rate cell, which stays put when the optimizer value moves (its own
+/// address would not, and a moved optimizer would then be unscaled twice).
 fn key(opt: &dyn Optimizer) -> usize {
-    opt as *const dyn Optimizer as *const () as usize
+    match opt.param_groups().first() {
+        Some(g) => g.lr.cell_id(),
+        None => opt as *const dyn Optimizer as *const () as usize,
+    }
 }
 
 impl Default for GradScaler {

@@ -177,8 +177,9 @@ pub fn random_split(
 }
 
 /// A dataset with a transform applied to each sample's input (torchvision's `transform=`
-/// argument). The transform's generator is seeded from the sample index and the epoch last
-/// started by a [`DataLoader`], so an epoch's augmentations are reproducible.
+/// argument). The transform's generator is seeded from the sample index and the epoch of the
+/// batch a [`DataLoader`] is loading (epoch 0 when `get` is called outside a loader), so an
+/// epoch's augmentations are reproducible.
 ///
 /// ```
 /// use std::sync::Arc;

@@ -29,7 +29,7 @@
 //! # Ok::<(), wgtorch::Error>(())
 //! ```
 //!
-//! A whole training run (model, optimizer, scheduler epoch, RNG, metrics) goes in a
+//! A whole training run (model, optimizer, scheduler state, RNG, metrics) goes in a
 //! [`Checkpoint`].
 
 mod checkpoint;

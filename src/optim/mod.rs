@@ -1,6 +1,7 @@
 //! Optimizers (SGD, Adam, AdamW, RMSprop, Adadelta, Adagrad, Adamax, NAdam, RAdam, LBFGS) with
 //! parameter groups, learning-rate schedulers and gradient clipping. Updates run on the
-//! parameters' device with tensor ops, in place under `no_grad`, with no readback.
+//! parameters' device with tensor ops, in place under `no_grad`, with no readback (except
+//! LBFGS, which reads scalars back every iteration).
 //!
 //! PyTorch's loop: build the optimizer from `model.parameters()` (or [`ParamGroup`]s), then per
 //! batch `zero_grad`, forward, `backward`, `step`; a scheduler ([`LrScheduler`],
@@ -90,6 +91,11 @@ impl Lr {
     /// A handle to the same cell.
     pub fn share(&self) -> Lr {
         Lr(self.0.clone())
+    }
+    /// The cell's address: the same for every handle `share` made, and unchanged when the
+    /// optimizer holding it moves.
+    pub(crate) fn cell_id(&self) -> usize {
+        Arc::as_ptr(&self.0) as usize
     }
 }
 

@@ -1,7 +1,7 @@
 //! Learning-rate schedulers with PyTorch's schedules, in closed form per epoch (so a resumed run
 //! lands exactly where it left off), and [`ReduceLROnPlateau`]. A scheduler is built from
 //! `&optimizer` and holds handles to its groups' rates ([`super::Lr`]), so the loop reads as
-//! PyTorch's: `opt.step()?; sched.step();` after each epoch (or iteration, for OneCycleLR).
+//! PyTorch's: `opt.step()?; sched.step()?;` after each epoch (or iteration, for OneCycleLR).
 
 use super::{Lr, Optimizer};
 use crate::{Error, Result};
