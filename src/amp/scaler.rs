@@ -169,12 +169,13 @@ impl GradScaler {
             self.unscale_(opt)?;
         }
         let k = key(opt);
-        let st = &mut self
-            .optimizers
-            .iter_mut()
-            .find(|(o, _)| *o == k)
-            .expect("unscaled")
-            .1;
+        let Some((_, st)) = self.optimizers.iter_mut().find(|(o, _)| *o == k) else {
+            // unscale_ has just recorded it (the scaler is enabled).
+            return Err(Error::arg(
+                "GradScaler.step",
+                "the optimizer was not unscaled",
+            ));
+        };
         if st.skipped.is_some() {
             return Err(Error::arg(
                 "GradScaler.step",

@@ -221,9 +221,10 @@ impl Schedule {
                 schedules,
                 milestones,
             } => {
-                let idx = milestones.iter().filter(|&&m| m <= epoch).count();
-                let start = if idx == 0 { 0 } else { milestones[idx - 1] };
-                schedules[idx.min(schedules.len() - 1)].check_epoch(epoch - start)
+                match sequential_part(schedules, milestones, epoch) {
+                    Some((s, e)) => s.check_epoch(e),
+                    None => Ok(()),
+                }
             }
             _ => Ok(()),
         }
@@ -297,9 +298,11 @@ impl Schedule {
                 schedules,
                 milestones,
             } => {
-                let idx = milestones.iter().filter(|&&m| m <= epoch).count();
-                let start = if idx == 0 { 0 } else { milestones[idx - 1] };
-                schedules[idx.min(schedules.len() - 1)].lr_at(epoch - start, base)
+                // `LrScheduler::new` refuses an empty SequentialLR; built by hand, it keeps `base`.
+                match sequential_part(schedules, milestones, epoch) {
+                    Some((s, e)) => s.lr_at(e, base),
+                    None => base,
+                }
             }
             Schedule::OneCycleLR {
                 max_lr,
@@ -323,6 +326,19 @@ impl Schedule {
             }
         }
     }
+}
+
+/// The schedule of a SequentialLR that is active at `epoch`, and the epoch counted from its
+/// milestone (None when there are no schedules).
+fn sequential_part<'a>(
+    schedules: &'a [Schedule],
+    milestones: &[usize],
+    epoch: usize,
+) -> Option<(&'a Schedule, usize)> {
+    let idx = milestones.iter().filter(|&&m| m <= epoch).count();
+    let start = idx.checked_sub(1).map_or(0, |i| milestones[i]);
+    let s = schedules.get(idx.min(schedules.len().checked_sub(1)?))?;
+    Some((s, epoch.saturating_sub(start)))
 }
 
 /// A scheduler's state for checkpoints: named scalars (`last_epoch`, `base_lr.{group}` for
