@@ -416,10 +416,11 @@ impl Tensor {
         let perm: Vec<usize> = order
             .into_iter()
             .map(|o| {
+                // Distinct sources and destinations leave one free dim per free slot.
                 o.or_else(|| rest.next())
-                    .expect("one free dim per free slot")
+                    .ok_or_else(|| Error::arg(op, "source and destination do not pair up"))
             })
-            .collect();
+            .collect::<Result<_>>()?;
         self.permute(perm)
     }
     /// `x[..., start:end:step, ...]` on `dim` (a view). `end` is clamped to the size.
