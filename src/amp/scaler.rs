@@ -1,6 +1,6 @@
 //! GradScaler with PyTorch's defaults and update rule.
 
-use crate::optim::Optimizer;
+use crate::optim::{state_count, state_value, Optimizer};
 use crate::{Error, Result, Tensor};
 
 /// Scales the loss so f16 gradients do not underflow, unscales before the step, and skips steps
@@ -105,12 +105,10 @@ impl GradScaler {
         }
         loss.to_dtype(crate::DType::F32)?.mul_scalar(self.scale)
     }
-    fn state(&self, opt: &dyn Optimizer) -> Option<&OptState> {
+    /// Where `opt`'s state for this iteration is in `optimizers`, if it has one.
+    fn slot(&self, opt: &dyn Optimizer) -> Option<usize> {
         let k = key(opt);
-        self.optimizers
-            .iter()
-            .find(|(o, _)| *o == k)
-            .map(|(_, s)| s)
+        self.optimizers.iter().position(|(o, _)| *o == k)
     }
     /// Divide the optimizer's gradients by the scale in place (so clipping sees true values) and
     /// record whether any is inf or NaN (on the device; nothing is read back here). Does nothing
@@ -121,8 +119,8 @@ impl GradScaler {
         if !self.enabled {
             return Ok(());
         }
-        if let Some(st) = self.state(opt) {
-            let msg = if st.skipped.is_some() {
+        if let Some(i) = self.slot(opt) {
+            let msg = if self.optimizers[i].1.skipped.is_some() {
                 "unscale_() is being called after step()."
             } else {
                 "unscale_() has already been called on this optimizer since the last update()."
@@ -165,17 +163,14 @@ impl GradScaler {
             opt.step()?;
             return Ok(true);
         }
-        if self.state(opt).is_none() {
-            self.unscale_(opt)?;
-        }
-        let k = key(opt);
-        let Some((_, st)) = self.optimizers.iter_mut().find(|(o, _)| *o == k) else {
-            // unscale_ has just recorded it (the scaler is enabled).
-            return Err(Error::arg(
-                "GradScaler.step",
-                "the optimizer was not unscaled",
-            ));
+        let i = match self.slot(opt) {
+            Some(i) => i,
+            None => {
+                self.unscale_(opt)?; // records the optimizer's state last
+                self.optimizers.len() - 1
+            }
         };
+        let st = &mut self.optimizers[i].1;
         if st.skipped.is_some() {
             return Err(Error::arg(
                 "GradScaler.step",
@@ -247,34 +242,22 @@ impl GradScaler {
     /// that is not a count.
     pub fn load_state_dict(&mut self, s: &[(String, f64)]) -> Result<()> {
         let op = "GradScaler.load_state_dict";
-        let get = |key: &str| {
-            s.iter()
-                .find(|(k, _)| k == key)
-                .map(|(_, v)| *v)
-                .ok_or_else(|| Error::arg(op, format!("state has no {key}")))
-        };
         if let Some((k, _)) = s
             .iter()
             .find(|(k, _)| k != "scale" && k != "growth_tracker")
         {
             return Err(Error::arg(op, format!("unexpected state key {k}")));
         }
-        let scale = get("scale")?;
+        let scale = state_value(op, s, "scale")?;
         if !(scale.is_finite() && scale > 0.0) {
             return Err(Error::arg(
                 op,
                 format!("scale = {scale} is not a positive finite number"),
             ));
         }
-        let tracker = get("growth_tracker")?;
-        if !(0.0..=9_007_199_254_740_992.0).contains(&tracker) || tracker.fract() != 0.0 {
-            return Err(Error::arg(
-                op,
-                format!("growth_tracker = {tracker} is not a count"),
-            ));
-        }
+        let tracker = state_count(op, s, "growth_tracker")?;
         self.scale = scale;
-        self.growth_tracker = tracker as usize;
+        self.growth_tracker = tracker;
         Ok(())
     }
 }

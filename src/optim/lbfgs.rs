@@ -536,14 +536,9 @@ impl Optimizer for LBFGS {
         for (k, v) in &s.scalars {
             let v = *v;
             let count = || -> Result<usize> {
-                if (0.0..=9_007_199_254_740_992.0).contains(&v) && v.fract() == 0.0 {
-                    Ok(v as usize)
-                } else {
-                    Err(Error::arg(
-                        op,
-                        format!("optimizer state {k} = {v} is not a count"),
-                    ))
-                }
+                super::exact_count(v).map(|c| c as usize).ok_or_else(|| {
+                    Error::arg(op, format!("optimizer state {k} = {v} is not a count"))
+                })
             };
             match k.as_str() {
                 "lbfgs.func_evals" => h.func_evals = count()?,

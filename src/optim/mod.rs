@@ -316,8 +316,30 @@ pub(crate) struct LoadedState {
     lrs: Vec<Option<f64>>,
 }
 
-/// The largest step count a checkpoint holds exactly (its scalars are f64).
-const MAX_STEP: f64 = 9_007_199_254_740_992.0; // 2^53
+/// `v` as a count, if it is one that a checkpoint's f64 scalars hold exactly: an integer from 0
+/// to 2^53.
+pub(crate) fn exact_count(v: f64) -> Option<u64> {
+    ((0.0..=9_007_199_254_740_992.0).contains(&v) && v.fract() == 0.0).then_some(v as u64)
+}
+
+/// The value of `key` in a scalar state (a scheduler's or a GradScaler's `state_dict`).
+pub(crate) fn state_value(op: &'static str, s: &[(String, f64)], key: &str) -> Result<f64> {
+    s.iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| *v)
+        .ok_or_else(|| Error::arg(op, format!("state has no {key}")))
+}
+
+/// [`state_value`] as a count ([`exact_count`]).
+pub(crate) fn state_count(op: &'static str, s: &[(String, f64)], key: &str) -> Result<usize> {
+    let v = state_value(op, s, key)?;
+    exact_count(v).map(|c| c as usize).ok_or_else(|| {
+        Error::arg(
+            op,
+            format!("state {key} = {v} is not a count (an integer from 0 to 2^53)"),
+        )
+    })
+}
 
 impl LoadedState {
     /// Check `s` for an optimizer whose per-parameter buffers are `buffers` and whose
@@ -384,10 +406,8 @@ impl LoadedState {
                 }
                 [name, gi, pi] if Some(name) == step => {
                     let (gi, pi) = param(gi, pi).ok_or_else(|| unexpected(k))?;
-                    if !(0.0..=MAX_STEP).contains(&v) || v.fract() != 0.0 {
-                        return Err(invalid("a step count (an integer from 0 to 2^53)"));
-                    }
-                    out.steps[gi][pi] = v as u64;
+                    out.steps[gi][pi] = exact_count(v)
+                        .ok_or_else(|| invalid("a step count (an integer from 0 to 2^53)"))?;
                 }
                 _ => return Err(unexpected(k)),
             }

@@ -3,7 +3,7 @@
 //! `&optimizer` and holds handles to its groups' rates ([`super::Lr`]), so the loop reads as
 //! PyTorch's: `opt.step()?; sched.step()?;` after each epoch (or iteration, for OneCycleLR).
 
-use super::{Lr, Optimizer};
+use super::{state_count, state_value, Lr, Optimizer};
 use crate::{Error, Result};
 use std::f64::consts::PI;
 
@@ -345,24 +345,6 @@ fn sequential_part<'a>(
 /// [`LrScheduler`]; the counters and best metric for [`ReduceLROnPlateau`]).
 pub type SchedState = Vec<(String, f64)>;
 
-fn sched_value(op: &'static str, s: &[(String, f64)], key: &str) -> Result<f64> {
-    s.iter()
-        .find(|(k, _)| k == key)
-        .map(|(_, v)| *v)
-        .ok_or_else(|| Error::arg(op, format!("scheduler state has no {key}")))
-}
-
-fn sched_count(op: &'static str, s: &[(String, f64)], key: &str) -> Result<usize> {
-    let v = sched_value(op, s, key)?;
-    if !(0.0..=9_007_199_254_740_992.0).contains(&v) || v.fract() != 0.0 {
-        return Err(Error::arg(
-            op,
-            format!("scheduler state {key} = {v} is not a count (an integer from 0 to 2^53)"),
-        ));
-    }
-    Ok(v as usize)
-}
-
 /// Drives an optimizer's learning rates along a [`Schedule`] (PyTorch's `LRScheduler`
 /// subclasses: `StepLR(opt, ...)` is `LrScheduler::new(&opt, Schedule::StepLR { .. })`). It holds
 /// handles to the groups' rates, so `step()` takes no optimizer: call it after `opt.step()`, once
@@ -464,10 +446,10 @@ impl LrScheduler {
     /// `base_lr.{i}` per group present, a count and valid rates, no other key.
     pub fn load_state_dict(&mut self, s: &[(String, f64)]) -> Result<()> {
         let op = "LrScheduler.load_state_dict";
-        let last_epoch = sched_count(op, s, "last_epoch")?;
+        let last_epoch = state_count(op, s, "last_epoch")?;
         let mut base = Vec::with_capacity(self.lrs.len());
         for i in 0..self.lrs.len() {
-            let b = sched_value(op, s, &format!("base_lr.{i}"))?;
+            let b = state_value(op, s, &format!("base_lr.{i}"))?;
             if b.is_nan() || b < 0.0 {
                 return Err(Error::arg(
                     op,
@@ -690,10 +672,10 @@ impl ReduceLROnPlateau {
                 format!("unexpected scheduler state key {k}"),
             ));
         }
-        let best = sched_value(op, s, "best")?;
-        let bad = sched_count(op, s, "num_bad_epochs")?;
-        let cool = sched_count(op, s, "cooldown_counter")?;
-        let last = sched_count(op, s, "last_epoch")?;
+        let best = state_value(op, s, "best")?;
+        let bad = state_count(op, s, "num_bad_epochs")?;
+        let cool = state_count(op, s, "cooldown_counter")?;
+        let last = state_count(op, s, "last_epoch")?;
         self.best = best;
         self.num_bad_epochs = bad;
         self.cooldown_counter = cool;
