@@ -194,6 +194,15 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// A collective or the process group failed (the `mpi` feature's `distributed` module): the
+    /// ranks' calls differ, a collective timed out, or MPI returned an error.
+    #[error("{op}: {msg}")]
+    Distributed {
+        /// The collective, by PyTorch's name (`all_reduce`, `broadcast`, ...).
+        op: &'static str,
+        /// What went wrong, naming the ranks involved.
+        msg: String,
+    },
     /// An error raised by user code with [`Error::msg`].
     #[error("{0}")]
     Msg(String),
@@ -269,7 +278,8 @@ impl Error {
             | Error::InvalidArgument { op: o, .. }
             | Error::GpuLimit { op: o, .. }
             | Error::Gpu { op: o, .. }
-            | Error::OutOfMemory { op: o, .. } => *o = op,
+            | Error::OutOfMemory { op: o, .. }
+            | Error::Distributed { op: o, .. } => *o = op,
             Error::DTypeNotOnDevice { .. }
             | Error::ViewNonContiguous { .. }
             | Error::Autograd(_)

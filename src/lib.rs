@@ -25,6 +25,8 @@ pub mod autograd;
 pub mod backend;
 pub mod data;
 mod device;
+#[cfg(all(feature = "mpi", not(target_arch = "wasm32")))]
+pub mod distributed;
 pub mod dtype;
 mod error;
 pub mod io;

@@ -24,12 +24,14 @@
 
 mod grad_mode;
 mod gradcheck;
+mod hooks;
 mod saved;
 pub use grad_mode::{
     enable_grad, is_anomaly_enabled, is_grad_enabled, no_grad, no_grad_scope, set_anomaly_enabled,
     GradModeGuard,
 };
 pub use gradcheck::gradcheck;
+pub use hooks::{GradHook, HookHandle};
 pub(crate) use saved::{Saved, SavedState};
 
 use crate::shape::Layout;
@@ -175,6 +177,46 @@ fn accumulate(t: &Tensor, g: &Tensor, create_graph: bool) -> Result<()> {
     Ok(())
 }
 
+/// A leaf's gradient is complete: accumulate it into `.grad()` and run its hooks.
+fn finish_leaf(t: &Tensor, g: &Tensor, create_graph: bool) -> Result<()> {
+    accumulate(t, g, create_graph)?;
+    t.run_post_grad_hooks()
+}
+
+/// How many recorded uses (node inputs) of each tensor the backward pass still has to run.
+/// A leaf whose count reaches zero has its whole gradient: it is accumulated then, so its hooks
+/// fire as early as possible (the last layer's first), not at its place in the order.
+fn pending_uses(order: &[Tensor]) -> HashMap<u64, usize> {
+    let mut uses = HashMap::new();
+    for t in order {
+        if let Some(node) = t.grad_fn() {
+            for inp in node.inputs.iter().flatten() {
+                *uses.entry(inp.id()).or_insert(0usize) += 1;
+            }
+        }
+    }
+    uses
+}
+
+/// One use of `inp` has run: if it was the last and `inp` is a leaf, its gradient is final.
+fn used(
+    inp: &Tensor,
+    uses: &mut HashMap<u64, usize>,
+    grads: &mut HashMap<u64, (Tensor, bool)>,
+    create_graph: bool,
+) -> Result<()> {
+    let left = uses.get_mut(&inp.id()).map(|n| {
+        *n -= 1;
+        *n
+    });
+    if left == Some(0) && inp.is_leaf() {
+        if let Some((g, _)) = grads.remove(&inp.id()) {
+            finish_leaf(inp, &g, create_graph)?;
+        }
+    }
+    Ok(())
+}
+
 /// Run the backward pass from `root` with upstream gradient `grad`.
 pub(crate) fn backward(
     root: &Tensor,
@@ -184,17 +226,24 @@ pub(crate) fn backward(
 ) -> Result<()> {
     let _mode = GradModeGuard::new(create_graph);
     let order = topo_order(root);
+    let mut uses = pending_uses(&order);
     // Each pending gradient, and whether the engine owns its buffer (allocated here, aliased by
     // nothing else), so that view gradients may be added into it in place.
     let mut grads: HashMap<u64, (Tensor, bool)> = HashMap::new();
     grads.insert(root.id(), (grad, false));
     for t in order {
         let Some((g, _)) = grads.remove(&t.id()) else {
+            // No gradient reached this node: its inputs get none from it.
+            if let Some(node) = t.grad_fn() {
+                for inp in node.inputs.iter().flatten() {
+                    used(inp, &mut uses, &mut grads, create_graph)?;
+                }
+            }
             continue;
         };
         let Some(node) = t.grad_fn() else {
             if t.requires_grad() {
-                accumulate(&t, &g, create_graph)?;
+                finish_leaf(&t, &g, create_graph)?;
             }
             continue;
         };
@@ -228,11 +277,16 @@ pub(crate) fn backward(
                 }
             };
             grads.insert(id, (buf, true));
+            used(inp, &mut uses, &mut grads, create_graph)?;
             continue;
         }
         let input_grads = saved::running(node.name, || f(&g))?;
         for (inp, ig) in node.inputs.iter().zip(input_grads) {
-            let (Some(inp), Some(ig)) = (inp, ig) else {
+            let Some(inp) = inp else {
+                continue;
+            };
+            let Some(ig) = ig else {
+                used(inp, &mut uses, &mut grads, create_graph)?;
                 continue;
             };
             if is_anomaly_enabled() && ig.dtype().is_float() && ig.has_non_finite()? {
@@ -255,6 +309,7 @@ pub(crate) fn backward(
                 None => (ig, false),
             };
             grads.insert(inp.id(), entry);
+            used(inp, &mut uses, &mut grads, create_graph)?;
         }
     }
     Ok(())

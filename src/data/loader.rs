@@ -3,7 +3,7 @@
 //! [`Error::DataLoader`] naming it.
 
 use super::transforms::with_epoch;
-use super::{Dataset, Sample};
+use super::{Dataset, Sample, Sampler};
 use crate::{Device, Error, Result, Tensor};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc::{sync_channel, Receiver};
@@ -52,6 +52,9 @@ pub struct DataLoader {
     pub seed: u64,
     /// Batches prepared ahead (0: load in the calling thread).
     pub prefetch: usize,
+    /// Where each epoch's indices come from instead of `0..len` or the shuffle (PyTorch's
+    /// `sampler=`, e.g. a [`super::DistributedSampler`]); exclusive with `shuffle`.
+    pub sampler: Option<Arc<dyn Sampler>>,
 }
 
 impl DataLoader {
@@ -77,6 +80,7 @@ impl DataLoader {
             device: *device,
             seed: 0,
             prefetch: if cfg!(target_arch = "wasm32") { 0 } else { 2 }, // no threads in the browser
+            sampler: None,
         })
     }
     /// Builder: shuffle every epoch (PyTorch's `shuffle=True`), the order drawn from `seed` and
@@ -91,9 +95,37 @@ impl DataLoader {
         self.drop_last = on;
         self
     }
+    /// Builder: take each epoch's indices from `sampler` (PyTorch's `sampler=`), e.g. a
+    /// [`super::DistributedSampler`] for this rank's share. Like PyTorch, a sampler and
+    /// `shuffle` are exclusive: iterating a loader with both yields an error.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use wgtorch::data::{DataLoader, DistributedSampler, DistributedSamplerOptions, TensorDataset};
+    /// use wgtorch::{Device, Tensor};
+    /// let x = Tensor::arange(0.0, 10.0, 1.0, &Device::Cpu)?.reshape([10, 1])?;
+    /// let y = Tensor::zeros([10], &Device::Cpu)?.to_dtype(wgtorch::DType::I64)?;
+    /// let ds = Arc::new(TensorDataset::new(&x, &y)?);
+    /// let opts = DistributedSamplerOptions { num_replicas: Some(2), rank: Some(1), ..Default::default() };
+    /// let sampler = DistributedSampler::new(ds.len(), opts)?;
+    /// let loader = DataLoader::new(ds, 2, &Device::Cpu)?.sampler(sampler);
+    /// assert_eq!(loader.len(), 3); // rank 1's 5 samples in batches of 2
+    /// let seen: usize = loader.epoch(0).map(|b| b.map(|b| b.0.shape()[0])).sum::<wgtorch::Result<_>>()?;
+    /// assert_eq!(seen, 5);
+    /// # use wgtorch::data::Dataset;
+    /// # Ok::<(), wgtorch::Error>(())
+    /// ```
+    pub fn sampler(mut self, sampler: impl Sampler + 'static) -> Self {
+        self.sampler = Some(Arc::new(sampler));
+        self
+    }
+
     /// Number of batches per epoch (PyTorch's `len(loader)`).
     pub fn len(&self) -> usize {
-        let n = self.dataset.len();
+        let n = match &self.sampler {
+            Some(s) => s.len(),
+            None => self.dataset.len(),
+        };
         if self.drop_last {
             n / self.batch_size
         } else {
@@ -108,6 +140,9 @@ impl DataLoader {
     /// The sample order of `epoch`: `0..len` without shuffling, else a permutation that depends
     /// only on `seed` and `epoch`.
     pub fn order(&self, epoch: usize) -> Vec<usize> {
+        if let Some(s) = &self.sampler {
+            return s.indices(epoch);
+        }
         let mut idx: Vec<usize> = (0..self.dataset.len()).collect();
         if self.shuffle {
             let mut g = crate::Generator::new(
@@ -128,7 +163,23 @@ impl DataLoader {
     /// augmentations of its batches (per loader: two loaders iterated together do not change
     /// each other's draws).
     pub fn epoch(&self, epoch: usize) -> BatchIter {
+        if self.sampler.is_some() && self.shuffle {
+            return BatchIter(Source::Failed(Some(Error::arg(
+                "DataLoader",
+                "sampler option is mutually exclusive with shuffle",
+            ))));
+        }
         let order = self.order(epoch);
+        let n = self.dataset.len();
+        if let Some(&bad) = order.iter().find(|&&i| i >= n) {
+            return BatchIter(Source::Failed(Some(Error::DataLoader {
+                index: Some(bad),
+                msg: format!(
+                    "the sampler yielded index {bad}, out of range for a data set of {n} samples"
+                ),
+                source: None,
+            })));
+        }
         let mut chunks: Vec<Vec<usize>> =
             order.chunks(self.batch_size).map(|c| c.to_vec()).collect();
         if self.drop_last && chunks.last().is_some_and(|c| c.len() < self.batch_size) {
@@ -230,6 +281,8 @@ enum Source {
         rx: Option<Receiver<Result<Batch>>>,
         worker: Option<JoinHandle<()>>,
     },
+    /// The epoch could not start: this error, once.
+    Failed(Option<Error>),
     Done,
 }
 
@@ -258,6 +311,7 @@ impl Iterator for BatchIter {
                 .next()
                 .map(|c| with_epoch(*epoch, || collate(ds.as_ref(), &c, dev))),
             Source::Background { rx, .. } => rx.as_ref().and_then(|rx| rx.recv().ok()),
+            Source::Failed(e) => return e.take().map(Err),
             Source::Done => return None,
         };
         match item {

@@ -37,6 +37,7 @@ mod cifar;
 mod digits;
 mod image_folder;
 mod loader;
+mod sampler;
 mod tensor_dataset;
 pub mod transforms;
 
@@ -46,6 +47,7 @@ pub use cifar::Cifar10;
 pub use digits::Digits;
 pub use image_folder::ImageFolder;
 pub use loader::{collate, Batch, BatchIter, DataLoader};
+pub use sampler::{DistributedSampler, DistributedSamplerOptions, Sampler};
 pub use tensor_dataset::TensorDataset;
 pub use transforms::Transform;
 

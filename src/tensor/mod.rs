@@ -58,6 +58,8 @@ pub(crate) struct TensorImpl {
     pub(crate) grad_fn: Option<Arc<Node>>,
     pub(crate) grad: Mutex<Option<Tensor>>,
     pub(crate) retains_grad: AtomicBool,
+    /// Hooks run after a backward pass accumulates into `grad` (leaves only).
+    pub(crate) post_grad_hooks: Mutex<Vec<(u64, crate::autograd::GradHook)>>,
 }
 
 /// An n-dimensional array on a device, with PyTorch's semantics. Cloning a `Tensor` is cheap and
@@ -195,6 +197,7 @@ impl Tensor {
             grad_fn: None,
             grad: Mutex::new(None),
             retains_grad: AtomicBool::new(false),
+            post_grad_hooks: Mutex::new(Vec::new()),
         }))
     }
     /// A contiguous tensor over fresh storage.
@@ -223,6 +226,7 @@ impl Tensor {
             grad_fn: Some(node),
             grad: Mutex::new(None),
             retains_grad: AtomicBool::new(false),
+            post_grad_hooks: Mutex::new(Vec::new()),
         }))
     }
 
