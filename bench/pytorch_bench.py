@@ -6,7 +6,9 @@ dependency.
 
 `--threads N` sets PyTorch's thread count (the bench passes rayon's); `--seq` runs only the
 sequence-model cases (log_softmax [700, 18328] forward+backward, the word-LM step, the nanoGPT
-step), which the bench runs once per round, interleaved with its own."""
+step), which the bench runs once per round, interleaved with its own. `--ddp [--steps N]` times
+the SimpleCNN step (batch 64 per rank, 1 thread per rank) on one process without DDP and on two
+processes with DistributedDataParallel over Gloo on localhost (the bench's `--ddp` table)."""
 import argparse
 import json
 import math
@@ -125,6 +127,58 @@ def gpt_step(reps):
     return median_time(step, reps) * 1e3
 
 
+def _ddp_rank(rank, world, steps, port, q):
+    import os
+
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    torch.set_num_threads(1)
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    if world > 1:
+        dist.init_process_group("gloo", rank=rank, world_size=world)
+    torch.manual_seed(0)
+    model = SimpleCNN()
+    if world > 1:
+        model = DDP(model)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    x, y = torch.randn(64, 3, 32, 32), torch.arange(64) % 10
+    times = []
+    for i in range(steps + 3):
+        if i == 3 and world > 1:
+            dist.barrier()
+        t0 = time.perf_counter()
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        loss.item()
+        if i >= 3:
+            times.append(time.perf_counter() - t0)
+    if rank == 0:
+        q.put(statistics.median(times) * 1e3)
+    if world > 1:
+        dist.destroy_process_group()
+
+
+def ddp(steps):
+    import torch.multiprocessing as mp
+
+    out = {"torch": torch.__version__}
+    for world, key in ((1, "one_rank_step_ms"), (2, "two_rank_step_ms")):
+        ctx = mp.get_context("spawn")
+        q = ctx.Queue()
+        port = 29500 + (int(time.time() * 1000) % 1000)
+        procs = [ctx.Process(target=_ddp_rank, args=(r, world, steps, port, q)) for r in range(world)]
+        for p in procs:
+            p.start()
+        out[key] = q.get(timeout=600)
+        for p in procs:
+            p.join()
+    return out
+
+
 def seq():
     return {
         "torch": torch.__version__,
@@ -139,7 +193,12 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seq", action="store_true")
+    ap.add_argument("--ddp", action="store_true")
+    ap.add_argument("--steps", type=int, default=20)
     args = ap.parse_args()
+    if args.ddp:
+        print(json.dumps(ddp(args.steps)))
+        return
     torch.set_num_threads(args.threads)
     if args.seq:
         print(json.dumps(seq()))

@@ -19,6 +19,14 @@
 //! default 64; the embedded digits through a DataLoader) on each device, printing resident memory
 //! (VmRSS), the host pool and the GPU pool after warm-up, every tenth of the run and at the end,
 //! and the growth in %: a long run must stay flat.
+//!
+//! `--ddp [--steps N]` (built with `--features mpi`, Open MPI's `mpirun` on the PATH) times the
+//! SimpleCNN step on 1 rank and on 2 ranks with DistributedDataParallel (1 thread per rank),
+//! with the all-reduce time and overlap, next to PyTorch's DDP; writes `bench-ddp-results.json`.
+
+#[cfg(feature = "mpi")]
+#[path = "bench/ddp.rs"]
+mod ddp;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -515,6 +523,21 @@ fn arg<T: std::str::FromStr>(flag: &str) -> Option<std::result::Result<T, String
 }
 
 fn main() -> Result<()> {
+    if std::env::args().any(|a| a == "--ddp-worker" || a == "--ddp") {
+        let steps = arg::<usize>("--steps").unwrap_or(Ok(20)).map_err(usage)?;
+        #[cfg(feature = "mpi")]
+        {
+            if std::env::args().any(|a| a == "--ddp-worker") {
+                let mb = arg::<f64>("--bucket-mb").unwrap_or(Ok(25.0)).map_err(usage)?;
+                return ddp::worker(steps, std::env::args().any(|a| a == "--plain"), mb);
+            }
+            return ddp::bench(steps, pytorch_with(&["--ddp", "--steps", &steps.to_string()]));
+        }
+        #[cfg(not(feature = "mpi"))]
+        return Err(usage(format!(
+            "--ddp needs MPI: cargo run --release --features mpi --example bench -- --ddp (steps {steps})"
+        )));
+    }
     if std::env::args().any(|a| a == "--cold-start") {
         return cold_start();
     }

@@ -2,6 +2,10 @@
 //! digits (brought to 3×32×32) on the best device; `--data DIR` trains on CIFAR-10 instead.
 //!
 //! `cargo run --release --example train_cnn -- --help`
+//!
+//! Data-parallel over MPI (built with `--features mpi`):
+//! `mpirun -np 2 target/release/examples/train_cnn --ddp` (each rank trains on its share of
+//! every batch; only rank 0 prints epochs and writes checkpoints).
 
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -10,6 +14,8 @@ use std::sync::Arc;
 use std::time::Instant;
 use wgtorch::amp::{self, GradScaler};
 use wgtorch::data::{random_split, Cifar10, DataLoader, Dataset, Digits};
+#[cfg(feature = "mpi")]
+use wgtorch::distributed::{self as dist, DistributedDataParallel, ReduceOp};
 use wgtorch::io::Checkpoint;
 use wgtorch::models::SimpleCnn;
 use wgtorch::nn::{functional as F, ModuleExt};
@@ -60,16 +66,107 @@ struct Args {
     /// Stop an epoch after this many batches (quick runs and tests).
     #[arg(long)]
     max_batches: Option<usize>,
+    /// Data-parallel over MPI: run under `mpirun -np N` (needs `--features mpi`). The batch
+    /// size stays the global one: each of the N ranks takes batch-size / N of every batch.
+    #[arg(long)]
+    ddp: bool,
 }
 
 fn main() {
-    if let Err(e) = run(Args::parse()) {
+    let args = Args::parse();
+    let ddp = args.ddp;
+    if let Err(e) = run(args) {
+        #[cfg(feature = "mpi")]
+        if ddp && dist::is_initialized() {
+            // The other ranks would wait for this one: end the whole job, naming this rank.
+            eprintln!("rank {}: error: {e}", dist::rank().unwrap_or(0));
+            dist::abort(1);
+        }
+        let _ = ddp;
         eprintln!("error: {e}");
         std::process::exit(1);
     }
 }
 
+/// The model, alone or wrapped for data-parallel training.
+enum Net {
+    Plain(SimpleCnn),
+    #[cfg(feature = "mpi")]
+    Ddp(DistributedDataParallel<SimpleCnn>),
+}
+
+impl Net {
+    fn module(&self) -> &SimpleCnn {
+        match self {
+            Net::Plain(m) => m,
+            #[cfg(feature = "mpi")]
+            Net::Ddp(d) => d.module(),
+        }
+    }
+    fn module_mut(&mut self) -> &mut SimpleCnn {
+        match self {
+            Net::Plain(m) => m,
+            #[cfg(feature = "mpi")]
+            Net::Ddp(d) => d.module_mut(),
+        }
+    }
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        match self {
+            Net::Plain(m) => m.forward(x),
+            #[cfg(feature = "mpi")]
+            Net::Ddp(d) => d.forward(x),
+        }
+    }
+}
+
+/// This process's rank and the world size: (0, 1) without `--ddp`.
+#[cfg(feature = "mpi")]
+fn init_ddp(on: bool) -> Result<Option<dist::ProcessGroup>> {
+    on.then(dist::init_process_group).transpose()
+}
+#[cfg(not(feature = "mpi"))]
+fn init_ddp(on: bool) -> Result<Option<()>> {
+    if on {
+        return Err(Error::msg(
+            "--ddp needs MPI: build with `cargo build --release --features mpi --example \
+             train_cnn`, then run `mpirun -np 2 target/release/examples/train_cnn --ddp`",
+        ));
+    }
+    Ok(None)
+}
+
+/// Sum `v` over the ranks (itself without `--ddp`).
+fn global_sum(v: f64, pg_on: bool) -> Result<f64> {
+    #[cfg(feature = "mpi")]
+    if pg_on {
+        let t = Tensor::from_vec(vec![v], [1], &Device::Cpu)?;
+        dist::all_reduce(&t, ReduceOp::Sum)?;
+        return t.item();
+    }
+    let _ = pg_on;
+    Ok(v)
+}
+
 fn run(args: Args) -> Result<()> {
+    if args.ddp && std::env::var_os("RAYON_NUM_THREADS").is_none() {
+        // As torchrun sets OMP_NUM_THREADS: the ranks on one machine share its cores instead
+        // of each starting a thread per core.
+        let local: usize = std::env::var("OMPI_COMM_WORLD_LOCAL_SIZE")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1);
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let _ = rayon::ThreadPoolBuilder::new()
+            .num_threads((cores / local.max(1)).max(1))
+            .build_global();
+    }
+    let pg = init_ddp(args.ddp)?;
+    #[cfg(feature = "mpi")]
+    let (rank, world) = pg.as_ref().map_or((0, 1), |p| (p.rank(), p.world_size()));
+    #[cfg(not(feature = "mpi"))]
+    let (rank, world) = (0usize, 1usize);
+    let distributed = pg.is_some();
+    let main_rank = rank == 0;
     let dev = match args.device.as_str() {
         "cpu" => Device::Cpu,
         "gpu" => Device::gpu()?,
@@ -81,17 +178,23 @@ fn run(args: Args) -> Result<()> {
             })
         }
     };
-    println!("device: {}", dev.describe());
+    if distributed {
+        println!("rank {rank} of {world}: device {}", dev.describe());
+    } else {
+        println!("device: {}", dev.describe());
+    }
     wgtorch::manual_seed(args.seed);
     let (train, test): (Arc<dyn Dataset>, Arc<dyn Dataset>) = match &args.data {
         None => {
             let all: Arc<dyn Dataset> = Arc::new(Digits::load()?);
             let (tr, te) = random_split(all, 0.8, args.seed)?;
-            println!(
-                "data: embedded digits, {} train / {} test (held-out 20%)",
-                tr.len(),
-                te.len()
-            );
+            if main_rank {
+                println!(
+                    "data: embedded digits, {} train / {} test (held-out 20%)",
+                    tr.len(),
+                    te.len()
+                );
+            }
             (Arc::new(tr), Arc::new(te))
         }
         Some(dir) => {
@@ -110,7 +213,33 @@ fn run(args: Args) -> Result<()> {
             (Arc::new(tr), Arc::new(te))
         }
     };
-    let loader = DataLoader::new(train, args.batch_size, &dev)?.shuffle(args.seed);
+    let loader = if distributed {
+        if args.batch_size < world {
+            return Err(Error::arg(
+                "--batch-size",
+                format!(
+                    "{} is less than one sample per rank ({world} ranks)",
+                    args.batch_size
+                ),
+            ));
+        }
+        // PyTorch's recipe: each rank takes its share of the global batch, from its share of
+        // the data set (a DistributedSampler shuffled with the same seed on every rank).
+        #[cfg(feature = "mpi")]
+        {
+            use wgtorch::data::{DistributedSampler, DistributedSamplerOptions};
+            let opts = DistributedSamplerOptions {
+                seed: args.seed,
+                ..Default::default()
+            };
+            let sampler = DistributedSampler::new(train.len(), opts)?;
+            DataLoader::new(train, args.batch_size / world, &dev)?.sampler(sampler)
+        }
+        #[cfg(not(feature = "mpi"))]
+        unreachable!("init_ddp refused --ddp")
+    } else {
+        DataLoader::new(train, args.batch_size, &dev)?.shuffle(args.seed)
+    };
     let test_loader = DataLoader::new(test.clone(), 256, &dev)?;
 
     let amp_dtype = match args.amp_dtype.as_str() {
@@ -127,13 +256,12 @@ fn run(args: Args) -> Result<()> {
     let mut scaler = GradScaler::new();
     scaler.enabled = args.amp && amp_dtype == DType::F16;
     let mut model = SimpleCnn::new(&dev)?;
-    let mut opt = Adam::new(model.parameters(), args.lr)?;
     let mut start = 0;
     let mut history: Vec<(f64, f64)> = Vec::new();
+    let mut resumed = None;
     if let Some(p) = &args.resume {
         let ck = Checkpoint::load(p, &dev)?;
         model.load_state_dict(&ck.model, true)?;
-        opt.load_state_dict(&ck.optim)?;
         wgtorch::with_default_generator(|g| g.set_state(ck.rng));
         start = ck.epoch;
         for e in 0..start {
@@ -147,27 +275,49 @@ fn run(args: Args) -> Result<()> {
                 history.push((l, a));
             }
         }
-        println!("resumed from {} at epoch {start}", p.display());
-    }
-    println!(
-        "model: SimpleCNN, {} parameters; Adam lr {}; batch {}{}",
-        model.num_parameters(),
-        args.lr,
-        args.batch_size,
-        if args.amp {
-            format!(
-                "; autocast {amp_dtype}{}",
-                if scaler.enabled { " + GradScaler" } else { "" }
-            )
-        } else {
-            String::new()
+        if main_rank {
+            println!("resumed from {} at epoch {start}", p.display());
         }
-    );
+        resumed = Some(ck.optim);
+    }
+    #[cfg(feature = "mpi")]
+    let mut model = if distributed {
+        // Every rank starts from rank 0's weights (broadcast here).
+        Net::Ddp(DistributedDataParallel::new(model)?)
+    } else {
+        Net::Plain(model)
+    };
+    #[cfg(not(feature = "mpi"))]
+    let mut model = Net::Plain(model);
+    let mut opt = Adam::new(model.module().parameters(), args.lr)?;
+    if let Some(state) = &resumed {
+        opt.load_state_dict(state)?;
+    }
+    if main_rank {
+        println!(
+            "model: SimpleCNN, {} parameters; Adam lr {}; batch {}{}",
+            model.module().num_parameters(),
+            args.lr,
+            args.batch_size,
+            if args.amp {
+                format!(
+                    "; autocast {amp_dtype}{}",
+                    if scaler.enabled { " + GradScaler" } else { "" }
+                )
+            } else {
+                String::new()
+            }
+        );
+    }
 
     for epoch in start..args.epochs {
-        model.train();
+        model.module_mut().train();
         let n_batches = args.max_batches.unwrap_or(usize::MAX).min(loader.len());
-        let bar = ProgressBar::new(n_batches as u64);
+        let bar = if main_rank {
+            ProgressBar::new(n_batches as u64)
+        } else {
+            ProgressBar::hidden()
+        };
         bar.set_style(
             ProgressStyle::with_template("epoch {msg} [{bar:30}] {pos}/{len} {elapsed}")
                 .unwrap_or_else(|_| ProgressStyle::default_bar())
@@ -194,20 +344,41 @@ fn run(args: Args) -> Result<()> {
             seen += y.numel();
             bar.inc(1);
         }
-        let train_loss = match loss_sum {
-            Some(s) => s.item()? / seen.max(1) as f64,
+        let loss_sum = match loss_sum {
+            Some(s) => s.item()?,
             None => f64::NAN,
         };
+        // Over every rank's samples.
+        let seen = global_sum(seen as f64, distributed)?;
+        let train_loss = global_sum(loss_sum, distributed)? / seen.max(1.0);
         let secs = t0.elapsed().as_secs_f64();
         bar.finish_and_clear();
-        model.eval();
-        let acc = accuracy(&model, &test_loader, args.amp.then_some(amp_dtype))?;
+        model.module_mut().eval();
+        let acc = accuracy(model.module(), &test_loader, args.amp.then_some(amp_dtype))?;
+        #[cfg(feature = "mpi")]
+        let comm = match &model {
+            Net::Ddp(d) => {
+                let s = d.take_comm_stats();
+                format!(
+                    "  all-reduce {:.1} ms/step, {:.0}% hidden behind backward",
+                    s.all_reduce_time.as_secs_f64() * 1e3 / s.steps.max(1) as f64,
+                    s.overlap() * 100.0
+                )
+            }
+            Net::Plain(_) => String::new(),
+        };
+        #[cfg(not(feature = "mpi"))]
+        let comm = String::new();
+        if !main_rank {
+            history.push((train_loss, acc));
+            continue; // only rank 0 reports and writes checkpoints
+        }
         println!(
-            "epoch {:>2}/{}: train loss {train_loss:.4}  test acc {:.2}%  {:.0} img/s",
+            "epoch {:>2}/{}: train loss {train_loss:.4}  test acc {:.2}%  {:.0} img/s{comm}",
             epoch + 1,
             args.epochs,
             acc * 100.0,
-            seen as f64 / secs
+            seen / secs
         );
         history.push((train_loss, acc));
         if let Some(p) = &args.checkpoint {
@@ -217,7 +388,7 @@ fn run(args: Args) -> Result<()> {
                 metrics.push((format!("test_acc.{e}"), *a));
             }
             Checkpoint {
-                model: model.state_dict(),
+                model: model.module().state_dict(),
                 optim: opt.state_dict(),
                 scheduler: vec![],
                 epoch: epoch + 1,
