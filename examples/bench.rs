@@ -528,10 +528,15 @@ fn main() -> Result<()> {
         #[cfg(feature = "mpi")]
         {
             if std::env::args().any(|a| a == "--ddp-worker") {
-                let mb = arg::<f64>("--bucket-mb").unwrap_or(Ok(25.0)).map_err(usage)?;
+                let mb = arg::<f64>("--bucket-mb")
+                    .unwrap_or(Ok(25.0))
+                    .map_err(usage)?;
                 return ddp::worker(steps, std::env::args().any(|a| a == "--plain"), mb);
             }
-            return ddp::bench(steps, pytorch_with(&["--ddp", "--steps", &steps.to_string()]));
+            return ddp::bench(
+                steps,
+                pytorch_with(&["--ddp", "--steps", &steps.to_string()]),
+            );
         }
         #[cfg(not(feature = "mpi"))]
         return Err(usage(format!(

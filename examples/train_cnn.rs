@@ -148,27 +148,30 @@ fn global_sum(v: f64, pg_on: bool) -> Result<f64> {
 }
 
 fn run(args: Args) -> Result<()> {
-    if args.ddp && std::env::var_os("RAYON_NUM_THREADS").is_none() {
-        // As torchrun sets OMP_NUM_THREADS: the ranks on one machine share its cores instead
-        // of each starting a thread per core.
-        let local: usize = std::env::var("OMPI_COMM_WORLD_LOCAL_SIZE")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(1);
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let _ = rayon::ThreadPoolBuilder::new()
-            .num_threads((cores / local.max(1)).max(1))
-            .build_global();
-    }
     let pg = init_ddp(args.ddp)?;
     #[cfg(feature = "mpi")]
-    let (rank, world) = pg.as_ref().map_or((0, 1), |p| (p.rank(), p.world_size()));
+    let (rank, world, local_rank, local_world) = pg.as_ref().map_or((0, 1, 0, 1), |p| {
+        (p.rank(), p.world_size(), p.local_rank(), p.local_world_size())
+    });
     #[cfg(not(feature = "mpi"))]
-    let (rank, world) = (0usize, 1usize);
+    let (rank, world, local_rank, local_world) = (0usize, 1usize, 0usize, 1usize);
+    if pg.is_some() && std::env::var_os("RAYON_NUM_THREADS").is_none() {
+        // As torchrun sets OMP_NUM_THREADS: the ranks on one machine share its cores instead
+        // of each starting a thread per core.
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let _ = rayon::ThreadPoolBuilder::new()
+            .num_threads((cores / local_world).max(1))
+            .build_global();
+    }
     let distributed = pg.is_some();
     let main_rank = rank == 0;
     let dev = match args.device.as_str() {
         "cpu" => Device::Cpu,
+        // One rank per GPU: the machine's ranks take its adapters in turn (all take adapter 0
+        // when there is only one).
+        "gpu" if local_rank > 0 && wgtorch::backend::gpu::context(local_rank).is_ok() => {
+            Device::Gpu(local_rank)
+        }
         "gpu" => Device::gpu()?,
         "auto" => Device::best(),
         other => {

@@ -10,7 +10,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 #[cfg(feature = "download")]
 use wgtorch::data::download_cifar10;
-use wgtorch::data::{Cifar10, DataLoader, Dataset, Digits, ImageFolder};
+use wgtorch::data::{
+    Cifar10, DataLoader, Dataset, Digits, DistributedSampler, DistributedSamplerOptions,
+    ImageFolder, Sampler,
+};
 use wgtorch::io::Checkpoint;
 use wgtorch::nn::functional as F;
 use wgtorch::nn::{
@@ -568,5 +571,98 @@ fn two_loaders_do_not_change_each_others_augmentations() -> Result<()> {
         assert_eq!(rest, alone[1..].to_vec(), "prefetch {prefetch}");
         assert_ne!(other, alone, "epochs 0 and 3 crop differently");
     }
+    Ok(())
+}
+
+/// PyTorch's `DistributedSampler` partitions for the same arguments, every rank, from
+/// `tools/golden/distributed_sampler.py` (PyTorch 2.15): padding, drop_last, more ranks than
+/// samples, an empty data set, and shuffles with PyTorch's own randperm (a seed past 2³²).
+#[rustfmt::skip]
+const PYTORCH_PARTITIONS: &[(usize, usize, bool, u64, usize, bool, &[&[usize]])] = &[
+    (10, 3, false, 0, 0, false, &[&[0, 3, 6, 9], &[1, 4, 7, 0], &[2, 5, 8, 1]]),
+    (10, 3, false, 0, 0, true, &[&[0, 3, 6], &[1, 4, 7], &[2, 5, 8]]),
+    (10, 3, true, 0, 0, false, &[&[4, 5, 0, 2], &[1, 3, 8, 4], &[7, 9, 6, 1]]),
+    (10, 3, true, 0, 1, false, &[&[5, 2, 9, 4], &[6, 0, 3, 5], &[1, 8, 7, 6]]),
+    (17, 4, true, 5, 2, true, &[&[9, 7, 12, 15], &[5, 8, 10, 14], &[3, 6, 13, 4], &[11, 16, 1, 2]]),
+    (17, 4, true, 5, 2, false, &[&[9, 7, 12, 15, 0], &[5, 8, 10, 14, 9], &[3, 6, 13, 4, 5], &[11, 16, 1, 2, 3]]),
+    (5, 8, true, 1, 0, false, &[&[0], &[4], &[2], &[3], &[1], &[0], &[4], &[2]]),
+    (5, 8, false, 0, 0, true, &[&[], &[], &[], &[], &[], &[], &[], &[]]),
+    (0, 2, true, 0, 0, false, &[&[], &[]]),
+    (50, 2, true, 42, 7, false, &[&[40, 1, 30, 48, 41, 5, 27, 4, 16, 21, 24, 17, 19, 14, 18, 46, 2, 45, 28, 36, 39, 9, 12, 47, 25], &[10, 26, 32, 13, 0, 29, 49, 35, 23, 20, 42, 34, 22, 38, 15, 3, 6, 43, 37, 7, 8, 44, 11, 31, 33]]),
+    (23, 3, true, 8589934601, 3, true, &[&[18, 20, 22, 17, 12, 11, 8], &[2, 16, 10, 5, 0, 19, 9], &[15, 13, 21, 4, 3, 7, 6]]),
+];
+
+#[test]
+fn distributed_sampler_matches_pytorch() -> Result<()> {
+    for &(n, replicas, shuffle, seed, epoch, drop_last, want) in PYTORCH_PARTITIONS {
+        for (rank, want) in want.iter().enumerate() {
+            let opts = DistributedSamplerOptions {
+                num_replicas: Some(replicas),
+                rank: Some(rank),
+                shuffle,
+                seed,
+                drop_last,
+            };
+            let mut s = DistributedSampler::new(n, opts)?;
+            let case = format!("n={n} replicas={replicas} rank={rank} shuffle={shuffle} seed={seed} epoch={epoch} drop_last={drop_last}");
+            assert_eq!(s.indices(epoch), *want, "{case}");
+            assert_eq!(s.len(), want.len(), "{case}");
+            s.set_epoch(epoch);
+            assert_eq!(s.iter().collect::<Vec<_>>(), *want, "{case}");
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn distributed_sampler_and_loader_errors() -> Result<()> {
+    let opts = |replicas, rank| DistributedSamplerOptions {
+        num_replicas: Some(replicas),
+        rank: Some(rank),
+        ..Default::default()
+    };
+    let e = DistributedSampler::new(10, opts(2, 2))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("Invalid rank 2, rank should be in the interval [0, 1]"),
+        "{e}"
+    );
+    assert!(DistributedSampler::new(10, opts(0, 0)).is_err());
+    // Without a process group the world must be given.
+    #[cfg(not(feature = "mpi"))]
+    {
+        let e = DistributedSampler::new(10, Default::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("process group has not been initialized"), "{e}");
+    }
+    let x = Tensor::zeros([6, 2], &Device::Cpu)?;
+    let y = Tensor::from_vec(vec![0i64; 6], [6], &Device::Cpu)?;
+    let ds = Arc::new(wgtorch::data::TensorDataset::new(&x, &y)?);
+    // PyTorch: "sampler option is mutually exclusive with shuffle".
+    let both = DataLoader::new(ds.clone(), 2, &Device::Cpu)?
+        .sampler(DistributedSampler::new(6, opts(2, 0))?)
+        .shuffle(0);
+    let e = both.epoch(0).next().unwrap().unwrap_err().to_string();
+    assert!(e.contains("mutually exclusive with shuffle"), "{e}");
+    // A sampler built for a larger data set is refused before any sample is read.
+    let wrong = DataLoader::new(ds.clone(), 2, &Device::Cpu)?
+        .sampler(DistributedSampler::new(60, opts(2, 1))?);
+    let e = wrong.epoch(0).next().unwrap().unwrap_err().to_string();
+    assert!(
+        e.contains("out of range for a data set of 6 samples"),
+        "{e}"
+    );
+    // Two ranks' loaders cover the data set once between them.
+    let mut seen = Vec::new();
+    for rank in 0..2 {
+        let l = DataLoader::new(ds.clone(), 2, &Device::Cpu)?
+            .sampler(DistributedSampler::new(6, opts(2, rank))?);
+        assert_eq!(l.len(), 2);
+        seen.extend(l.order(3));
+    }
+    seen.sort();
+    assert_eq!(seen, [0, 1, 2, 3, 4, 5]);
     Ok(())
 }

@@ -93,6 +93,11 @@ fn ddp_matches_one_process_on_the_gpu() {
 }
 
 #[test]
+fn rank_0_checkpoints_and_every_rank_resumes() {
+    expect_ok(2, "checkpoint", "cpu");
+}
+
+#[test]
 fn mismatched_calls_are_an_error_on_every_rank() {
     expect_ok(2, "mismatch", "cpu");
 }
@@ -148,11 +153,17 @@ fn worker() {
     })
     .expect("init_process_group");
     let (rank, world) = (pg.rank(), pg.world_size());
+    // One machine: the node-local numbering is the global one.
+    assert_eq!((pg.local_rank(), pg.local_world_size()), (rank, world));
+    assert_eq!((dist::rank().unwrap(), dist::world_size().unwrap()), (rank, world));
+    assert_eq!(dist::local_rank().unwrap(), rank);
+    assert!(dist::is_initialized());
     let run = || -> Result<()> {
         match case.as_str() {
             "collectives" => collectives(rank, world, &dev),
             "ddp" => ddp(rank, world, &dev),
             "mismatch" => mismatch(rank, world),
+            "checkpoint" => checkpoint(rank, world),
             "rank_exits" => {
                 let t = Tensor::ones([4], &dev)?;
                 dist::all_reduce(&t, ReduceOp::Sum)?;
@@ -204,7 +215,7 @@ fn collectives(rank: usize, world: usize, dev: &Device) -> Result<()> {
     let sum = w * (w + 1.0) / 2.0;
     let prod: f64 = (1..=world).map(|k| k as f64).product();
     let dtypes: &[DType] = if dev.is_gpu() {
-        &[DType::F32, DType::F16, DType::I32, DType::I64]
+        &[DType::F32, DType::F16, DType::BF16, DType::I32, DType::I64]
     } else {
         &[
             DType::F32,
@@ -280,6 +291,86 @@ fn collectives(rank: usize, world: usize, dev: &Device) -> Result<()> {
     Ok(())
 }
 
+/// Rank 0 alone writes the checkpoint; every rank resumes from it, and DDP keeps the replicas
+/// equal even if a rank resumed from something else.
+fn checkpoint(rank: usize, world: usize) -> Result<()> {
+    use wgtorch::io::Checkpoint;
+    let dev = Device::Cpu;
+    // One directory for the job: rank 0 makes it and broadcasts its name's suffix.
+    let id = Tensor::from_vec(vec![std::process::id() as i64], [1], &dev)?;
+    dist::broadcast(&id, 0)?;
+    let dir = std::env::temp_dir().join(format!("wgtorch-ddp-ckpt-{}", id.to_vec::<i64>()?[0]));
+    let path = dir.join("ck.safetensors");
+    wgtorch::manual_seed(rank as u64);
+    let ddp = DistributedDataParallel::new(SimpleCnn::new(&dev)?)?;
+    let mut opt = wgtorch::optim::Adam::new(ddp.module().parameters(), 1e-3)?;
+    let x = Tensor::randn([2, 3, 32, 32], &dev)?;
+    let y = Tensor::from_vec(vec![1i64, 2], [2], &dev)?;
+    F::cross_entropy(&ddp.forward(&x)?, &y)?.backward()?;
+    opt.step()?;
+    if rank == 0 {
+        std::fs::create_dir_all(&dir).map_err(|e| wgtorch::Error::msg(e.to_string()))?;
+        Checkpoint {
+            model: ddp.module().state_dict(),
+            optim: opt.state_dict(),
+            scheduler: Default::default(),
+            epoch: 1,
+            rng: [1, 2, 3, 4],
+            metrics: vec![],
+        }
+        .save(&path)?;
+    }
+    dist::barrier()?; // the file is complete before anyone reads it
+    let ck = Checkpoint::load(&path, &dev)?;
+    let mut resumed = SimpleCnn::new(&dev)?;
+    resumed.load_state_dict(&ck.model, true)?;
+    for ((n, a), (_, b)) in ddp
+        .module()
+        .named_parameters()
+        .iter()
+        .zip(resumed.named_parameters())
+    {
+        assert_eq!(
+            common::vals(a),
+            common::vals(&b),
+            "{n} resumed on rank {rank}"
+        );
+    }
+    let mut opt2 = wgtorch::optim::Adam::new(resumed.parameters(), 1e-3)?;
+    opt2.load_state_dict(&ck.optim)?;
+    // A rank that resumed from other weights still gets rank 0's through DDP.
+    if rank == world - 1 {
+        wgtorch::manual_seed(99);
+        resumed = SimpleCnn::new(&dev)?;
+    }
+    let again = DistributedDataParallel::new(resumed)?;
+    for ((n, a), (_, b)) in ddp
+        .module()
+        .named_parameters()
+        .iter()
+        .zip(again.module().named_parameters())
+    {
+        assert_eq!(
+            common::vals(a),
+            common::vals(&b),
+            "{n} after DDP's broadcast on rank {rank}"
+        );
+    }
+    dist::barrier()?;
+    if rank == 0 {
+        let files: Vec<_> = std::fs::read_dir(&dir)
+            .map_err(|e| wgtorch::Error::msg(e.to_string()))?
+            .collect();
+        assert_eq!(
+            files.len(),
+            1,
+            "only rank 0's checkpoint, no temporaries: {files:?}"
+        );
+        std::fs::remove_dir_all(&dir).ok();
+    }
+    Ok(())
+}
+
 fn mismatch(rank: usize, world: usize) -> Result<()> {
     assert_eq!(world, 2);
     let dev = Device::Cpu;
@@ -313,6 +404,13 @@ fn mismatch(rank: usize, world: usize) -> Result<()> {
         e.contains("broadcast(src=0)") && e.contains("all_reduce(sum)"),
         "{e}"
     );
+    // Different models: DDP's initial broadcast refuses them on every rank.
+    let (i, o) = if rank == 0 { (4, 2) } else { (2, 4) };
+    let e = DistributedDataParallel::new(Linear::new(i, o, &dev)?)
+        .err()
+        .expect("models differ")
+        .to_string();
+    assert!(e.contains("shape [2, 4]") && e.contains("shape [4, 2]"), "{e}");
     // The group still works afterwards.
     let t = Tensor::ones([2], &dev)?;
     dist::all_reduce(&t, ReduceOp::Sum)?;

@@ -15,12 +15,17 @@ use wgtorch::{Device, Result, Tensor};
 fn launch(np: usize, plain: bool, bucket_mb: f64, steps: usize) -> Result<serde_json::Value> {
     let exe = std::env::current_exe().map_err(|e| wgtorch::Error::msg(e.to_string()))?;
     let mut cmd = Command::new("mpirun");
-    cmd.args(["--allow-run-as-root", "--oversubscribe", "-np", &np.to_string()])
-        .args(["--mca", "btl", "self,vader", "--bind-to", "core"])
-        .arg(exe)
-        .args(["--ddp-worker", "--steps", &steps.to_string()])
-        .args(["--bucket-mb", &bucket_mb.to_string()])
-        .env("RAYON_NUM_THREADS", "1");
+    cmd.args([
+        "--allow-run-as-root",
+        "--oversubscribe",
+        "-np",
+        &np.to_string(),
+    ])
+    .args(["--mca", "btl", "self,vader", "--bind-to", "core"])
+    .arg(exe)
+    .args(["--ddp-worker", "--steps", &steps.to_string()])
+    .args(["--bucket-mb", &bucket_mb.to_string()])
+    .env("RAYON_NUM_THREADS", "1");
     if plain {
         cmd.arg("--plain");
     }
@@ -54,7 +59,10 @@ pub fn worker(steps: usize, plain: bool, bucket_mb: f64) -> Result<()> {
             bucket_cap_mb: bucket_mb,
             ..Default::default()
         };
-        Some(DistributedDataParallel::new_with(SimpleCnn::new(&dev)?, opts)?)
+        Some(DistributedDataParallel::new_with(
+            SimpleCnn::new(&dev)?,
+            opts,
+        )?)
     };
     let params = match &ddp {
         Some(d) => d.module().parameters(),
@@ -84,7 +92,10 @@ pub fn worker(steps: usize, plain: bool, bucket_mb: f64) -> Result<()> {
         }
     }
     times.sort_by(f64::total_cmp);
-    let stats = ddp.as_ref().map(|d| d.take_comm_stats()).unwrap_or_default();
+    let stats = ddp
+        .as_ref()
+        .map(|d| d.take_comm_stats())
+        .unwrap_or_default();
     let per = |d: std::time::Duration| d.as_secs_f64() * 1e3 / steps as f64;
     if pg.rank() == 0 {
         println!(
@@ -107,11 +118,17 @@ pub fn worker(steps: usize, plain: bool, bucket_mb: f64) -> Result<()> {
 pub fn bench(steps: usize, pytorch: Option<serde_json::Value>) -> Result<()> {
     let one = launch(1, true, 25.0, steps)?;
     let base = one["step_ms"].as_f64().unwrap_or(f64::NAN);
-    println!("SimpleCNN training step, batch 64 per rank, 1 thread per rank, {steps} steps (median)");
+    println!(
+        "SimpleCNN training step, batch 64 per rank, 1 thread per rank, {steps} steps (median)"
+    );
     println!("| ranks | buckets | step (ms) | img/s | scaling efficiency | all-reduce ms/step | hidden behind backward | PyTorch DDP (Gloo) step (ms) | PyTorch efficiency |");
     println!("|---|---|---|---|---|---|---|---|---|");
-    let pt1 = pytorch.as_ref().and_then(|p| p["one_rank_step_ms"].as_f64());
-    let pt2 = pytorch.as_ref().and_then(|p| p["two_rank_step_ms"].as_f64());
+    let pt1 = pytorch
+        .as_ref()
+        .and_then(|p| p["one_rank_step_ms"].as_f64());
+    let pt2 = pytorch
+        .as_ref()
+        .and_then(|p| p["two_rank_step_ms"].as_f64());
     let fmt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
     println!(
         "| 1 (no DDP) | - | {base:.1} | {:.0} | - | - | - | {} | - |",

@@ -125,7 +125,9 @@ impl DistributedSampler {
     /// Indices per rank and epoch (PyTorch's `num_samples`).
     pub fn num_samples(&self) -> usize {
         if self.drop_last && self.len % self.num_replicas != 0 {
-            (self.len - self.num_replicas).div_ceil(self.num_replicas)
+            // PyTorch's ceil((len - num_replicas) / num_replicas), which is len / num_replicas
+            // (0 when there are fewer samples than ranks).
+            self.len / self.num_replicas
         } else {
             self.len.div_ceil(self.num_replicas)
         }

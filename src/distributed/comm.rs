@@ -132,6 +132,9 @@ enum Msg {
 pub(crate) struct Comm {
     pub rank: usize,
     pub size: usize,
+    /// Rank among the processes on this machine, and their number.
+    pub local_rank: usize,
+    pub local_size: usize,
     tx: Mutex<Option<Sender<Msg>>>,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
@@ -146,7 +149,7 @@ impl Comm {
     /// Start the communication thread, which initialises MPI.
     pub(crate) fn start(timeout: Duration) -> Result<Comm> {
         let (tx, rx) = channel::<Msg>();
-        let (ready_tx, ready_rx) = channel::<Result<(usize, usize)>>();
+        let (ready_tx, ready_rx) = channel::<Result<[usize; 4]>>();
         let thread = std::thread::Builder::new()
             .name("wgtorch-mpi".into())
             .spawn(move || comm_main(rx, ready_tx, timeout))
@@ -154,7 +157,7 @@ impl Comm {
                 op: "init_process_group",
                 msg: format!("could not start the communication thread: {e}"),
             })?;
-        let (rank, size) = ready_rx.recv().unwrap_or_else(|_| {
+        let [rank, size, local_rank, local_size] = ready_rx.recv().unwrap_or_else(|_| {
             Err(Error::Distributed {
                 op: "init_process_group",
                 msg: "MPI initialisation failed (the communication thread ended)".into(),
@@ -163,6 +166,8 @@ impl Comm {
         Ok(Comm {
             rank,
             size,
+            local_rank,
+            local_size,
             tx: Mutex::new(Some(tx)),
             thread: Mutex::new(Some(thread)),
         })
@@ -230,7 +235,7 @@ fn check_abort() {
     }
 }
 
-fn comm_main(rx: Receiver<Msg>, ready: Sender<Result<(usize, usize)>>, timeout: Duration) {
+fn comm_main(rx: Receiver<Msg>, ready: Sender<Result<[usize; 4]>>, timeout: Duration) {
     let Some((universe, _threading)) = mpi::initialize_with_threading(mpi::Threading::Funneled)
     else {
         let _ = ready.send(Err(Error::Distributed {
@@ -241,28 +246,15 @@ fn comm_main(rx: Receiver<Msg>, ready: Sender<Result<(usize, usize)>>, timeout: 
         }));
         return;
     };
-    let mut rank: c_int = 0;
-    let mut size: c_int = 0;
-    // SAFETY: plain MPI calls on MPI_COMM_WORLD after MPI_Init, on the initialising thread.
-    let rc = unsafe {
-        let rc = ffi::MPI_Comm_set_errhandler(world(), ffi::RSMPI_ERRORS_RETURN);
-        if rc != 0 {
-            rc
-        } else {
-            let rc = ffi::MPI_Comm_rank(world(), &mut rank);
-            if rc != 0 {
-                rc
-            } else {
-                ffi::MPI_Comm_size(world(), &mut size)
-            }
+    let ids = match identify() {
+        Ok(ids) => ids,
+        Err(e) => {
+            let _ = ready.send(Err(e));
+            return;
         }
     };
-    if rc != 0 {
-        let _ = ready.send(Err(mpi_error("init_process_group", rc)));
-        return;
-    }
-    let _ = ready.send(Ok((rank as usize, size as usize)));
-    let (rank, size) = (rank as usize, size as usize);
+    let _ = ready.send(Ok(ids));
+    let [rank, size, ..] = ids;
     loop {
         check_abort();
         let msg = match rx.recv_timeout(Duration::from_millis(50)) {
@@ -291,6 +283,32 @@ fn comm_main(rx: Receiver<Msg>, ready: Sender<Result<(usize, usize)>>, timeout: 
         std::process::exit(1);
     }
     drop(universe); // MPI_Finalize
+}
+
+/// Set the error handler to return codes, then this process's rank and the world size, and
+/// its rank and the number of ranks on this machine (a shared-memory split of the world).
+fn identify() -> Result<[usize; 4]> {
+    let op = "init_process_group";
+    let ok = |rc: c_int| if rc == 0 { Ok(()) } else { Err(mpi_error(op, rc)) };
+    let (mut rank, mut size, mut local_rank, mut local_size) = (0, 0, 0, 0);
+    // SAFETY: plain MPI calls after MPI_Init, on the initialising thread; `node` is freed.
+    unsafe {
+        ok(ffi::MPI_Comm_set_errhandler(world(), ffi::RSMPI_ERRORS_RETURN))?;
+        ok(ffi::MPI_Comm_rank(world(), &mut rank))?;
+        ok(ffi::MPI_Comm_size(world(), &mut size))?;
+        let mut node: ffi::MPI_Comm = std::mem::zeroed();
+        ok(ffi::MPI_Comm_split_type(
+            world(),
+            ffi::RSMPI_COMM_TYPE_SHARED,
+            0,
+            ffi::RSMPI_INFO_NULL,
+            &mut node,
+        ))?;
+        ok(ffi::MPI_Comm_rank(node, &mut local_rank))?;
+        ok(ffi::MPI_Comm_size(node, &mut local_size))?;
+        ok(ffi::MPI_Comm_free(&mut node))?;
+    }
+    Ok([rank, size, local_rank, local_size].map(|v| v as usize))
 }
 
 /// The error for MPI return code `rc`, with MPI's own text for it.

@@ -104,7 +104,6 @@ struct Reducer {
 /// several backward passes without communication.
 ///
 /// ```
-/// # #[cfg(feature = "mpi")] {
 /// use wgtorch::distributed::{self as dist, DistributedDataParallel};
 /// use wgtorch::nn::{Forward, Linear, ModuleExt};
 /// use wgtorch::{optim::{Optimizer, Sgd}, Device, Tensor};
@@ -117,7 +116,6 @@ struct Reducer {
 /// loss.backward()?; // gradients averaged over the ranks here
 /// opt.step()?;
 /// assert_eq!(ddp.take_comm_stats().steps, 1);
-/// # }
 /// # Ok::<(), wgtorch::Error>(())
 /// ```
 pub struct DistributedDataParallel<M: Module> {

@@ -19,7 +19,6 @@
 //! [`abort`], ends the whole job through `MPI_Abort`, and `mpirun` names the failed rank.
 //!
 //! ```
-//! # #[cfg(feature = "mpi")] {
 //! use wgtorch::distributed::{self as dist, ReduceOp};
 //! use wgtorch::{Device, Tensor};
 //! let _pg = dist::init_process_group()?; // one rank without mpirun
@@ -29,7 +28,6 @@
 //! assert_eq!(t.to_vec::<f32>()?, vec![(world * (world + 1) / 2) as f32; 3]);
 //! let parts = dist::all_gather(&Tensor::full([2], rank as f64, &Device::Cpu)?)?;
 //! assert_eq!(parts.len(), world);
-//! # }
 //! # Ok::<(), wgtorch::Error>(())
 //! ```
 
@@ -106,6 +104,8 @@ static STARTED: AtomicBool = AtomicBool::new(false);
 pub struct ProcessGroup {
     rank: usize,
     world_size: usize,
+    local_rank: usize,
+    local_world_size: usize,
 }
 
 impl ProcessGroup {
@@ -116,6 +116,16 @@ impl ProcessGroup {
     /// Number of processes.
     pub fn world_size(&self) -> usize {
         self.world_size
+    }
+    /// This process's rank among those on the same machine (torchrun's `LOCAL_RANK`): the GPU
+    /// adapter to take when each machine runs one rank per GPU.
+    pub fn local_rank(&self) -> usize {
+        self.local_rank
+    }
+    /// Number of processes on this machine (torchrun's `LOCAL_WORLD_SIZE`): divide the cores
+    /// by it for each rank's threads.
+    pub fn local_world_size(&self) -> usize {
+        self.local_world_size
     }
 }
 
@@ -149,6 +159,8 @@ pub fn init_process_group_with(opts: InitOptions) -> Result<ProcessGroup> {
     let pg = ProcessGroup {
         rank: comm.rank,
         world_size: comm.size,
+        local_rank: comm.local_rank,
+        local_world_size: comm.local_size,
     };
     *GROUP.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(comm));
     Ok(pg)
@@ -200,6 +212,12 @@ pub fn rank() -> Result<usize> {
 /// Number of processes in the default group (PyTorch's `dist.get_world_size`).
 pub fn world_size() -> Result<usize> {
     Ok(group("get_world_size")?.size)
+}
+
+/// This process's rank among the ranks on its machine (PyTorch's `get_node_local_rank`,
+/// torchrun's `LOCAL_RANK`), from MPI's shared-memory split of the world.
+pub fn local_rank() -> Result<usize> {
+    Ok(group("get_node_local_rank")?.local_rank)
 }
 
 /// What a collective call is, as every rank's [`Signature`]: the call's code and argument, the
