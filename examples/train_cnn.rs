@@ -151,7 +151,12 @@ fn run(args: Args) -> Result<()> {
     let pg = init_ddp(args.ddp)?;
     #[cfg(feature = "mpi")]
     let (rank, world, local_rank, local_world) = pg.as_ref().map_or((0, 1, 0, 1), |p| {
-        (p.rank(), p.world_size(), p.local_rank(), p.local_world_size())
+        (
+            p.rank(),
+            p.world_size(),
+            p.local_rank(),
+            p.local_world_size(),
+        )
     });
     #[cfg(not(feature = "mpi"))]
     let (rank, world, local_rank, local_world) = (0usize, 1usize, 0usize, 1usize);

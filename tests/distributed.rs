@@ -155,7 +155,10 @@ fn worker() {
     let (rank, world) = (pg.rank(), pg.world_size());
     // One machine: the node-local numbering is the global one.
     assert_eq!((pg.local_rank(), pg.local_world_size()), (rank, world));
-    assert_eq!((dist::rank().unwrap(), dist::world_size().unwrap()), (rank, world));
+    assert_eq!(
+        (dist::rank().unwrap(), dist::world_size().unwrap()),
+        (rank, world)
+    );
     assert_eq!(dist::local_rank().unwrap(), rank);
     assert!(dist::is_initialized());
     let run = || -> Result<()> {
@@ -410,7 +413,10 @@ fn mismatch(rank: usize, world: usize) -> Result<()> {
         .err()
         .expect("models differ")
         .to_string();
-    assert!(e.contains("shape [2, 4]") && e.contains("shape [4, 2]"), "{e}");
+    assert!(
+        e.contains("shape [2, 4]") && e.contains("shape [4, 2]"),
+        "{e}"
+    );
     // The group still works afterwards.
     let t = Tensor::ones([2], &dev)?;
     dist::all_reduce(&t, ReduceOp::Sum)?;

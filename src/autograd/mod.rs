@@ -37,7 +37,7 @@ pub(crate) use saved::{Saved, SavedState};
 use crate::shape::Layout;
 use crate::{Error, Result, Tensor};
 use parking_lot::Mutex;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::sync::Arc;
 
 /// A backward rule: upstream gradient in, one optional gradient per input out.
@@ -183,38 +183,59 @@ fn finish_leaf(t: &Tensor, g: &Tensor, create_graph: bool) -> Result<()> {
     t.run_post_grad_hooks()
 }
 
-/// How many recorded uses (node inputs) of each tensor the backward pass still has to run.
-/// A leaf whose count reaches zero has its whole gradient: it is accumulated then, so its hooks
-/// fire as early as possible (the last layer's first), not at its place in the order.
-fn pending_uses(order: &[Tensor]) -> HashMap<u64, usize> {
-    let mut uses = HashMap::new();
-    for t in order {
-        if let Some(node) = t.grad_fn() {
-            for inp in node.inputs.iter().flatten() {
-                *uses.entry(inp.id()).or_insert(0usize) += 1;
-            }
-        }
-    }
-    uses
+/// The backward pass's schedule, as PyTorch's engine runs it: a tensor's node runs once every
+/// node that used it has run, and among the ready ones the most recently created (the highest
+/// [`Tensor::id`]) runs first. So a layer's weight gradients are done right after that layer's
+/// backward, not after every earlier layer's. A leaf is accumulated (and its hooks run) as soon
+/// as its last use has run.
+struct Ready {
+    /// How many recorded uses (node inputs) of each tensor have not run yet.
+    uses: HashMap<u64, usize>,
+    heap: BinaryHeap<u64>,
+    tensors: HashMap<u64, Tensor>,
 }
 
-/// One use of `inp` has run: if it was the last and `inp` is a leaf, its gradient is final.
-fn used(
-    inp: &Tensor,
-    uses: &mut HashMap<u64, usize>,
-    grads: &mut HashMap<u64, (Tensor, bool)>,
-    create_graph: bool,
-) -> Result<()> {
-    let left = uses.get_mut(&inp.id()).map(|n| {
-        *n -= 1;
-        *n
-    });
-    if left == Some(0) && inp.is_leaf() {
-        if let Some((g, _)) = grads.remove(&inp.id()) {
-            finish_leaf(inp, &g, create_graph)?;
+impl Ready {
+    fn new(root: &Tensor) -> Ready {
+        let order = topo_order(root);
+        let mut uses = HashMap::new();
+        for t in &order {
+            if let Some(node) = t.grad_fn() {
+                for inp in node.inputs.iter().flatten() {
+                    *uses.entry(inp.id()).or_insert(0usize) += 1;
+                }
+            }
+        }
+        Ready {
+            uses,
+            heap: BinaryHeap::from([root.id()]),
+            tensors: order.into_iter().map(|t| (t.id(), t)).collect(),
         }
     }
-    Ok(())
+
+    /// One use of `inp` has run. After its last, a leaf's gradient is final and a node is ready.
+    fn used(
+        &mut self,
+        inp: &Tensor,
+        grads: &mut HashMap<u64, (Tensor, bool)>,
+        create_graph: bool,
+    ) -> Result<()> {
+        let left = self.uses.get_mut(&inp.id()).map(|n| {
+            *n -= 1;
+            *n
+        });
+        if left != Some(0) {
+            return Ok(());
+        }
+        if inp.is_leaf() {
+            if let Some((g, _)) = grads.remove(&inp.id()) {
+                finish_leaf(inp, &g, create_graph)?;
+            }
+        } else {
+            self.heap.push(inp.id());
+        }
+        Ok(())
+    }
 }
 
 /// Run the backward pass from `root` with upstream gradient `grad`.
@@ -225,18 +246,18 @@ pub(crate) fn backward(
     create_graph: bool,
 ) -> Result<()> {
     let _mode = GradModeGuard::new(create_graph);
-    let order = topo_order(root);
-    let mut uses = pending_uses(&order);
+    let mut ready = Ready::new(root);
     // Each pending gradient, and whether the engine owns its buffer (allocated here, aliased by
     // nothing else), so that view gradients may be added into it in place.
     let mut grads: HashMap<u64, (Tensor, bool)> = HashMap::new();
     grads.insert(root.id(), (grad, false));
-    for t in order {
+    while let Some(id) = ready.heap.pop() {
+        let t = ready.tensors[&id].clone();
         let Some((g, _)) = grads.remove(&t.id()) else {
             // No gradient reached this node: its inputs get none from it.
             if let Some(node) = t.grad_fn() {
                 for inp in node.inputs.iter().flatten() {
-                    used(inp, &mut uses, &mut grads, create_graph)?;
+                    ready.used(inp, &mut grads, create_graph)?;
                 }
             }
             continue;
@@ -277,7 +298,7 @@ pub(crate) fn backward(
                 }
             };
             grads.insert(id, (buf, true));
-            used(inp, &mut uses, &mut grads, create_graph)?;
+            ready.used(inp, &mut grads, create_graph)?;
             continue;
         }
         let input_grads = saved::running(node.name, || f(&g))?;
@@ -286,7 +307,7 @@ pub(crate) fn backward(
                 continue;
             };
             let Some(ig) = ig else {
-                used(inp, &mut uses, &mut grads, create_graph)?;
+                ready.used(inp, &mut grads, create_graph)?;
                 continue;
             };
             if is_anomaly_enabled() && ig.dtype().is_float() && ig.has_non_finite()? {
@@ -309,7 +330,7 @@ pub(crate) fn backward(
                 None => (ig, false),
             };
             grads.insert(inp.id(), entry);
-            used(inp, &mut uses, &mut grads, create_graph)?;
+            ready.used(inp, &mut grads, create_graph)?;
         }
     }
     Ok(())

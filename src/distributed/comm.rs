@@ -289,11 +289,20 @@ fn comm_main(rx: Receiver<Msg>, ready: Sender<Result<[usize; 4]>>, timeout: Dura
 /// its rank and the number of ranks on this machine (a shared-memory split of the world).
 fn identify() -> Result<[usize; 4]> {
     let op = "init_process_group";
-    let ok = |rc: c_int| if rc == 0 { Ok(()) } else { Err(mpi_error(op, rc)) };
+    let ok = |rc: c_int| {
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(mpi_error(op, rc))
+        }
+    };
     let (mut rank, mut size, mut local_rank, mut local_size) = (0, 0, 0, 0);
     // SAFETY: plain MPI calls after MPI_Init, on the initialising thread; `node` is freed.
     unsafe {
-        ok(ffi::MPI_Comm_set_errhandler(world(), ffi::RSMPI_ERRORS_RETURN))?;
+        ok(ffi::MPI_Comm_set_errhandler(
+            world(),
+            ffi::RSMPI_ERRORS_RETURN,
+        ))?;
         ok(ffi::MPI_Comm_rank(world(), &mut rank))?;
         ok(ffi::MPI_Comm_size(world(), &mut size))?;
         let mut node: ffi::MPI_Comm = std::mem::zeroed();
