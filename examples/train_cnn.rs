@@ -135,6 +135,15 @@ fn init_ddp(on: bool) -> Result<Option<()>> {
     Ok(None)
 }
 
+/// Whether GPU adapter `n` exists and is driven through the same API as adapter 0.
+fn same_api_adapter(n: usize) -> bool {
+    use wgtorch::backend::gpu::context;
+    match (context(0), context(n)) {
+        (Ok(a), Ok(b)) => a.backend() == b.backend(),
+        _ => false,
+    }
+}
+
 /// Sum `v` over the ranks (itself without `--ddp`).
 fn global_sum(v: f64, pg_on: bool) -> Result<f64> {
     #[cfg(feature = "mpi")]
@@ -172,11 +181,9 @@ fn run(args: Args) -> Result<()> {
     let main_rank = rank == 0;
     let dev = match args.device.as_str() {
         "cpu" => Device::Cpu,
-        // One rank per GPU: the machine's ranks take its adapters in turn (all take adapter 0
-        // when there is only one).
-        "gpu" if local_rank > 0 && wgtorch::backend::gpu::context(local_rank).is_ok() => {
-            Device::Gpu(local_rank)
-        }
+        // One rank per GPU: the machine's ranks take its adapters in turn, all adapter 0 when
+        // there is only one (a later adapter on another API, such as GL, is the same GPU again).
+        "gpu" if local_rank > 0 && same_api_adapter(local_rank) => Device::Gpu(local_rank),
         "gpu" => Device::gpu()?,
         "auto" => Device::best(),
         other => {

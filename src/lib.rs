@@ -103,4 +103,6 @@ pub mod guide {
     pub struct MixedPrecision;
     #[doc = include_str!("../docs/performance.md")]
     pub struct Performance;
+    #[doc = include_str!("../docs/distributed.md")]
+    pub struct Distributed;
 }

@@ -487,3 +487,79 @@ fn view_gradients_accumulate_without_touching_shared_gradients() -> Result<()> {
     );
     Ok(())
 }
+
+/// Post-accumulate-grad hooks (what DDP builds on): each leaf's hook sees its whole gradient,
+/// summed over every use, and the engine runs them as early as PyTorch's does: the last layer's
+/// parameters first, each right after its layer's backward.
+#[test]
+fn post_accumulate_grad_hooks_fire_once_with_the_full_gradient_last_layer_first() -> Result<()> {
+    use std::sync::{Arc, Mutex};
+    use wgtorch::nn::{Linear, ModuleExt};
+    let dev = Device::Cpu;
+    wgtorch::manual_seed(3);
+    let fc1 = Linear::new(4, 8, &dev)?;
+    let fc2 = Linear::new(8, 2, &dev)?;
+    type Seen = Arc<Mutex<Vec<(String, Vec<f64>)>>>;
+    let seen: Seen = Arc::default();
+    let mut handles = Vec::new();
+    for (prefix, m) in [("fc1", &fc1), ("fc2", &fc2)] {
+        for (n, p) in m.named_parameters() {
+            let (s, name) = (seen.clone(), format!("{prefix}.{n}"));
+            handles.push(p.register_post_accumulate_grad_hook(move |p| {
+                s.lock()
+                    .unwrap()
+                    .push((name.clone(), common::vals(&p.grad().unwrap())));
+                Ok(())
+            })?);
+        }
+    }
+    let x = Tensor::randn([5, 4], &dev)?;
+    // fc1's weight is used twice: its hook must see the sum of both uses.
+    let h = fc1.forward(&x)?.relu()?;
+    let loss = fc2
+        .forward(&h)?
+        .sum_all()?
+        .add(&fc1.weight.square()?.sum_all()?)?;
+    loss.backward()?;
+    let seen = seen.lock().unwrap().clone();
+    let order: Vec<&str> = seen.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(order.len(), 4, "{order:?}");
+    let pos = |n: &str| order.iter().position(|o| *o == n).unwrap();
+    assert!(
+        pos("fc2.weight") < pos("fc1.bias") && pos("fc2.bias") < pos("fc1.bias"),
+        "{order:?}"
+    );
+    for (name, g) in &seen {
+        let p = if name.starts_with("fc1") { &fc1 } else { &fc2 };
+        let final_grad = p
+            .named_parameters()
+            .into_iter()
+            .find(|(n, _)| name.ends_with(n.as_str()))
+            .unwrap()
+            .1
+            .grad()
+            .unwrap();
+        assert_eq!(
+            g,
+            &common::vals(&final_grad),
+            "{name}: the hook saw a partial gradient"
+        );
+    }
+    // A hook's error ends the backward pass with it; a removed hook is not called.
+    let failing = fc2
+        .bias
+        .as_ref()
+        .unwrap()
+        .register_post_accumulate_grad_hook(|_| Err(wgtorch::Error::msg("hook says no")))?;
+    let e = fc2.forward(&h.detach())?.sum_all()?.backward().unwrap_err();
+    assert!(e.to_string().contains("hook says no"), "{e}");
+    failing.remove();
+    for handle in handles {
+        handle.remove();
+    }
+    fc2.forward(&h.detach())?.sum_all()?.backward()?;
+    // Only leaves that require grad take a hook.
+    assert!(h.register_post_accumulate_grad_hook(|_| Ok(())).is_err());
+    assert!(x.register_post_accumulate_grad_hook(|_| Ok(())).is_err());
+    Ok(())
+}

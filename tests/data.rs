@@ -574,11 +574,14 @@ fn two_loaders_do_not_change_each_others_augmentations() -> Result<()> {
     Ok(())
 }
 
+/// (n, num_replicas, shuffle, seed, epoch, drop_last, every rank's indices).
+type Partition = (usize, usize, bool, u64, usize, bool, &'static [&'static [usize]]);
+
 /// PyTorch's `DistributedSampler` partitions for the same arguments, every rank, from
 /// `tools/golden/distributed_sampler.py` (PyTorch 2.15): padding, drop_last, more ranks than
 /// samples, an empty data set, and shuffles with PyTorch's own randperm (a seed past 2³²).
 #[rustfmt::skip]
-const PYTORCH_PARTITIONS: &[(usize, usize, bool, u64, usize, bool, &[&[usize]])] = &[
+const PYTORCH_PARTITIONS: &[Partition] = &[
     (10, 3, false, 0, 0, false, &[&[0, 3, 6, 9], &[1, 4, 7, 0], &[2, 5, 8, 1]]),
     (10, 3, false, 0, 0, true, &[&[0, 3, 6], &[1, 4, 7], &[2, 5, 8]]),
     (10, 3, true, 0, 0, false, &[&[4, 5, 0, 2], &[1, 3, 8, 4], &[7, 9, 6, 1]]),

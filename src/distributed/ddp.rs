@@ -401,7 +401,7 @@ impl Reducer {
             .iter()
             .map(|&i| {
                 let (name, p) = &self.params[i];
-                p.grad().map(|g| g.reshape(&[-1])).unwrap_or_else(|| {
+                p.grad().map(|g| g.reshape([-1])).unwrap_or_else(|| {
                     Err(Error::Distributed {
                         op: "DistributedDataParallel",
                         msg: format!("parameter {name} has no gradient"),

@@ -17,7 +17,7 @@ CASES = [
     (23, 3, True, 2**33 + 9, 3, True),
 ]
 
-print("const PYTORCH_PARTITIONS: &[(usize, usize, bool, u64, usize, bool, &[&[usize]])] = &[")
+print("const PYTORCH_PARTITIONS: &[Partition] = &[")
 for n, r, shuffle, seed, epoch, drop_last in CASES:
     ranks = []
     for rank in range(r):

@@ -217,6 +217,11 @@ impl GpuContext {
             if self.has_f16 { ", shader-f16" } else { "" }
         )
     }
+    /// The graphics API the adapter is driven through: "Vulkan", "Metal", "Dx12", "Gl" or
+    /// "BrowserWebGpu". One GPU can appear twice (Vulkan and GL); the native API comes first.
+    pub fn backend(&self) -> String {
+        format!("{:?}", self.info.backend)
+    }
     /// True for software adapters (lavapipe, SwiftShader: wgpu reports device type Cpu).
     pub fn is_software(&self) -> bool {
         self.info.device_type == wgpu::DeviceType::Cpu
