@@ -575,7 +575,15 @@ fn two_loaders_do_not_change_each_others_augmentations() -> Result<()> {
 }
 
 /// (n, num_replicas, shuffle, seed, epoch, drop_last, every rank's indices).
-type Partition = (usize, usize, bool, u64, usize, bool, &'static [&'static [usize]]);
+type Partition = (
+    usize,
+    usize,
+    bool,
+    u64,
+    usize,
+    bool,
+    &'static [&'static [usize]],
+);
 
 /// PyTorch's `DistributedSampler` partitions for the same arguments, every rank, from
 /// `tools/golden/distributed_sampler.py` (PyTorch 2.15): padding, drop_last, more ranks than

@@ -204,7 +204,10 @@ impl Comm {
 
 /// Ask the communication thread to `MPI_Abort` the whole job with `code`; if it cannot within
 /// a few seconds (it is gone), exit the process, which `mpirun` also treats as a failure.
-pub(crate) fn request_abort(code: i32) -> ! {
+/// `why` goes to stderr first, naming this rank: mpirun's own report of an abort is not always
+/// printed (Open MPI can lose it while it tears the job down).
+pub(crate) fn request_abort(rank: usize, size: usize, code: i32, why: &str) -> ! {
+    eprintln!("wgtorch.distributed: rank {rank} of {size} aborts the job (code {code}): {why}");
     ABORT.store(if code == 0 { 1 } else { code }, Ordering::SeqCst);
     std::thread::sleep(Duration::from_secs(10));
     std::process::exit(if code == 0 { 1 } else { code })

@@ -132,7 +132,7 @@ impl ProcessGroup {
 impl Drop for ProcessGroup {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            comm::request_abort(1);
+            comm::request_abort(self.rank, self.world_size, 1, "it panicked");
         }
         destroy_process_group();
     }
@@ -185,8 +185,8 @@ pub fn is_initialized() -> bool {
 /// should do: the others would otherwise wait for it until their timeout). `mpirun` reports
 /// the rank that aborted. Without a process group, exits the process.
 pub fn abort(code: i32) -> ! {
-    if is_initialized() {
-        comm::request_abort(code)
+    if let Ok(c) = group("abort") {
+        comm::request_abort(c.rank, c.size, code, "distributed::abort was called")
     }
     std::process::exit(code)
 }
