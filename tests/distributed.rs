@@ -89,6 +89,7 @@ fn ddp_matches_one_process_on_the_union_of_batches_cpu() {
 fn ddp_matches_one_process_on_the_gpu() {
     if common::gpu().is_some() {
         expect_ok(2, "ddp", "gpu");
+        expect_ok(3, "ddp", "gpu");
     }
 }
 
@@ -548,6 +549,26 @@ fn ddp(rank: usize, world: usize, dev: &Device) -> Result<()> {
     assert_eq!(stats.steps, 3);
     assert_eq!(stats.all_reduces, 3 * ddp.buckets().len());
     assert!(stats.all_reduce_time > Duration::ZERO && (0.0..=1.0).contains(&stats.overlap()));
+    // Buffers (BatchNorm's running statistics, updated from each rank's own batch) are rank
+    // 0's again before every forward.
+    let bn = DistributedDataParallel::new(wgtorch::nn::BatchNorm1d::new(4, dev)?)?;
+    wgtorch::manual_seed(rank as u64 + 1);
+    bn.forward(&Tensor::randn([6, 4], dev)?)?;
+    let mean = bn.module().named_buffers()[0].1.clone();
+    let before = dist::all_gather(&mean)?;
+    assert_ne!(
+        common::vals(&before[0]),
+        common::vals(&before[1]),
+        "the ranks' batches differ"
+    );
+    bn.pre_forward()?;
+    for (r, m) in dist::all_gather(&mean)?.iter().enumerate() {
+        assert_eq!(
+            common::vals(m),
+            common::vals(&before[0]),
+            "running_mean on rank {r}"
+        );
+    }
     // A parameter the forward never used is reported at the next forward, by name.
     let m = DistributedDataParallel::new(Unused {
         used: Linear::new(4, 2, dev)?,
@@ -561,5 +582,8 @@ fn ddp(rank: usize, world: usize, dev: &Device) -> Result<()> {
         "{e}"
     );
     assert!(!e.contains("\"used.weight\""), "{e}");
+    // The ranks' all-reduces may now be out of step: the module stays refused.
+    let again = m.forward(&x).expect_err("still refused").to_string();
+    assert_eq!(again, e);
     Ok(())
 }

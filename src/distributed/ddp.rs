@@ -85,6 +85,9 @@ struct Reducer {
     /// Buckets are launched in order on every rank, whatever order they fill in.
     next_launch: usize,
     stats: CommStats,
+    /// Set when an iteration ended with unreduced gradients: the ranks' collective sequences
+    /// may now differ, so every later forward fails with this error.
+    poisoned: Option<String>,
 }
 
 /// Data-parallel training over the ranks of the default process group (PyTorch's
@@ -187,6 +190,7 @@ impl<M: Module> DistributedDataParallel<M> {
             buckets,
             next_launch: 0,
             stats: CommStats::default(),
+            poisoned: None,
         }));
         let sync = Arc::new(AtomicBool::new(true));
         let mut hooks = Vec::new();
@@ -221,10 +225,18 @@ impl<M: Module> DistributedDataParallel<M> {
 
     /// What to do before each forward pass, for modules whose forward is not
     /// [`Forward::forward`] (call it, then the module's own forward): fail if the previous
-    /// backward pass left gradients unreduced, and broadcast rank 0's buffers.
+    /// backward pass left gradients unreduced (naming the parameters that got none; the
+    /// wrapper then refuses every later forward, since the ranks' all-reduces may be out of
+    /// step), and broadcast rank 0's buffers.
     pub fn pre_forward(&self) -> Result<()> {
         {
             let mut r = lock(&self.reducer);
+            if let Some(msg) = &r.poisoned {
+                return Err(Error::Distributed {
+                    op: "DistributedDataParallel",
+                    msg: msg.clone(),
+                });
+            }
             if r.marked.iter().any(|&m| m) {
                 let unused: Vec<&str> = r
                     .marked
@@ -240,6 +252,7 @@ impl<M: Module> DistributedDataParallel<M> {
                      {unused:?}"
                 );
                 r.reset();
+                r.poisoned = Some(msg.clone());
                 return Err(Error::Distributed {
                     op: "DistributedDataParallel",
                     msg,
@@ -360,6 +373,7 @@ impl Reducer {
         self.marked.iter_mut().for_each(|m| *m = false);
         for b in &mut self.buckets {
             b.ready = 0;
+            b.pending = None; // an abandoned iteration's all-reduces finish on their own
         }
         self.next_launch = 0;
     }
