@@ -76,6 +76,7 @@ fn collectives_on_2_and_3_ranks_cpu() {
 fn collectives_on_the_gpu() {
     if common::gpu().is_some() {
         expect_ok(2, "collectives", "gpu");
+        expect_ok(3, "collectives", "gpu");
     }
 }
 
