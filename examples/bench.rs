@@ -78,7 +78,9 @@ struct Step {
     peak: u64,
 }
 
-fn cnn_step(dev: &Device, half: Option<DType>, reps: usize) -> Result<Step> {
+/// `profiled`: the timed steps run under `wgtorch::profiler` (shapes and memory recorded), for
+/// its overhead next to the plain step.
+fn cnn_step(dev: &Device, half: Option<DType>, profiled: bool, reps: usize) -> Result<Step> {
     wgtorch::manual_seed(0);
     let model = SimpleCnn::new(dev)?;
     let mut opt = Adam::new(model.parameters(), 1e-3)?;
@@ -108,12 +110,25 @@ fn cnn_step(dev: &Device, half: Option<DType>, reps: usize) -> Result<Step> {
         c.reset_peak();
     }
     let before = ctx.as_ref().map(|c| c.stats()).unwrap_or_default();
+    let prof = profiled
+        .then(|| {
+            wgtorch::profiler::Profiler::start(wgtorch::profiler::ProfileOptions {
+                record_shapes: true,
+                profile_memory: true,
+                ..Default::default()
+            })
+        })
+        .transpose()?;
     let ts = (0..reps)
         .map(|_| {
             let t0 = Instant::now();
             step().map(|_| t0.elapsed().as_secs_f64())
         })
         .collect::<Result<Vec<f64>>>()?;
+    if let Some(p) = prof {
+        let events = p.stop().events().len();
+        assert!(events > 0, "the profiler recorded the steps");
+    }
     if let Some(c) = &ctx {
         c.synchronize()?;
     }
@@ -700,13 +715,14 @@ fn main() -> Result<()> {
     let mut cpu_step = None;
     for dev in &devs {
         let reps = if dev.is_gpu() { 3 } else { 5 };
-        for (label, half) in [
-            ("f32", None),
-            ("autocast f16 + GradScaler", Some(DType::F16)),
-            ("autocast bf16", Some(DType::BF16)),
+        for (label, half, profiled) in [
+            ("f32", None, false),
+            ("f32 under the profiler (shapes, memory)", None, true),
+            ("autocast f16 + GradScaler", Some(DType::F16), false),
+            ("autocast bf16", Some(DType::BF16), false),
         ] {
-            let s = cnn_step(dev, half, reps)?;
-            if !dev.is_gpu() && half.is_none() {
+            let s = cnn_step(dev, half, profiled, reps)?;
+            if !dev.is_gpu() && half.is_none() && !profiled {
                 cpu_step = Some(s.ms);
             }
             let gpu = dev.is_gpu();

@@ -20,6 +20,7 @@ use wgtorch::io::Checkpoint;
 use wgtorch::models::SimpleCnn;
 use wgtorch::nn::{functional as F, ModuleExt};
 use wgtorch::optim::{Adam, Optimizer};
+use wgtorch::profiler::{self, ProfileOptions, Profiler, Schedule, SortBy};
 use wgtorch::{DType, Device, Error, Result, Tensor};
 
 const CIFAR_URL: &str = "https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz";
@@ -70,6 +71,10 @@ struct Args {
     /// size stays the global one: each of the N ranks takes batch-size / N of every batch.
     #[arg(long)]
     ddp: bool,
+    /// Profile training steps 4 to 6 of the first epoch (after 2 idle steps and 1 warm-up
+    /// step): print the profiler's table and write a Chrome trace here (open it in Perfetto).
+    #[arg(long)]
+    profile: Option<PathBuf>,
 }
 
 fn main() {
@@ -325,6 +330,20 @@ fn run(args: Args) -> Result<()> {
         );
     }
 
+    let mut prof = match &args.profile {
+        Some(_) => Some(Profiler::start(ProfileOptions {
+            record_shapes: true,
+            profile_memory: true,
+            schedule: Some(Schedule {
+                wait: 2,
+                warmup: 1,
+                active: 3,
+                repeat: 1,
+                ..Default::default()
+            }),
+        })?),
+        None => None,
+    };
     for epoch in start..args.epochs {
         model.module_mut().train();
         let n_batches = args.max_batches.unwrap_or(usize::MAX).min(loader.len());
@@ -343,6 +362,7 @@ fn run(args: Args) -> Result<()> {
         let (mut loss_sum, mut seen): (Option<Tensor>, usize) = (None, 0);
         for batch in loader.epoch(epoch).take(n_batches) {
             let (x, y) = batch?;
+            let _step = profiler::record_function("train_step");
             let loss = {
                 let _ac = args.amp.then(|| amp::autocast(&dev, amp_dtype));
                 F::cross_entropy(&model.forward(&x)?, &y)?
@@ -358,6 +378,16 @@ fn run(args: Args) -> Result<()> {
             });
             seen += y.numel();
             bar.inc(1);
+            drop(_step);
+            if let Some(p) = &prof {
+                p.step();
+            }
+        }
+        if let (Some(p), Some(path)) = (prof.take(), &args.profile) {
+            let p = p.stop();
+            if main_rank {
+                bar.suspend(|| report_profile(&p, path))?;
+            }
         }
         let loss_sum = match loss_sum {
             Some(s) => s.item()?,
@@ -504,4 +534,30 @@ fn plot(path: &std::path::Path, history: &[(f64, f64)]) -> Result<()> {
         source: std::io::Error::other(e.to_string()),
     })?;
     wgtorch::io::write_atomic(path, &bytes)
+}
+
+/// The profiler's table (by total CPU time, then grouped by input shape) and its trace.
+fn report_profile(p: &profiler::Profile, path: &std::path::Path) -> Result<()> {
+    let steps = p
+        .events()
+        .iter()
+        .filter(|e| e.name.starts_with("ProfilerStep#"))
+        .count();
+    if steps == 0 {
+        return Err(Error::msg(
+            "--profile records steps 4 to 6 of the first epoch: run at least 4 batches",
+        ));
+    }
+    println!(
+        "profile of {steps} training steps:\n{}",
+        p.key_averages().table(SortBy::CpuTimeTotal, 20)
+    );
+    println!(
+        "by input shape:\n{}",
+        p.key_averages_by_input_shape()
+            .table(SortBy::SelfCpuTimeTotal, 12)
+    );
+    p.export_chrome_trace(path)?;
+    println!("trace written to {} (open it in Perfetto)", path.display());
+    Ok(())
 }

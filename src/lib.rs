@@ -34,6 +34,7 @@ pub mod models;
 pub mod nn;
 pub mod ops;
 pub mod optim;
+pub mod profiler;
 mod rng;
 pub mod shape;
 mod tensor;

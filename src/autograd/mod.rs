@@ -245,6 +245,7 @@ pub(crate) fn backward(
     retain_graph: bool,
     create_graph: bool,
 ) -> Result<()> {
+    let _p = crate::profiler::scope("backward");
     let _mode = GradModeGuard::new(create_graph);
     let mut ready = Ready::new(root);
     // Each pending gradient, and whether the engine owns its buffer (allocated here, aliased by
@@ -301,7 +302,10 @@ pub(crate) fn backward(
             ready.used(inp, &mut grads, create_graph)?;
             continue;
         }
-        let input_grads = saved::running(node.name, || f(&g))?;
+        let input_grads = {
+            let _p = crate::profiler::backward_node(node.name);
+            saved::running(node.name, || f(&g))?
+        };
         for (inp, ig) in node.inputs.iter().zip(input_grads) {
             let Some(inp) = inp else {
                 continue;

@@ -58,6 +58,14 @@ fn gpair<'a>(a: &'a Storage, b: &'a Storage) -> (&'a GpuStorage, &'a GpuStorage)
 }
 
 impl Storage {
+    /// Where the storage lives and the bytes it holds (a GPU buffer's pooled size class).
+    pub(crate) fn footprint(&self) -> (crate::Device, usize) {
+        match self {
+            Storage::Cpu(c) => (crate::Device::Cpu, c.len() * c.dtype().size_in_bytes()),
+            Storage::Gpu(g) => (crate::Device::Gpu(g.buf.ctx.ordinal), g.buf.class as usize),
+        }
+    }
+
     /// The element type held.
     pub fn dtype(&self) -> DType {
         match self {

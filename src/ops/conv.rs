@@ -196,6 +196,7 @@ pub fn conv2d_with(
     bias: Option<&Tensor>,
     options: Conv2dFuncOptions,
 ) -> Result<Tensor> {
+    let _p = crate::profiler::op("conv2d", &[input, weight]);
     let Conv2dFuncOptions {
         stride: Size2(stride),
         padding: Size2(padding),
@@ -463,6 +464,7 @@ pub fn max_pool2d_with(
     kernel_size: impl Into<Size2>,
     options: MaxPool2dOptions,
 ) -> Result<Tensor> {
+    let _p = crate::profiler::op("max_pool2d", &[input]);
     let Size2(kernel) = kernel_size.into();
     let stride = options.stride.map_or(kernel, |s| s.0);
     let Size2(padding) = options.padding;
@@ -580,6 +582,7 @@ pub fn avg_pool2d_with(
     kernel_size: impl Into<Size2>,
     options: AvgPool2dOptions,
 ) -> Result<Tensor> {
+    let _p = crate::profiler::op("avg_pool2d", &[input]);
     let Size2(kernel) = kernel_size.into();
     let stride = options.stride.map_or(kernel, |s| s.0);
     let Size2(padding) = options.padding;

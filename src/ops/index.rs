@@ -165,6 +165,7 @@ impl Tensor {
 
     /// Look up rows of `weight` (torch.nn.functional.embedding): `self` holds indices.
     pub fn embedding(&self, weight: &Tensor) -> Result<Tensor> {
+        let _p = crate::profiler::op("embedding", &[self, weight]);
         if weight.ndim() != 2 {
             return Err(Error::shape(
                 "embedding",

@@ -243,6 +243,7 @@ pub fn cross_entropy_with(
     target: &Tensor,
     options: CrossEntropyOptions,
 ) -> Result<Tensor> {
+    let _p = crate::profiler::op("cross_entropy", &[input, target]);
     let CrossEntropyOptions {
         weight,
         ignore_index,
@@ -276,6 +277,7 @@ pub fn nll_loss(input: &Tensor, target: &Tensor) -> Result<Tensor> {
 
 /// [`nll_loss`] with PyTorch's keywords: class `weight`, `ignore_index`, `reduction`.
 pub fn nll_loss_with(input: &Tensor, target: &Tensor, options: NllLossOptions) -> Result<Tensor> {
+    let _p = crate::profiler::op("nll_loss", &[input, target]);
     let NllLossOptions {
         weight,
         ignore_index,

@@ -168,6 +168,7 @@ pub fn mse_loss(input: &Tensor, target: &Tensor) -> Result<Tensor> {
 
 /// [`mse_loss`] with PyTorch's keywords (`reduction`, `weight`).
 pub fn mse_loss_with(input: &Tensor, target: &Tensor, o: MseLossOptions) -> Result<Tensor> {
+    let _p = crate::profiler::op("mse_loss", &[input, target]);
     same_shape("mse_loss", input, target)?;
     check_weight("mse_loss", input, o.weight.as_ref())?;
     let (input, target) = (&crate::amp::upper(input)?, &crate::amp::upper(target)?);

@@ -141,6 +141,7 @@ impl Tensor {
     /// `[B*T, K] @ [K, N]`), so the matrix's gradient is one product too, never a
     /// `[B, K, N]` broadcast summed afterwards.
     pub fn matmul(&self, other: &Tensor) -> Result<Tensor> {
+        let _p = crate::profiler::op("matmul", &[self, other]);
         let (a, b) = (crate::amp::lower(self)?, crate::amp::lower(other)?);
         a.matmul_impl(&b)
     }
@@ -204,6 +205,7 @@ impl Tensor {
     /// `x @ weight^T + bias` (torch.nn.functional.linear). Leading dims of `x` fold into rows
     /// (one GEMM each way, see [`Tensor::matmul`]).
     pub fn linear(&self, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+        let _p = crate::profiler::op("linear", &[self, weight]);
         let y = self.matmul(&weight.t()?).in_op("linear")?;
         match bias {
             Some(b) => y.add(&crate::amp::lower(b)?).in_op("linear"),

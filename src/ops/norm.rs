@@ -73,6 +73,7 @@ pub fn batch_norm_with(
     running_var: Option<&Tensor>,
     options: BatchNormFuncOptions<'_>,
 ) -> Result<Tensor> {
+    let _p = crate::profiler::op("batch_norm", &[input]);
     let BatchNormFuncOptions {
         weight,
         bias,
@@ -199,6 +200,7 @@ pub fn layer_norm_with(
     normalized_shape: &[usize],
     options: LayerNormFuncOptions<'_>,
 ) -> Result<Tensor> {
+    let _p = crate::profiler::op("layer_norm", &[input]);
     let LayerNormFuncOptions { weight, bias, eps } = options;
     let input = &crate::amp::upper(input)?;
     let k = normalized_shape.len();

@@ -208,6 +208,7 @@ impl Tensor {
 
     /// Apply a unary op, recording its backward rule.
     pub fn unary(&self, op: UnaryOp) -> Result<Tensor> {
+        let _p = crate::profiler::op(op.name(), &[self]);
         if matches!(op, UnaryOp::Exp | UnaryOp::Log)
             && crate::amp::autocast_dtype(&self.device()).is_some()
         {
@@ -253,6 +254,7 @@ impl Tensor {
 
     /// Apply a binary op with broadcasting and type promotion.
     pub fn binary(&self, op: BinaryOp, other: &Tensor) -> Result<Tensor> {
+        let _p = crate::profiler::op(op.name(), &[self, other]);
         self.same_device(op.name(), other)?;
         let mut dt = DType::promote(self.dtype(), other.dtype());
         match op {
@@ -450,6 +452,7 @@ impl Tensor {
 
     /// `cond ? a : b` with broadcasting (torch.where).
     pub fn where_cond(cond: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+        let _p = crate::profiler::op("where", &[cond, a, b]);
         a.same_device("where", b)?;
         cond.same_device("where", a)?;
         if cond.dtype() != DType::Bool {

@@ -176,6 +176,7 @@ impl Tensor {
     /// # Ok::<(), wgtorch::Error>(())
     /// ```
     pub fn sum_dims(&self, dims: impl IntoShape, keepdim: bool) -> Result<Tensor> {
+        let _p = crate::profiler::op("sum", &[self]);
         let dims = &dims.to_dims("sum")?;
         self.sum_scaled("sum", dims, keepdim, false)
     }
@@ -237,6 +238,7 @@ impl Tensor {
     /// Mean over `dims` (empty: all); half types accumulate in f32 (the mean of 100,000 f16
     /// ones is 1, not inf); the mean of no elements is NaN.
     pub fn mean_dims(&self, dims: impl IntoShape, keepdim: bool) -> Result<Tensor> {
+        let _p = crate::profiler::op("mean", &[self]);
         let dims = &dims.to_dims("mean")?;
         if !self.dtype().is_float() {
             return Err(Error::UnsupportedDType {
@@ -476,10 +478,12 @@ impl Tensor {
     }
     /// Softmax along `dim`, numerically stable.
     pub fn softmax(&self, dim: isize) -> Result<Tensor> {
+        let _p = crate::profiler::op("softmax", &[self]);
         self.softmax_impl("softmax", dim, false)
     }
     /// Log-softmax along `dim`, numerically stable.
     pub fn log_softmax(&self, dim: isize) -> Result<Tensor> {
+        let _p = crate::profiler::op("log_softmax", &[self]);
         self.softmax_impl("log_softmax", dim, true)
     }
     /// Softmax or log-softmax: a fused kernel for f32/f64 CPU tensors along their last dim, the

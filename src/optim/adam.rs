@@ -195,6 +195,7 @@ impl Adam {
 
 impl Optimizer for Adam {
     fn step(&mut self) -> Result<()> {
+        let _p = crate::profiler::scope("Optimizer.step#Adam.step");
         let _g = crate::no_grad();
         let (b1, b2) = self.betas;
         for (gi, g) in self.groups.iter().enumerate() {

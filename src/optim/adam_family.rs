@@ -76,6 +76,7 @@ fn op() -> &'static str {
 
 impl Optimizer for Adamax {
     fn step(&mut self) -> Result<()> {
+        let _p = crate::profiler::scope("Optimizer.step#Adamax.step");
         let _g = crate::no_grad();
         let (b1, b2) = self.o.betas;
         for (gi, g) in self.groups.iter().enumerate() {
@@ -233,6 +234,7 @@ impl NAdam {
 
 impl Optimizer for NAdam {
     fn step(&mut self) -> Result<()> {
+        let _p = crate::profiler::scope("Optimizer.step#NAdam.step");
         let _g = crate::no_grad();
         let (b1, b2) = self.o.betas;
         for gi in 0..self.groups.len() {
@@ -337,6 +339,7 @@ impl RAdam {
 
 impl Optimizer for RAdam {
     fn step(&mut self) -> Result<()> {
+        let _p = crate::profiler::scope("Optimizer.step#RAdam.step");
         let _g = crate::no_grad();
         let (b1, b2) = self.o.betas;
         for (gi, g) in self.groups.iter().enumerate() {

@@ -84,6 +84,7 @@ impl Adadelta {
 
 impl Optimizer for Adadelta {
     fn step(&mut self) -> Result<()> {
+        let _p = crate::profiler::scope("Optimizer.step#Adadelta.step");
         let _g = crate::no_grad();
         let rho = self.o.rho;
         let eps = self.o.eps;
@@ -186,6 +187,7 @@ impl Adagrad {
 
 impl Optimizer for Adagrad {
     fn step(&mut self) -> Result<()> {
+        let _p = crate::profiler::scope("Optimizer.step#Adagrad.step");
         let _g = crate::no_grad();
         for (gi, g) in self.groups.iter().enumerate() {
             for (pi, p) in g.params.iter().enumerate() {

@@ -461,6 +461,7 @@ impl Optimizer for LBFGS {
         ))
     }
     fn step_closure(&mut self, closure: &mut dyn FnMut() -> Result<Tensor>) -> Result<Tensor> {
+        let _p = crate::profiler::scope("Optimizer.step#LBFGS.step");
         self.run(closure)
     }
     fn param_groups(&self) -> &[ParamGroup] {

@@ -228,6 +228,7 @@ pub trait Optimizer {
     /// Clear the gradients of every parameter in every group (PyTorch's `zero_grad()` with its
     /// default `set_to_none=True`: afterwards `p.grad()` is `None`).
     fn zero_grad(&mut self) {
+        let _p = crate::profiler::scope("Optimizer.zero_grad");
         for g in self.param_groups() {
             for p in &g.params {
                 p.set_grad(None);

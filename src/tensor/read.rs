@@ -94,6 +94,7 @@ impl Tensor {
         if self.is_contiguous() {
             return Ok(self.clone());
         }
+        let _p = crate::profiler::op("contiguous", &[self]);
         self.copy_as(self.dtype(), "contiguous")
     }
 
@@ -141,6 +142,7 @@ impl Tensor {
         if dtype == self.dtype() {
             return Ok(self.clone());
         }
+        let _p = crate::profiler::op("to", &[self]);
         if !dtype.is_float() || !self.dtype().is_float() {
             // Conversions to or from integers are not differentiable.
             let _g = crate::no_grad();
@@ -151,6 +153,10 @@ impl Tensor {
 
     /// Copy to `device` (self if already there). Differentiable.
     pub fn to(&self, device: &Device) -> Result<Tensor> {
+        if *device == self.device() {
+            return Ok(self.clone());
+        }
+        let _p = crate::profiler::op("to", &[self]);
         block_on(self.to_async(device))
     }
 

@@ -1,0 +1,295 @@
+//! `prof.key_averages()` and its `table()`: events grouped by name (and input shapes), with
+//! PyTorch's columns and formatting.
+
+use super::Event;
+use std::collections::HashMap;
+use std::fmt::Write;
+
+/// The column a [`KeyAverages::table`] is sorted by, largest first (PyTorch's `sort_by`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SortBy {
+    /// `"self_cpu_time_total"`.
+    #[default]
+    SelfCpuTimeTotal,
+    /// `"cpu_time_total"`.
+    CpuTimeTotal,
+    /// `"count"`.
+    Count,
+    /// `"self_cpu_memory_usage"`.
+    SelfCpuMemoryUsage,
+    /// `"cpu_memory_usage"`.
+    CpuMemoryUsage,
+    /// `"self_gpu_memory_usage"`.
+    SelfGpuMemoryUsage,
+}
+
+/// One row of [`KeyAverages`]: every event with the same name (and input shapes).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KeyAverage {
+    /// The events' name.
+    pub name: String,
+    /// Their input shapes, when grouped by input shape.
+    pub input_shapes: Option<Vec<Vec<usize>>>,
+    /// Number of events.
+    pub count: u64,
+    /// Summed wall time, children included, nanoseconds.
+    pub cpu_time_total_ns: u64,
+    /// Summed wall time minus the children's, nanoseconds.
+    pub self_cpu_time_total_ns: u64,
+    /// CPU bytes allocated net of frees, children included.
+    pub cpu_memory_usage: i64,
+    /// CPU bytes allocated net of frees by the events themselves.
+    pub self_cpu_memory_usage: i64,
+    /// GPU bytes allocated net of frees, children included.
+    pub gpu_memory_usage: i64,
+    /// GPU bytes allocated net of frees by the events themselves.
+    pub self_gpu_memory_usage: i64,
+}
+
+impl KeyAverage {
+    /// Mean wall time per call, nanoseconds.
+    pub fn cpu_time_avg_ns(&self) -> u64 {
+        self.cpu_time_total_ns / self.count.max(1)
+    }
+}
+
+/// Events grouped by key: [`Profile::key_averages`](super::Profile::key_averages).
+#[derive(Clone, Debug)]
+pub struct KeyAverages {
+    rows: Vec<KeyAverage>,
+    by_shape: bool,
+}
+
+/// A row's key: the name, and the input shapes when grouped by them.
+type Key = (String, Option<Vec<Vec<usize>>>);
+
+impl KeyAverages {
+    pub(super) fn new(events: &[Event], by_shape: bool) -> KeyAverages {
+        // Children start after their parent, so one pass from the end folds every subtree into
+        // its root: time of the direct children, memory of all descendants.
+        let mut child_ns = vec![0u64; events.len()];
+        let mut mem: Vec<(i64, i64)> = events
+            .iter()
+            .map(|e| (e.self_cpu_memory, e.self_gpu_memory))
+            .collect();
+        for (i, e) in events.iter().enumerate().rev() {
+            if let Some(p) = e.parent {
+                child_ns[p] += e.dur_ns;
+                mem[p].0 += mem[i].0;
+                mem[p].1 += mem[i].1;
+            }
+        }
+        let mut index: HashMap<Key, usize> = HashMap::new();
+        let mut rows: Vec<KeyAverage> = Vec::new();
+        for (i, e) in events.iter().enumerate() {
+            let shapes = by_shape.then(|| e.input_shapes.clone());
+            let at = *index
+                .entry((e.name.clone(), shapes.clone()))
+                .or_insert_with(|| {
+                    rows.push(KeyAverage {
+                        name: e.name.clone(),
+                        input_shapes: shapes,
+                        ..Default::default()
+                    });
+                    rows.len() - 1
+                });
+            let row = &mut rows[at];
+            row.count += 1;
+            row.cpu_time_total_ns += e.dur_ns;
+            row.self_cpu_time_total_ns += e.dur_ns.saturating_sub(child_ns[i]);
+            row.cpu_memory_usage += mem[i].0;
+            row.self_cpu_memory_usage += e.self_cpu_memory;
+            row.gpu_memory_usage += mem[i].1;
+            row.self_gpu_memory_usage += e.self_gpu_memory;
+        }
+        KeyAverages { rows, by_shape }
+    }
+
+    /// The rows, in the order their keys first occurred.
+    pub fn rows(&self) -> &[KeyAverage] {
+        &self.rows
+    }
+
+    /// The row named `name` (the first, when grouped by input shape).
+    pub fn get(&self, name: &str) -> Option<&KeyAverage> {
+        self.rows.iter().find(|r| r.name == name)
+    }
+
+    /// Summed self CPU time of every event: the table's "Self CPU time total".
+    pub fn self_cpu_time_total_ns(&self) -> u64 {
+        self.rows.iter().map(|r| r.self_cpu_time_total_ns).sum()
+    }
+
+    /// `key_averages().table(sort_by=..., row_limit=...)`: PyTorch's table, sorted by `sort_by`
+    /// (largest first), at most `row_limit` rows (0: all). Memory columns appear when memory was
+    /// recorded, `Input Shapes` when grouped by input shape.
+    pub fn table(&self, sort_by: SortBy, row_limit: usize) -> String {
+        let mut rows: Vec<&KeyAverage> = self.rows.iter().collect();
+        let key = |r: &KeyAverage| -> i128 {
+            match sort_by {
+                SortBy::SelfCpuTimeTotal => r.self_cpu_time_total_ns as i128,
+                SortBy::CpuTimeTotal => r.cpu_time_total_ns as i128,
+                SortBy::Count => r.count as i128,
+                SortBy::SelfCpuMemoryUsage => r.self_cpu_memory_usage as i128,
+                SortBy::CpuMemoryUsage => r.cpu_memory_usage as i128,
+                SortBy::SelfGpuMemoryUsage => r.self_gpu_memory_usage as i128,
+            }
+        };
+        rows.sort_by_key(|r| std::cmp::Reverse(key(r)));
+        if row_limit > 0 {
+            rows.truncate(row_limit);
+        }
+        let total = self.self_cpu_time_total_ns();
+        let pct = |ns: u64| format!("{:.2}%", 100.0 * ns as f64 / total.max(1) as f64);
+        let cpu_mem = self
+            .rows
+            .iter()
+            .any(|r| r.cpu_memory_usage != 0 || r.self_cpu_memory_usage != 0);
+        let gpu_mem = self
+            .rows
+            .iter()
+            .any(|r| r.gpu_memory_usage != 0 || r.self_gpu_memory_usage != 0);
+
+        let mut header = vec![
+            "Self CPU %",
+            "Self CPU",
+            "CPU total %",
+            "CPU total",
+            "CPU time avg",
+        ];
+        if cpu_mem {
+            header.extend(["CPU Mem", "Self CPU Mem"]);
+        }
+        if gpu_mem {
+            header.extend(["GPU Mem", "Self GPU Mem"]);
+        }
+        header.push("# of Calls");
+        let cells: Vec<Vec<String>> = rows
+            .iter()
+            .map(|r| {
+                let mut c = vec![
+                    pct(r.self_cpu_time_total_ns),
+                    format_time(r.self_cpu_time_total_ns),
+                    pct(r.cpu_time_total_ns),
+                    format_time(r.cpu_time_total_ns),
+                    format_time(r.cpu_time_avg_ns()),
+                ];
+                if cpu_mem {
+                    c.push(format_memory(r.cpu_memory_usage));
+                    c.push(format_memory(r.self_cpu_memory_usage));
+                }
+                if gpu_mem {
+                    c.push(format_memory(r.gpu_memory_usage));
+                    c.push(format_memory(r.self_gpu_memory_usage));
+                }
+                c.push(r.count.to_string());
+                c
+            })
+            .collect();
+        let shapes: Vec<String> = rows
+            .iter()
+            .map(|r| {
+                r.input_shapes
+                    .as_ref()
+                    .map_or(String::new(), |s| format!("{s:?}"))
+            })
+            .collect();
+
+        const NAME_MAX: usize = 55;
+        let name_w = rows
+            .iter()
+            .map(|r| r.name.chars().count().min(NAME_MAX))
+            .chain([4])
+            .max()
+            .unwrap_or(4);
+        let col_w = 12;
+        let shape_w = shapes
+            .iter()
+            .map(|s| s.len())
+            .chain([12])
+            .max()
+            .unwrap_or(12);
+        let mut rule = "-".repeat(name_w);
+        for _ in &header {
+            rule.push_str("  ");
+            rule.push_str(&"-".repeat(col_w));
+        }
+        if self.by_shape {
+            rule.push_str("  ");
+            rule.push_str(&"-".repeat(shape_w));
+        }
+        let mut out = String::new();
+        let _ = writeln!(out, "{rule}");
+        let _ = write!(out, "{:>name_w$}", "Name");
+        for h in &header {
+            let _ = write!(out, "  {h:>col_w$}");
+        }
+        if self.by_shape {
+            let _ = write!(out, "  {:<shape_w$}", "Input Shapes");
+        }
+        let _ = writeln!(out);
+        let _ = writeln!(out, "{rule}");
+        for ((r, c), s) in rows.iter().zip(&cells).zip(&shapes) {
+            let name: String = if r.name.chars().count() > NAME_MAX {
+                let mut n: String = r.name.chars().take(NAME_MAX - 3).collect();
+                n.push_str("...");
+                n
+            } else {
+                r.name.clone()
+            };
+            let _ = write!(out, "{name:>name_w$}");
+            for v in c {
+                let _ = write!(out, "  {v:>col_w$}");
+            }
+            if self.by_shape {
+                let _ = write!(out, "  {s:<shape_w$}");
+            }
+            let _ = writeln!(out);
+        }
+        let _ = writeln!(out, "{rule}");
+        let _ = writeln!(out, "Self CPU time total: {}", format_time(total));
+        out
+    }
+}
+
+/// PyTorch's `_format_time`: microseconds with three decimals, as ms or s past 1e3 / 1e6 us.
+pub(super) fn format_time(ns: u64) -> String {
+    let us = ns as f64 / 1e3;
+    if us >= 1e6 {
+        format!("{:.3}s", us / 1e6)
+    } else if us >= 1e3 {
+        format!("{:.3}ms", us / 1e3)
+    } else {
+        format!("{us:.3}us")
+    }
+}
+
+/// PyTorch's `_format_memory`: `Gb`, `Mb`, `Kb` with two decimals, else bytes.
+pub(super) fn format_memory(bytes: i64) -> String {
+    const K: f64 = 1024.0;
+    let b = bytes as f64;
+    if b.abs() >= K * K * K {
+        format!("{:.2} Gb", b / (K * K * K))
+    } else if b.abs() >= K * K {
+        format!("{:.2} Mb", b / (K * K))
+    } else if b.abs() >= K {
+        format!("{:.2} Kb", b / K)
+    } else {
+        format!("{bytes} b")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_as_pytorch() {
+        assert_eq!(format_time(1_500), "1.500us");
+        assert_eq!(format_time(2_345_000), "2.345ms");
+        assert_eq!(format_time(3_000_000_000), "3.000s");
+        assert_eq!(format_memory(512), "512 b");
+        assert_eq!(format_memory(-2048), "-2.00 Kb");
+        assert_eq!(format_memory(3 << 20), "3.00 Mb");
+    }
+}
