@@ -563,3 +563,35 @@ fn post_accumulate_grad_hooks_fire_once_with_the_full_gradient_last_layer_first(
     assert!(x.register_post_accumulate_grad_hook(|_| Ok(())).is_err());
     Ok(())
 }
+
+/// Each leaf's `.grad()` owns its storage, as PyTorch's AccumulateGrad makes sure: the same
+/// upstream gradient reaching two leaves (add), a broadcast view (sum's expand) and the user's
+/// own gradient given to `backward_with` are copied, so in-place changes to one `.grad()` (the
+/// optimizers, `clip_grad_norm_`) never reach another tensor.
+#[test]
+fn leaf_gradients_never_alias() -> Result<()> {
+    let dev = Device::Cpu;
+    let a = Tensor::zeros([2], &dev)?.requires_grad_(true);
+    let b = Tensor::zeros([2], &dev)?.requires_grad_(true);
+    a.add(&b)?.sum_all()?.backward()?;
+    let (ga, gb) = (a.grad().unwrap(), b.grad().unwrap());
+    assert!(!ga.shares_storage_with(&gb));
+    assert!(ga.is_contiguous() && gb.is_contiguous());
+    // Both norms are 1 (total √2): clipped to 1, each becomes 1/√2 · 1 = 0.5 per element, once.
+    wgtorch::optim::clip_grad_norm_(&[a.clone(), b.clone()], 1.0, 2.0)?;
+    for g in [a.grad().unwrap(), b.grad().unwrap()] {
+        for v in g.to_vec::<f32>()? {
+            assert!((v - 0.5).abs() < 1e-6, "{v}");
+        }
+    }
+    let up = Tensor::ones([2], &dev)?;
+    let c = Tensor::zeros([2], &dev)?.requires_grad_(true);
+    c.backward_with(Some(&up), false, false)?; // a leaf: its gradient is `up` itself
+    c.grad().unwrap().mul_(&Tensor::full([2], 3.0, &dev)?)?;
+    assert_eq!(
+        up.to_vec::<f32>()?,
+        [1.0, 1.0],
+        "the user's gradient is untouched"
+    );
+    Ok(())
+}

@@ -164,16 +164,35 @@ fn topo_order(root: &Tensor) -> Vec<Tensor> {
     order
 }
 
+/// Add `g` into `t`'s `.grad()`. As PyTorch's AccumulateGrad, the gradient a leaf keeps owns
+/// its storage: an incoming gradient that another tensor can still reach (the same upstream
+/// gradient sent to two leaves by `add`, a broadcast view from `sum`, the caller's own
+/// `backward` gradient) is copied first, so that in-place updates of one `.grad()` (optimizers,
+/// `clip_grad_norm_`) never change another tensor. A failed sum leaves the old gradient in place.
 fn accumulate(t: &Tensor, g: &Tensor, create_graph: bool) -> Result<()> {
-    let g = if create_graph { g.clone() } else { g.detach() };
+    let g = if create_graph {
+        g.clone()
+    } else {
+        let d = g.detach();
+        // The engine's one handle on `g` and the storage's two (`g`, `d`): anything more, or a
+        // view, and someone else can reach it.
+        if Arc::strong_count(&g.0) > 1 || Arc::strong_count(&d.0.storage) > 2 || !d.is_contiguous()
+        {
+            let _guard = no_grad();
+            d.copy()?
+        } else {
+            d
+        }
+    };
     let mut slot = t.0.grad.lock();
-    *slot = Some(match slot.take() {
+    let new = match slot.as_ref() {
         Some(old) => {
             let _guard = if create_graph { None } else { Some(no_grad()) };
             old.add(&g)?
         }
         None => g,
-    });
+    };
+    *slot = Some(new);
     Ok(())
 }
 
