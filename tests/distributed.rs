@@ -508,21 +508,16 @@ fn ddp(rank: usize, world: usize, dev: &Device) -> Result<()> {
             );
         }
     };
-    // Steps 0 and 1: one batch each. Step 2: batches 2 and 3 accumulated, the first under
-    // no_sync (local only), the second averaged with it.
+    // Steps 0 and 1: one batch each. Step 2: batches 2 and 3 accumulated, the first's forward
+    // and backward under no_sync (local only), the second averaged with it.
     for step in 0..3 {
         opt.zero_grad();
         ref_opt.zero_grad();
         let micro: &[usize] = if step < 2 { &[step] } else { &[2, 3] };
         for (k, &s) in micro.iter().enumerate() {
             let (x, y) = mine(s)?;
-            let loss = F::cross_entropy(&ddp.forward(&x)?, &y)?;
-            if k + 1 < micro.len() {
-                let _local = ddp.no_sync();
-                loss.backward()?;
-            } else {
-                loss.backward()?;
-            }
+            let _local = (k + 1 < micro.len()).then(|| ddp.no_sync());
+            F::cross_entropy(&ddp.forward(&x)?, &y)?.backward()?;
             let xs = x_all.select(0, s as i64)?;
             let ys = y_all.select(0, s as i64)?;
             F::cross_entropy(&reference.forward(&xs)?, &ys)?.backward()?;
@@ -550,6 +545,37 @@ fn ddp(rank: usize, world: usize, dev: &Device) -> Result<()> {
     assert_eq!(stats.steps, 3);
     assert_eq!(stats.all_reduces, 3 * ddp.buckets().len());
     assert!(stats.all_reduce_time > Duration::ZERO && (0.0..=1.0).contains(&stats.overlap()));
+    // The forward pass decides, as in PyTorch: a backward through the module alone (here on
+    // rank 0 only) stays local, and the next synced step still agrees across the ranks.
+    if rank == 0 {
+        let (x, y) = mine(0)?;
+        F::cross_entropy(&ddp.module().forward(&x)?, &y)?.backward()?;
+        assert_eq!(ddp.take_comm_stats().steps, 0);
+    }
+    opt.zero_grad();
+    let (x, y) = mine(1)?;
+    F::cross_entropy(&ddp.forward(&x)?, &y)?.backward()?;
+    assert_eq!(ddp.take_comm_stats().steps, 1);
+    for (n, p) in ddp.module().named_parameters() {
+        let all = dist::all_gather(&p.grad().unwrap())?;
+        for (r, g) in all.iter().enumerate() {
+            assert_eq!(
+                common::vals(g),
+                common::vals(&all[0]),
+                "{n}: rank {r}'s gradient"
+            );
+        }
+    }
+    // Parameters replaced after wrapping (a dtype change) leave the hooks on the old tensors:
+    // the next forward says so instead of training without averaging.
+    let mut lin = DistributedDataParallel::new(Linear::new(4, 2, dev)?)?;
+    lin.module_mut().to_dtype(DType::F16)?;
+    let x16 = Tensor::ones([1, 4], dev)?.to_dtype(DType::F16)?;
+    let e = lin
+        .forward(&x16)
+        .expect_err("replaced parameters")
+        .to_string();
+    assert!(e.contains("parameters were replaced"), "{e}");
     // Buffers (BatchNorm's running statistics, updated from each rank's own batch) are rank
     // 0's again before every forward.
     let bn = DistributedDataParallel::new(wgtorch::nn::BatchNorm1d::new(4, dev)?)?;

@@ -67,8 +67,6 @@ struct Bucket {
     numel: usize,
     dtype: DType,
     device: Device,
-    /// The bucket's signature was checked against the other ranks'.
-    checked: bool,
     /// Host staging buffers, reused every step (send, receive).
     pool: Option<(Vec<u8>, Vec<u8>)>,
     ready: usize,
@@ -88,6 +86,9 @@ struct Reducer {
     /// Set when an iteration ended with unreduced gradients: the ranks' collective sequences
     /// may now differ, so every later forward fails with this error.
     poisoned: Option<String>,
+    /// Whether the coming backward pass reduces: set by each forward through the wrapper (off
+    /// under `no_sync`), cleared when the reduction ends.
+    armed: bool,
 }
 
 /// Data-parallel training over the ranks of the default process group (PyTorch's
@@ -104,7 +105,11 @@ struct Reducer {
 /// As in PyTorch, every parameter that requires grad must get a gradient in each backward
 /// pass (otherwise the next forward fails, naming the unused parameters), and every rank must
 /// run the same number of steps. Use [`DistributedDataParallel::no_sync`] to accumulate over
-/// several backward passes without communication.
+/// several backward passes without communication. As in PyTorch, the forward pass decides: a
+/// backward pass reduces only after a forward through the wrapper (`forward` or `pre_forward`)
+/// outside `no_sync`, so a backward through `module()` alone stays local. Replacing the
+/// module's parameters after wrapping it (`to_dtype`, `to_device`) is an error at the next
+/// forward: build the wrapper again.
 ///
 /// ```
 /// use wgtorch::distributed::{self as dist, DistributedDataParallel};
@@ -127,11 +132,11 @@ pub struct DistributedDataParallel<M: Module> {
     hooks: Vec<HookHandle>,
     sync: Arc<AtomicBool>,
     opts: DdpOptions,
-    buffers_checked: AtomicBool,
 }
 
-/// While alive, backward passes accumulate gradients locally without communication (PyTorch's
-/// `with ddp.no_sync():`); the first backward pass after it averages the accumulated gradients.
+/// While alive, forward passes through the wrapper are not followed by communication, so their
+/// backward passes accumulate gradients locally (PyTorch's `with ddp.no_sync():`); the backward
+/// pass after the first forward outside it averages the accumulated gradients.
 pub struct NoSyncGuard {
     sync: Arc<AtomicBool>,
     was: bool,
@@ -191,16 +196,18 @@ impl<M: Module> DistributedDataParallel<M> {
             next_launch: 0,
             stats: CommStats::default(),
             poisoned: None,
+            armed: false,
         }));
         let sync = Arc::new(AtomicBool::new(true));
         let mut hooks = Vec::new();
         for (i, (_, p)) in params.iter().enumerate() {
-            let (r, s) = (reducer.clone(), sync.clone());
+            let r = reducer.clone();
             hooks.push(p.register_post_accumulate_grad_hook(move |_| {
-                if !s.load(Ordering::SeqCst) {
-                    return Ok(());
+                let mut r = lock(&r);
+                if !r.armed {
+                    return Ok(()); // not after a synced forward through this wrapper
                 }
-                lock(&r).mark_ready(i)
+                r.mark_ready(i)
             })?);
         }
         Ok(DistributedDataParallel {
@@ -209,7 +216,6 @@ impl<M: Module> DistributedDataParallel<M> {
             hooks,
             sync,
             opts,
-            buffers_checked: AtomicBool::new(false),
         })
     }
 
@@ -237,6 +243,25 @@ impl<M: Module> DistributedDataParallel<M> {
                     msg: msg.clone(),
                 });
             }
+            let now: Vec<u64> = self
+                .module
+                .named_parameters()
+                .iter()
+                .filter(|(_, p)| p.requires_grad())
+                .map(|(_, p)| p.id())
+                .collect();
+            if now.len() != r.params.len()
+                || now.iter().zip(&r.params).any(|(a, (_, p))| *a != p.id())
+            {
+                return Err(Error::Distributed {
+                    op: "DistributedDataParallel",
+                    msg: "the module's parameters were replaced after the wrapper was built (a \
+                          dtype or device change, or a load that swaps tensors): its gradient \
+                          hooks are on the old tensors. Build DistributedDataParallel again \
+                          around the changed module"
+                        .into(),
+                });
+            }
             if r.marked.iter().any(|&m| m) {
                 let unused: Vec<&str> = r
                     .marked
@@ -259,6 +284,9 @@ impl<M: Module> DistributedDataParallel<M> {
                 });
             }
         }
+        // PyTorch decides at forward time whether the coming backward pass synchronizes: a
+        // backward through `module()` alone, or after a forward under `no_sync`, stays local.
+        lock(&self.reducer).armed = self.sync.load(Ordering::SeqCst);
         if self.opts.broadcast_buffers && !self.module.named_buffers().is_empty() {
             let comm = lock(&self.reducer).comm.clone();
             if comm.size > 1 {
@@ -269,7 +297,6 @@ impl<M: Module> DistributedDataParallel<M> {
     }
 
     fn broadcast_buffers(&self, comm: &Comm) -> Result<()> {
-        let check = !self.buffers_checked.swap(true, Ordering::SeqCst);
         for (_, b) in self.module.named_buffers() {
             let (wire, send) = to_wire("broadcast_buffers", &b, false)?;
             let done = comm
@@ -279,7 +306,9 @@ impl<M: Module> DistributedDataParallel<M> {
                     wire,
                     send,
                     recv: Vec::new(),
-                    check: check.then(|| signature(2, 0, &b)),
+                    // Checked every time: a rank that runs a forward alone (an evaluation
+                    // on rank 0 only) is an error, not a broadcast matched with another call.
+                    check: Some(signature(2, 0, &b)),
                     describe,
                 })?
                 .wait()?;
@@ -290,7 +319,8 @@ impl<M: Module> DistributedDataParallel<M> {
         Ok(())
     }
 
-    /// Skip gradient communication while the guard lives (gradient accumulation).
+    /// Skip gradient communication after the forward passes run while the guard lives (gradient
+    /// accumulation).
     pub fn no_sync(&self) -> NoSyncGuard {
         NoSyncGuard {
             sync: self.sync.clone(),
@@ -353,7 +383,6 @@ fn make_buckets(params: &[(String, Tensor)], opts: &DdpOptions) -> Vec<Bucket> {
                 numel: 0,
                 dtype: p.dtype(),
                 device: p.device(),
-                checked: false,
                 pool: None,
                 ready: 0,
                 pending: None,
@@ -376,6 +405,7 @@ impl Reducer {
             b.pending = None; // an abandoned iteration's all-reduces finish on their own
         }
         self.next_launch = 0;
+        self.armed = false;
     }
 
     fn mark_ready(&mut self, i: usize) -> Result<()> {
@@ -432,7 +462,9 @@ impl Reducer {
         send.clear();
         send.extend_from_slice(&bytes);
         recv.resize(send.len(), 0);
-        let check = (!self.buckets[b].checked).then(|| {
+        // Checked on every launch (one 16-word all-gather, hidden behind the backward pass like
+        // the bucket's own all-reduce): ranks out of step are an error, never a mixed sum.
+        let check = Some({
             let mut s = signature(6, b as u64, &flat);
             // The shapes of the bucket's parameters, so that two models whose buckets only
             // agree in size are told apart too.
@@ -447,7 +479,6 @@ impl Reducer {
             });
             s
         });
-        self.buckets[b].checked = true;
         self.stats.bytes += send.len();
         self.stats.copy_time += t0.elapsed();
         let pending = self.comm.submit(Job {
