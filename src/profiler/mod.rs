@@ -65,7 +65,7 @@ pub struct ProfileOptions {
 /// use wgtorch::profiler::{self, ProfileOptions, Schedule};
 /// use wgtorch::{Device, Tensor};
 /// let x = Tensor::ones([4], &Device::Cpu)?;
-/// let schedule = Some(Schedule { wait: 1, warmup: 1, active: 2, ..Default::default() });
+/// let schedule = Some(Schedule { wait: 1, warmup: 1, active: 2, repeat: 1, ..Default::default() });
 /// let prof = profiler::profile(ProfileOptions { schedule, ..Default::default() }, |p| {
 ///     for _ in 0..6 {
 ///         x.exp()?;
@@ -73,7 +73,7 @@ pub struct ProfileOptions {
 ///     }
 ///     Ok(())
 /// })?;
-/// // steps 0..6: wait, warmup, active, active, wait, warmup
+/// // steps 0..6: wait, warmup, active, active, then idle (one cycle)
 /// let steps: Vec<_> = prof.events().iter().filter(|e| e.name.starts_with("ProfilerStep")).collect();
 /// assert_eq!(steps.iter().map(|e| e.name.as_str()).collect::<Vec<_>>(), ["ProfilerStep#2", "ProfilerStep#3"]);
 /// assert_eq!(prof.events().iter().filter(|e| e.name == "exp").count(), 2);
