@@ -150,6 +150,34 @@ impl Layout {
         }
         true
     }
+    /// Every element at its own position and no gaps: a permutation of a contiguous layout
+    /// (PyTorch's `is_non_overlapping_and_dense`); false for broadcast (stride-0) views.
+    ///
+    /// ```
+    /// use wgtorch::shape::Layout;
+    /// let l = Layout::contiguous(&[2, 3]);
+    /// assert!(l.permute(&[1, 0]).is_non_overlapping_and_dense());
+    /// assert!(!l.broadcast_to("expand", &[4, 2, 3])?.is_non_overlapping_and_dense());
+    /// # Ok::<(), wgtorch::Error>(())
+    /// ```
+    pub fn is_non_overlapping_and_dense(&self) -> bool {
+        if self.numel() == 0 {
+            return true;
+        }
+        let mut dims: Vec<(usize, usize)> = (self.shape.iter().copied())
+            .zip(self.strides.iter().copied())
+            .filter(|&(size, _)| size != 1)
+            .collect();
+        dims.sort_by_key(|&(_, stride)| stride);
+        let mut expected = 1;
+        for (size, stride) in dims {
+            if stride != expected {
+                return false;
+            }
+            expected *= size;
+        }
+        true
+    }
     /// Broadcast this layout to `shape` (stride 0 on new or size-1 dims).
     pub fn broadcast_to(&self, op: &'static str, shape: &[usize]) -> Result<Layout> {
         if shape.len() < self.shape.len() {

@@ -168,16 +168,19 @@ fn topo_order(root: &Tensor) -> Vec<Tensor> {
 /// its storage: an incoming gradient that another tensor can still reach (the same upstream
 /// gradient sent to two leaves by `add`, a broadcast view from `sum`, the caller's own
 /// `backward` gradient) is copied first, so that in-place updates of one `.grad()` (optimizers,
-/// `clip_grad_norm_`) never change another tensor. A failed sum leaves the old gradient in place.
-fn accumulate(t: &Tensor, g: &Tensor, create_graph: bool) -> Result<()> {
+/// `clip_grad_norm_`) never change another tensor. `owned`: the engine made `g` in this pass
+/// (a sum of contributions, a view's scattered gradient) and nothing else can reach it. A failed
+/// sum leaves the old gradient in place.
+fn accumulate(t: &Tensor, g: &Tensor, owned: bool, create_graph: bool) -> Result<()> {
     let g = if create_graph {
         g.clone()
     } else {
         let d = g.detach();
-        // The engine's one handle on `g` and the storage's two (`g`, `d`): anything more, or a
-        // view, and someone else can reach it.
-        if Arc::strong_count(&g.0) > 1 || Arc::strong_count(&d.0.storage) > 2 || !d.is_contiguous()
-        {
+        // A rule's output: the engine's one handle on `g` and the storage's two (`g`, `d`);
+        // anything more and someone else can reach it, and a broadcast view aliases itself. (A
+        // transposed gradient, as matmul's backward makes for a weight, is kept as it is.)
+        let shared = Arc::strong_count(&g.0) > 1 || Arc::strong_count(&d.0.storage) > 2;
+        if !owned && (shared || !d.0.layout.is_non_overlapping_and_dense()) {
             let _guard = no_grad();
             d.copy()?
         } else {
@@ -197,8 +200,8 @@ fn accumulate(t: &Tensor, g: &Tensor, create_graph: bool) -> Result<()> {
 }
 
 /// A leaf's gradient is complete: accumulate it into `.grad()` and run its hooks.
-fn finish_leaf(t: &Tensor, g: &Tensor, create_graph: bool) -> Result<()> {
-    accumulate(t, g, create_graph)?;
+fn finish_leaf(t: &Tensor, g: &Tensor, owned: bool, create_graph: bool) -> Result<()> {
+    accumulate(t, g, owned, create_graph)?;
     t.run_post_grad_hooks()
 }
 
@@ -212,6 +215,9 @@ struct Ready {
     uses: HashMap<u64, usize>,
     heap: BinaryHeap<u64>,
     tensors: HashMap<u64, Tensor>,
+    /// Leaves whose last use has run, finished at the start of the next step of the pass (when
+    /// the previous node's gradients are dropped, so a leaf's gradient is found unshared).
+    final_leaves: Vec<Tensor>,
 }
 
 impl Ready {
@@ -229,29 +235,36 @@ impl Ready {
             uses,
             heap: BinaryHeap::from([root.id()]),
             tensors: order.into_iter().map(|t| (t.id(), t)).collect(),
+            final_leaves: Vec::new(),
         }
     }
 
     /// One use of `inp` has run. After its last, a leaf's gradient is final and a node is ready.
-    fn used(
-        &mut self,
-        inp: &Tensor,
-        grads: &mut HashMap<u64, (Tensor, bool)>,
-        create_graph: bool,
-    ) -> Result<()> {
+    fn used(&mut self, inp: &Tensor) {
         let left = self.uses.get_mut(&inp.id()).map(|n| {
             *n -= 1;
             *n
         });
         if left != Some(0) {
-            return Ok(());
+            return;
         }
         if inp.is_leaf() {
-            if let Some((g, _)) = grads.remove(&inp.id()) {
-                finish_leaf(inp, &g, create_graph)?;
-            }
+            self.final_leaves.push(inp.clone());
         } else {
             self.heap.push(inp.id());
+        }
+    }
+
+    /// Accumulate the leaves whose gradients are final and run their hooks.
+    fn finish_leaves(
+        &mut self,
+        grads: &mut HashMap<u64, (Tensor, bool)>,
+        create_graph: bool,
+    ) -> Result<()> {
+        for leaf in std::mem::take(&mut self.final_leaves) {
+            if let Some((g, owned)) = grads.remove(&leaf.id()) {
+                finish_leaf(&leaf, &g, owned, create_graph)?;
+            }
         }
         Ok(())
     }
@@ -271,25 +284,29 @@ pub(crate) fn backward(
     // nothing else), so that view gradients may be added into it in place.
     let mut grads: HashMap<u64, (Tensor, bool)> = HashMap::new();
     grads.insert(root.id(), (grad, false));
-    while let Some(id) = ready.heap.pop() {
+    loop {
+        ready.finish_leaves(&mut grads, create_graph)?;
+        let Some(id) = ready.heap.pop() else {
+            break;
+        };
         let t = ready.tensors[&id].clone();
-        let Some((g, _)) = grads.remove(&t.id()) else {
+        let Some((g, owned)) = grads.remove(&t.id()) else {
             // No gradient reached this node: its inputs get none from it.
             if let Some(node) = t.grad_fn() {
                 for inp in node.inputs.iter().flatten() {
-                    ready.used(inp, &mut grads, create_graph)?;
+                    ready.used(inp);
                 }
             }
             continue;
         };
         let Some(node) = t.grad_fn() else {
             if t.requires_grad() {
-                finish_leaf(&t, &g, create_graph)?;
+                finish_leaf(&t, &g, owned, create_graph)?;
             }
             continue;
         };
         if t.retains_grad() {
-            accumulate(&t, &g, create_graph)?;
+            accumulate(&t, &g, false, create_graph)?;
         }
         let f = {
             let mut slot = node.backward.lock();
@@ -318,7 +335,7 @@ pub(crate) fn backward(
                 }
             };
             grads.insert(id, (buf, true));
-            ready.used(inp, &mut grads, create_graph)?;
+            ready.used(inp);
             continue;
         }
         let input_grads = {
@@ -330,7 +347,7 @@ pub(crate) fn backward(
                 continue;
             };
             let Some(ig) = ig else {
-                ready.used(inp, &mut grads, create_graph)?;
+                ready.used(inp);
                 continue;
             };
             if is_anomaly_enabled() && ig.dtype().is_float() && ig.has_non_finite()? {
@@ -353,7 +370,7 @@ pub(crate) fn backward(
                 None => (ig, false),
             };
             grads.insert(inp.id(), entry);
-            ready.used(inp, &mut grads, create_graph)?;
+            ready.used(inp);
         }
     }
     Ok(())
