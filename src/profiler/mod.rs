@@ -306,12 +306,14 @@ pub(crate) fn scope(name: &'static str) -> Option<RecordFunction> {
     Some(begin(|| name.to_string(), EventKind::Scope, &[]))
 }
 
-/// A tensor storage of `bytes` on `device` was created (`sign` 1) or freed (`sign` -1).
+/// A tensor storage was created (`sign` 1) or freed (`sign` -1); its size is read only while a
+/// profiler runs.
 #[inline]
-pub(crate) fn memory(device: Device, bytes: usize, sign: i64) {
+pub(crate) fn memory(storage: &crate::backend::Storage, sign: i64) {
     if !ACTIVE.load(Ordering::Relaxed) {
         return;
     }
+    let (device, bytes) = storage.footprint();
     let delta = sign * bytes as i64;
     let inner = THREAD.with(|t| t.borrow().1.last().copied());
     let mut g = RECORDER.lock();

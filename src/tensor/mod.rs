@@ -26,8 +26,7 @@ pub struct StorageCell {
 impl Drop for StorageCell {
     /// Host buffers go back to the CPU pool for the next tensor of the same size.
     fn drop(&mut self) {
-        let (device, bytes) = self.data.get_mut().footprint();
-        crate::profiler::memory(device, bytes, -1);
+        crate::profiler::memory(self.data.get_mut(), -1);
         if let Storage::Cpu(c) = self.data.get_mut() {
             let s = std::mem::replace(c, crate::backend::cpu::CpuStorage::Bool(Vec::new()));
             crate::backend::cpu::pool::recycle(s);
@@ -37,8 +36,7 @@ impl Drop for StorageCell {
 
 impl StorageCell {
     pub(crate) fn new(s: Storage) -> Arc<Self> {
-        let (device, bytes) = s.footprint();
-        crate::profiler::memory(device, bytes, 1);
+        crate::profiler::memory(&s, 1);
         Arc::new(StorageCell {
             data: RwLock::new(s),
             version: AtomicU64::new(0),
