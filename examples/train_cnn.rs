@@ -341,6 +341,7 @@ fn run(args: Args) -> Result<()> {
                 repeat: 1,
                 ..Default::default()
             }),
+            ..Default::default()
         })?),
         None => None,
     };
@@ -536,7 +537,8 @@ fn plot(path: &std::path::Path, history: &[(f64, f64)]) -> Result<()> {
     wgtorch::io::write_atomic(path, &bytes)
 }
 
-/// The profiler's table (by total CPU time, then grouped by input shape) and its trace.
+/// The profiler's table (by total CPU time, then grouped by input shape, then by GPU time on a
+/// GPU) and its trace.
 fn report_profile(p: &profiler::Profile, path: &std::path::Path) -> Result<()> {
     let steps = p
         .events()
@@ -557,6 +559,12 @@ fn report_profile(p: &profiler::Profile, path: &std::path::Path) -> Result<()> {
         p.key_averages_by_input_shape()
             .table(SortBy::SelfCpuTimeTotal, 12)
     );
+    if !p.gpu_kernels().is_empty() || !p.gpu_time_unavailable().is_empty() {
+        println!(
+            "by GPU time (kernels first, then the ops that launched them):\n{}",
+            p.key_averages().table(SortBy::SelfGpuTimeTotal, 12)
+        );
+    }
     p.export_chrome_trace(path)?;
     println!("trace written to {} (open it in Perfetto)", path.display());
     Ok(())

@@ -1,6 +1,8 @@
 //! The profiler on a SimpleCNN training step (CPU and the GPU adapter): events and their
-//! nesting, call counts, the key-averages table, the Chrome trace as Trace Event Format JSON,
-//! memory, the schedule and misuse. The profiler is process-wide, so these tests take one lock.
+//! nesting, call counts, GPU kernels timed by the adapter, the key-averages table, the Chrome
+//! trace as Trace Event Format JSON, memory against the GPU pool's own counters, transfers,
+//! pipeline compiles, call stacks, an adapter without timestamps, the schedule and misuse. The
+//! profiler is process-wide, so these tests take one lock.
 
 mod common;
 
@@ -8,7 +10,9 @@ use std::sync::Mutex;
 use wgtorch::models::SimpleCnn;
 use wgtorch::nn::{self, ModuleExt};
 use wgtorch::optim::{Adam, Optimizer};
-use wgtorch::profiler::{self, EventKind, ProfileOptions, Profiler, Schedule, SortBy};
+use wgtorch::profiler::{
+    self, EventKind, ProfileOptions, Profiler, ProfilerActivity, Schedule, SortBy,
+};
 use wgtorch::{DType, Device, Result, Tensor};
 
 static LOCK: Mutex<()> = Mutex::new(());
@@ -25,12 +29,13 @@ fn train_step(m: &SimpleCnn, opt: &mut Adam, x: &Tensor, y: &Tensor) -> Result<(
 }
 
 /// Checks the trace the way a viewer reads it: JSON, the required fields per phase, complete
-/// events with non-negative durations, timestamps in order per track, children inside their
-/// parents.
+/// events with non-negative durations, timestamps in order per track, every flow arrow's start
+/// and end present and in time order.
 fn check_trace(json: &str) -> serde_json::Value {
     let v: serde_json::Value = serde_json::from_str(json).expect("the trace is JSON");
     let evs = v["traceEvents"].as_array().expect("traceEvents array");
     let mut last_ts: std::collections::HashMap<(u64, u64), f64> = Default::default();
+    let mut flows: std::collections::HashMap<u64, (Option<f64>, Option<f64>)> = Default::default();
     for e in evs {
         let ph = e["ph"].as_str().expect("ph");
         assert!(
@@ -47,10 +52,41 @@ fn check_trace(json: &str) -> serde_json::Value {
                 assert!(ts >= prev, "timestamps go back on a track: {e}");
             }
             "C" => assert!(e["args"]["Total Allocated"].is_i64(), "{e}"),
+            "s" | "f" => {
+                let id = e["id"].as_u64().expect("a flow event has an id");
+                let ts = e["ts"].as_f64().expect("a flow event has a ts");
+                let f = flows.entry(id).or_default();
+                if ph == "s" {
+                    assert!(f.0.replace(ts).is_none(), "flow {id} starts twice");
+                } else {
+                    assert_eq!(e["bp"], "e", "{e}");
+                    assert!(f.1.replace(ts).is_none(), "flow {id} ends twice");
+                }
+            }
             other => panic!("unexpected phase {other}: {e}"),
         }
     }
+    for (id, f) in flows {
+        let (Some(s), Some(t)) = f else {
+            panic!("flow {id} is missing an end: {f:?}");
+        };
+        assert!(s <= t, "flow {id} goes back in time");
+    }
     v
+}
+
+fn assert_columns(table: &str, columns: &[&str]) {
+    for col in columns {
+        assert!(table.contains(col), "{col} missing:\n{table}");
+    }
+}
+
+/// The GPU adapter's context, when the device is a GPU.
+fn context(dev: &Device) -> Option<std::sync::Arc<wgtorch::backend::gpu::GpuContext>> {
+    match dev {
+        Device::Gpu(n) => Some(wgtorch::backend::gpu::context(*n).expect("context")),
+        Device::Cpu => None,
+    }
 }
 
 #[test]
@@ -123,22 +159,28 @@ fn a_training_step_on_every_device() -> Result<()> {
         assert!(step.self_cpu_time_total_ns < step.cpu_time_total_ns);
 
         let table = steps.table(SortBy::CpuTimeTotal, 12);
-        for col in [
-            "Name",
-            "Self CPU %",
-            "Self CPU",
-            "CPU total %",
-            "CPU total",
-            "CPU time avg",
-            "# of Calls",
-            "Self CPU time total:",
-        ] {
-            assert!(table.contains(col), "{col} missing:\n{table}");
-        }
+        assert_columns(
+            &table,
+            &[
+                "Name",
+                "Self CPU %",
+                "Self CPU",
+                "CPU total %",
+                "CPU total",
+                "CPU time avg",
+                "# of Calls",
+                "Self CPU time total:",
+            ],
+        );
         // Sorted by total time, the step scopes come first.
         let first_row = table.lines().nth(3).unwrap();
         assert!(first_row.trim_start().starts_with("train_step"), "{table}");
-        assert_eq!(table.lines().count(), 3 + 12 + 2, "{table}");
+        let gpu_total_line = usize::from(dev.is_gpu());
+        assert_eq!(
+            table.lines().count(),
+            3 + 12 + 2 + gpu_total_line,
+            "{table}"
+        );
         let by_shape = prof.key_averages_by_input_shape().table(SortBy::Count, 0);
         assert!(
             by_shape.contains("Input Shapes")
@@ -146,10 +188,71 @@ fn a_training_step_on_every_device() -> Result<()> {
             "{by_shape}"
         );
 
+        // GPU kernels: timed by lavapipe, each under the op that launched it, after its start;
+        // together no longer than the profile.
+        let kernels = prof.gpu_kernels();
+        if dev.is_gpu() {
+            assert!(
+                prof.gpu_time_unavailable().is_empty(),
+                "lavapipe has timestamps"
+            );
+            assert!(!kernels.is_empty());
+            for k in kernels {
+                let op = &ev[k.op.expect("every kernel ran under an event")];
+                assert!(k.dur_ns > 0, "{} took no time", k.name);
+                assert!(k.start_ns >= op.start_ns, "{} before {}", k.name, op.name);
+                assert_eq!(k.device, dev);
+            }
+            let busy: u64 = kernels.iter().map(|k| k.dur_ns).sum();
+            assert!(busy <= prof.total_ns(), "{busy} > {}", prof.total_ns());
+            for w in kernels.windows(2) {
+                assert!(
+                    w[1].start_ns >= w[0].start_ns + w[0].dur_ns,
+                    "kernels overlap"
+                );
+            }
+            let conv = steps.get("conv2d").unwrap();
+            let conv_bwd = steps.get("conv2d_backward").unwrap();
+            assert!(conv.gpu_time_total_ns > 0 && conv_bwd.gpu_time_total_ns > 0);
+            assert_eq!(
+                conv.self_gpu_time_total_ns, 0,
+                "an op's own GPU time is its kernels'"
+            );
+            assert!(step.gpu_time_total_ns >= conv.gpu_time_total_ns);
+            assert_eq!(steps.self_gpu_time_total_ns(), busy);
+            let table = steps.table(SortBy::SelfGpuTimeTotal, 5);
+            assert_columns(
+                &table,
+                &[
+                    "Self GPU",
+                    "Self GPU %",
+                    "GPU total",
+                    "GPU time avg",
+                    "Self GPU time total:",
+                ],
+            );
+            let top = table.lines().nth(3).unwrap().trim_start();
+            assert!(
+                kernels
+                    .iter()
+                    .any(|k| top.starts_with(&k.name[..k.name.len().min(20)])),
+                "sorted by self GPU time, a kernel comes first:\n{table}"
+            );
+        } else {
+            assert!(kernels.is_empty());
+            assert!(!steps.table(SortBy::CpuTimeTotal, 0).contains("Self GPU"));
+        }
+
         let v = check_trace(&prof.chrome_trace());
         let evs = v["traceEvents"].as_array().unwrap();
         let x_events = evs.iter().filter(|e| e["ph"] == "X").count();
-        assert_eq!(x_events, ev.len());
+        assert_eq!(x_events, ev.len() + kernels.len());
+        let arrows = evs.iter().filter(|e| e["ph"] == "s").count();
+        assert_eq!(arrows, kernels.len(), "one arrow per kernel");
+        if dev.is_gpu() {
+            let k = evs.iter().find(|e| e["cat"] == "kernel").unwrap();
+            assert!(k["args"]["Launched by"].is_string(), "{k}");
+        }
         let conv_json = evs.iter().find(|e| e["name"] == "conv2d").unwrap();
         assert_eq!(
             conv_json["args"]["Input Dims"][0],
@@ -181,6 +284,12 @@ fn memory_of_a_known_tensor_is_exact() -> Result<()> {
             profile_memory: true,
             ..Default::default()
         };
+        let ctx = context(&dev);
+        if let Some(c) = &ctx {
+            c.synchronize()?;
+            c.reset_peak();
+        }
+        let at_start = ctx.as_ref().map_or(0, |c| c.stats().bytes_in_use as i64);
         let prof = profiler::profile(opts, |_| {
             let kept = {
                 let _s = profiler::record_function("alloc");
@@ -217,12 +326,134 @@ fn memory_of_a_known_tensor_is_exact() -> Result<()> {
         let samples = prof.memory_samples();
         let last = samples.iter().rev().find(|s| s.device == dev).unwrap();
         assert_eq!(
-            last.bytes, 0,
+            last.bytes, at_start,
             "{dev}: allocated and freed inside the profile"
         );
-        assert_eq!(samples.iter().map(|s| s.bytes).max(), Some(a));
+        assert_eq!(prof.peak_memory(dev), Some(at_start + a));
+        assert_eq!(
+            alloc.peak_cpu_memory + alloc.peak_gpu_memory,
+            a,
+            "the op's peak"
+        );
+        if let Some(c) = &ctx {
+            // The GPU counter is the pool's own: its peak is what stats() reports.
+            assert_eq!(prof.peak_memory(dev), Some(c.stats().peak_bytes as i64));
+        }
     }
     Ok(())
+}
+
+/// The op-level details on a GPU: the bytes each event uploads and reads back, the pipeline
+/// compiles, GPU-only activity and call stacks; then the same without timestamp queries (a
+/// fresh process with `WGTORCH_NO_TIMESTAMPS`, where every pipeline is compiled anew).
+#[test]
+fn transfers_compiles_stacks_and_an_adapter_without_timestamps() -> Result<()> {
+    let _l = lock();
+    let Some(gpu) = common::gpu() else {
+        return Ok(());
+    };
+    let untimed = std::env::var("WGTORCH_NO_TIMESTAMPS").is_ok();
+    let opts = ProfileOptions {
+        with_stack: true,
+        ..Default::default()
+    };
+    let prof = profiler::profile(opts, |_| {
+        let t = {
+            let _s = profiler::record_function("up");
+            Tensor::from_vec(vec![1f32, 2.0, 3.0], [3], &gpu)?
+        };
+        let _s = profiler::record_function("down");
+        // A kernel no other test compiles: a fresh pipeline in this process.
+        assert_eq!(sine_of(&t)?.to_vec::<f32>()?.len(), 3);
+        Ok(())
+    })?;
+    let avg = prof.key_averages();
+    assert_eq!(avg.get("up").unwrap().bytes_uploaded, 12);
+    assert_eq!(avg.get("down").unwrap().bytes_read_back, 12);
+    let compile = prof
+        .events()
+        .iter()
+        .find(|e| e.name == "pipeline_compile")
+        .expect("the first sin compiles its pipeline");
+    assert_eq!(compile.kind, EventKind::Runtime);
+    assert_eq!(compile.detail.as_deref(), Some("unary_sin_f32"));
+    let sin = prof.events().iter().find(|e| e.name == "sin").unwrap();
+    assert!(
+        sin.stack.first().is_some_and(|f| f.contains("sine_of")),
+        "the innermost caller outside wgtorch is this test's function: {:?}",
+        sin.stack
+    );
+    let table = avg.table(SortBy::CpuTimeTotal, 0);
+    if untimed {
+        assert!(prof.gpu_kernels().is_empty());
+        let why = prof.gpu_time_unavailable().join("; ");
+        assert!(why.contains("has no timestamp queries"), "{why}");
+        assert!(
+            table.contains("n/a") && table.contains("GPU time unavailable"),
+            "{table}"
+        );
+    } else {
+        assert!(prof.gpu_kernels().iter().any(|k| k.name == "unary_sin_f32"));
+        // GPU activity alone: kernels only, each still naming no event.
+        let prof = profiler::profile(
+            ProfileOptions {
+                activities: &[ProfilerActivity::Gpu],
+                ..Default::default()
+            },
+            |_| {
+                gpu_exp(&gpu)?;
+                Ok(())
+            },
+        )?;
+        assert!(prof.events().is_empty());
+        assert!(!prof.gpu_kernels().is_empty());
+        assert!(prof.gpu_kernels().iter().all(|k| k.op.is_none()));
+        // Now the same test in a process whose adapter has no timestamp queries.
+        let out = std::process::Command::new(std::env::current_exe().expect("test binary"))
+            .args([
+                "--exact",
+                "transfers_compiles_stacks_and_an_adapter_without_timestamps",
+                "--test-threads=1",
+            ])
+            .env("WGTORCH_NO_TIMESTAMPS", "1")
+            .output()
+            .expect("the test binary runs");
+        assert!(
+            out.status.success() && String::from_utf8_lossy(&out.stdout).contains("1 passed"),
+            "{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // Stopping waits for the GPU to read its timestamps, but an out-of-range index that a
+    // kernel found meanwhile is still reported, by the next readback as always.
+    let x = Tensor::from_vec(vec![1f32, 2.0, 3.0], [3], &gpu)?;
+    let idx = Tensor::from_vec(vec![0i32, 7], [2], &gpu)?;
+    let mut picked = None;
+    profiler::profile(ProfileOptions::default(), |_| {
+        picked = Some(x.index_select(0, &idx)?);
+        Ok(())
+    })?;
+    let e = picked.unwrap().to_vec::<f32>().unwrap_err();
+    assert!(e.to_string().contains("index 7 is out of bounds"), "{e}");
+
+    let bad = Profiler::start(ProfileOptions {
+        activities: &[],
+        ..Default::default()
+    })
+    .unwrap_err();
+    assert!(bad.to_string().contains("activities is empty"), "{bad}");
+    Ok(())
+}
+
+/// A caller frame that optimisation keeps (test binaries have no debug info for inlined frames).
+#[inline(never)]
+fn sine_of(t: &Tensor) -> Result<Tensor> {
+    std::hint::black_box(t.sin()) // not a tail call either
+}
+
+fn gpu_exp(gpu: &Device) -> Result<Vec<f32>> {
+    Tensor::ones([4], gpu)?.exp()?.to_vec::<f32>()
 }
 
 #[test]

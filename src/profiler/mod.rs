@@ -31,30 +31,82 @@
 //! it was the innermost event of its thread, and the trace carries each device's total as a
 //! counter track.
 //!
-//! Not yet: GPU kernel times from timestamp queries (a GPU op's CPU time is its launch, not the
-//! kernel's run), and the profiler in the browser ([`profile`] is an error there).
+//! On a GPU ([`ProfilerActivity::Gpu`]) each kernel's run is timed by the adapter itself with
+//! timestamp queries written around its compute pass in the batched command encoder, resolved
+//! when the batch is submitted and read back without waiting for the queue; each kernel is a
+//! [`GpuKernel`] attributed to the op (or backward node) that launched it, so the table's GPU
+//! columns say how long each op ran on the device. Compiling a new pipeline is its own event
+//! (`pipeline_compile`), and every event counts the bytes it uploaded and read back. An adapter
+//! without timestamp queries (a browser that does not offer them) gets no invented figures: its
+//! GPU columns read `n/a` and [`Profile::gpu_time_unavailable`] says why.
+//!
+//! In the browser the profiler runs the same way; end it with [`Profiler::stop_async`], which
+//! waits (without blocking the page) for the last kernels' timestamps.
 
+mod gpu;
+mod stack;
 mod table;
 mod trace;
 
+pub use gpu::GpuKernel;
+pub(crate) use gpu::{
+    gpu_batch, gpu_label, gpu_time_unavailable, now_ns as gpu_now_ns, transfer, KernelLabel,
+    Transfer,
+};
 pub use table::{KeyAverage, KeyAverages, SortBy};
 
 use crate::{DType, Device, Error, Result, Tensor};
 use parking_lot::Mutex;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+#[cfg(not(target_arch = "wasm32"))]
 use std::time::Instant;
+#[cfg(target_arch = "wasm32")]
+use web_time::Instant;
+
+/// What to profile, `torch.profiler.ProfilerActivity`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ProfilerActivity {
+    /// Ops, backward nodes and scopes on the CPU threads (`ProfilerActivity.CPU`).
+    Cpu,
+    /// Kernels on GPU adapters, timed by the adapter (`ProfilerActivity.CUDA`).
+    Gpu,
+}
+
+impl ProfilerActivity {
+    /// Both activities: the default, as PyTorch's when `activities` is not given.
+    pub const ALL: &'static [ProfilerActivity] = &[ProfilerActivity::Cpu, ProfilerActivity::Gpu];
+}
 
 /// What the profiler records; PyTorch's `torch.profiler.profile(...)` arguments.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct ProfileOptions {
+    /// What to record (default [`ProfilerActivity::ALL`]). Without [`ProfilerActivity::Cpu`]
+    /// only GPU kernels are kept (each still names the op that launched it).
+    pub activities: &'static [ProfilerActivity],
     /// Record each op's input shapes and dtypes (`record_shapes=True`).
     pub record_shapes: bool,
     /// Record the bytes each op allocates and frees, and each device's total over time
     /// (`profile_memory=True`).
     pub profile_memory: bool,
+    /// Record where each op was called from (`with_stack=True`): the caller's frames outside
+    /// wgtorch and the standard library, innermost first, from a backtrace taken per op (slow:
+    /// for finding an op's call site, not for timing; file and line need debug info).
+    pub with_stack: bool,
     /// When to record: `None` records every step of the closure.
     pub schedule: Option<Schedule>,
+}
+
+impl Default for ProfileOptions {
+    fn default() -> Self {
+        ProfileOptions {
+            activities: ProfilerActivity::ALL,
+            record_shapes: false,
+            profile_memory: false,
+            with_stack: false,
+            schedule: None,
+        }
+    }
 }
 
 /// `torch.profiler.schedule`: which [`Profiler::step`]s are recorded. After `skip_first` steps,
@@ -126,6 +178,9 @@ pub enum EventKind {
     Backward,
     /// A [`record_function`] scope, the whole `backward` pass, or a `ProfilerStep#N`.
     Scope,
+    /// Work of the GPU runtime on the CPU: compiling a new pipeline (`pipeline_compile`, with
+    /// the kernel in [`Event::detail`]).
+    Runtime,
 }
 
 /// One recorded span: an op call, a backward node or a scope.
@@ -151,19 +206,35 @@ pub struct Event {
     pub device: Option<Device>,
     /// Bytes allocated minus bytes freed on the CPU while this was the innermost event.
     pub self_cpu_memory: i64,
-    /// The same on GPUs.
+    /// The same on GPUs (the GPU buffer pool's bytes in use, by size class as in `stats()`).
     pub self_gpu_memory: i64,
+    /// The most CPU bytes this event and the events under it had allocated (net of frees) at any
+    /// moment while it ran: its peak above its start.
+    pub peak_cpu_memory: i64,
+    /// The same on GPUs.
+    pub peak_gpu_memory: i64,
+    /// Bytes this event itself copied from the host to a GPU.
+    pub bytes_uploaded: u64,
+    /// Bytes this event itself read back from a GPU (the wait for the GPU is in its CPU time).
+    pub bytes_read_back: u64,
+    /// Where the op was called from, with [`ProfileOptions::with_stack`]: `function (file:line)`
+    /// per frame, innermost first.
+    pub stack: Vec<String>,
+    /// More about the event: the kernel a `pipeline_compile` compiled.
+    pub detail: Option<String>,
 }
 
-/// A device's allocated tensor bytes at a moment: the trace's memory counter track.
+/// A device's allocated bytes at a moment: the trace's memory counter track.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MemorySample {
     /// Nanoseconds since the profiler started.
     pub ts_ns: u64,
     /// The device.
     pub device: Device,
-    /// Bytes of tensor storage allocated on it during the profile, net of frees (negative when
-    /// storages made before the profile were freed).
+    /// On a GPU, the bytes its buffer pool has in use (`stats().bytes_in_use`, so the samples'
+    /// peak is `stats().peak_bytes` after `reset_peak()`). On the CPU, the bytes of tensor
+    /// storage allocated during the profile net of frees (negative when storages made before
+    /// the profile were freed).
     pub bytes: i64,
 }
 
@@ -173,12 +244,21 @@ struct Recorder {
     t0: Instant,
     recording: bool,
     events: Vec<Event>,
+    /// Per event: net [CPU, GPU] bytes allocated under it so far (for the peaks).
+    nets: Vec<[i64; 2]>,
     memory: Vec<MemorySample>,
     live: Vec<(Device, i64)>,
+    gpu: gpu::GpuRecords,
 }
+
+/// The duration of an event that has not ended. (Not 0: on a coarse clock, as the browser's
+/// `performance.now()`, a short event that ended takes 0 ns.)
+const OPEN: u64 = u64::MAX;
 
 /// Set while a profiler runs (the one load an op pays otherwise).
 static ACTIVE: AtomicBool = AtomicBool::new(false);
+/// Set while a profiler records GPU kernels (checked by each dispatch after `ACTIVE`).
+static GPU_RECORDING: AtomicBool = AtomicBool::new(false);
 static RECORDER: Mutex<Option<Recorder>> = Mutex::new(None);
 static GENERATION: AtomicU64 = AtomicU64::new(0);
 static NEXT_THREAD: AtomicU64 = AtomicU64::new(1);
@@ -246,20 +326,32 @@ fn begin(name: impl FnOnce() -> String, kind: EventKind, inputs: &[&Tensor]) -> 
     } else {
         (Vec::new(), Vec::new())
     };
+    let stack = if r.opts.with_stack && kind == EventKind::Op {
+        stack::callers()
+    } else {
+        Vec::new()
+    };
     let idx = r.events.len();
     r.events.push(Event {
         name: name(),
         kind,
         thread,
         start_ns: r.t0.elapsed().as_nanos() as u64,
-        dur_ns: 0,
+        dur_ns: OPEN,
         parent,
         input_shapes,
         input_dtypes,
         device: inputs.first().map(|t| t.device()),
         self_cpu_memory: 0,
         self_gpu_memory: 0,
+        peak_cpu_memory: 0,
+        peak_gpu_memory: 0,
+        bytes_uploaded: 0,
+        bytes_read_back: 0,
+        stack,
+        detail: None,
     });
+    r.nets.push([0, 0]);
     let open = (r.generation, idx);
     drop(g);
     THREAD.with(|t| t.borrow_mut().1.push(open));
@@ -306,23 +398,70 @@ pub(crate) fn scope(name: &'static str) -> Option<RecordFunction> {
     Some(begin(|| name.to_string(), EventKind::Scope, &[]))
 }
 
-/// A tensor storage was created (`sign` 1) or freed (`sign` -1); its size is read only while a
-/// profiler runs.
+/// A GPU runtime event (a pipeline compile), with what it worked on.
+pub(crate) fn runtime(name: &'static str, detail: &str) -> Option<RecordFunction> {
+    if !ACTIVE.load(Ordering::Relaxed) {
+        return None;
+    }
+    let f = begin(|| name.to_string(), EventKind::Runtime, &[]);
+    if let Some((generation, idx)) = f.open {
+        if let Some(e) = RECORDER
+            .lock()
+            .as_mut()
+            .filter(|r| r.generation == generation)
+            .and_then(|r| r.events.get_mut(idx))
+        {
+            e.detail = Some(detail.to_string());
+        }
+    }
+    Some(f)
+}
+
+/// A CPU tensor storage was created (`sign` 1) or freed (`sign` -1); its size is read only
+/// while a profiler runs. (GPU storage is counted by the GPU buffer pool: [`gpu_memory`].)
 #[inline]
 pub(crate) fn memory(storage: &crate::backend::Storage, sign: i64) {
     if !ACTIVE.load(Ordering::Relaxed) {
         return;
     }
-    let (device, bytes) = storage.footprint();
-    let delta = sign * bytes as i64;
-    let inner = THREAD.with(|t| t.borrow().1.last().copied());
+    if let (Device::Cpu, bytes) = storage.footprint() {
+        memory_delta(Device::Cpu, sign * bytes as i64, None);
+    }
+}
+
+/// The GPU buffer pool of adapter `ordinal` handed out (positive) or took back `bytes`, and now
+/// has `in_use` bytes in use.
+#[inline]
+pub(crate) fn gpu_memory(ordinal: usize, bytes: i64, in_use: u64) {
+    if !ACTIVE.load(Ordering::Relaxed) {
+        return;
+    }
+    memory_delta(Device::Gpu(ordinal), bytes, Some(in_use as i64));
+}
+
+fn memory_delta(device: Device, delta: i64, absolute: Option<i64>) {
+    let open: Vec<(u64, usize)> = THREAD.with(|t| t.borrow().1.clone());
     let mut g = RECORDER.lock();
     let Some(r) = g.as_mut().filter(|r| r.recording && r.opts.profile_memory) else {
         return;
     };
-    if let Some(e) = inner
-        .filter(|(gen, _)| *gen == r.generation)
-        .and_then(|(_, i)| r.events.get_mut(i))
+    let slot = usize::from(device != Device::Cpu);
+    let mine = open.iter().filter(|(gen, _)| *gen == r.generation);
+    for &(_, i) in mine.clone() {
+        if let (Some(e), Some(n)) = (r.events.get_mut(i), r.nets.get_mut(i)) {
+            n[slot] += delta;
+            let peak = if slot == 0 {
+                &mut e.peak_cpu_memory
+            } else {
+                &mut e.peak_gpu_memory
+            };
+            *peak = (*peak).max(n[slot]);
+        }
+    }
+    if let Some(e) = mine
+        .clone()
+        .next_back()
+        .and_then(|&(_, i)| r.events.get_mut(i))
     {
         match device {
             Device::Cpu => e.self_cpu_memory += delta,
@@ -331,12 +470,13 @@ pub(crate) fn memory(storage: &crate::backend::Storage, sign: i64) {
     }
     let now = match r.live.iter_mut().find(|(d, _)| *d == device) {
         Some((_, b)) => {
-            *b += delta;
+            *b = absolute.unwrap_or(*b + delta);
             *b
         }
         None => {
-            r.live.push((device, delta));
-            delta
+            let b = absolute.unwrap_or(delta);
+            r.live.push((device, b));
+            b
         }
     };
     let ts_ns = r.t0.elapsed().as_nanos() as u64;
@@ -366,15 +506,16 @@ impl std::fmt::Debug for Profiler {
 
 impl Profiler {
     /// Start profiling, `prof = torch.profiler.profile(...); prof.start()`. An error if a profiler
-    /// already runs in this process, or in the browser (no clock there yet).
+    /// already runs in this process.
     pub fn start(opts: ProfileOptions) -> Result<Profiler> {
         let invalid = |msg: String| Error::InvalidArgument {
             op: "profiler",
             msg,
         };
-        if cfg!(target_arch = "wasm32") {
+        if opts.activities.is_empty() {
             return Err(invalid(
-                "the profiler is not available in the browser build yet".into(),
+                "activities is empty: give ProfilerActivity::Cpu, ProfilerActivity::Gpu or both"
+                    .into(),
             ));
         }
         if let Some(s) = &opts.schedule {
@@ -393,16 +534,20 @@ impl Profiler {
         let generation = GENERATION.fetch_add(1, Ordering::Relaxed) + 1;
         let schedule = opts.schedule;
         let first = schedule.map_or(Phase::Record, |s| s.phase(0));
+        let gpu = opts.activities.contains(&ProfilerActivity::Gpu);
         *g = Some(Recorder {
             generation,
             opts,
             t0: Instant::now(),
             recording: first == Phase::Record,
             events: Vec::new(),
+            nets: Vec::new(),
             memory: Vec::new(),
             live: Vec::new(),
+            gpu: gpu::GpuRecords::default(),
         });
         drop(g);
+        GPU_RECORDING.store(gpu && first == Phase::Record, Ordering::Relaxed);
         ACTIVE.store(first != Phase::Idle, Ordering::Relaxed);
         let p = Profiler {
             generation,
@@ -439,37 +584,85 @@ impl Profiler {
             .filter(|r| r.generation == self.generation)
         {
             r.recording = phase == Phase::Record;
+            GPU_RECORDING.store(
+                r.recording && r.opts.activities.contains(&ProfilerActivity::Gpu),
+                Ordering::Relaxed,
+            );
         }
         ACTIVE.store(phase != Phase::Idle, Ordering::Relaxed);
         self.enter(next, phase);
     }
 
     /// Stop profiling and return what was recorded. Events still open (a scope guard alive
-    /// past the stop) end at the stop.
+    /// past the stop) end at the stop. Natively this waits for the GPU work recorded so far, to
+    /// read its kernels' timestamps; in the browser, where nothing may wait, use
+    /// [`Profiler::stop_async`] (this form keeps only the kernels whose timestamps are back).
     pub fn stop(self) -> Profile {
         drop(self.step.lock().1.take());
+        let end = self.end_ns();
+        GPU_RECORDING.store(false, Ordering::Relaxed);
+        #[cfg(not(target_arch = "wasm32"))]
+        for c in crate::backend::gpu::contexts() {
+            c.collect_timestamps();
+        }
+        #[cfg(target_arch = "wasm32")]
+        for c in crate::backend::gpu::contexts() {
+            c.drain_timestamps();
+        }
         // Only this profiler (by generation) can take the recorder, so it is always there.
-        self.finish().unwrap_or_default()
+        self.finish(end).unwrap_or_default()
     }
 
-    fn finish(&self) -> Option<Profile> {
+    /// [`Profiler::stop`] for the browser: waits for the GPU work recorded so far without
+    /// blocking the page, so every kernel's time is in the profile.
+    pub async fn stop_async(self) -> Profile {
+        drop(self.step.lock().1.take());
+        let end = self.end_ns();
+        GPU_RECORDING.store(false, Ordering::Relaxed);
+        for c in crate::backend::gpu::contexts() {
+            c.collect_timestamps_async().await;
+        }
+        self.finish(end).unwrap_or_default()
+    }
+
+    /// The profile's end on its clock: the moment stop was called (the wait for the GPU's
+    /// timestamps after it is not part of the profile).
+    fn end_ns(&self) -> Option<u64> {
+        RECORDER
+            .lock()
+            .as_ref()
+            .filter(|r| r.generation == self.generation)
+            .map(|r| r.t0.elapsed().as_nanos() as u64)
+    }
+
+    fn finish(&self, end: Option<u64>) -> Option<Profile> {
         let mut g = RECORDER.lock();
         if g.as_ref().is_none_or(|r| r.generation != self.generation) {
             return None;
         }
         ACTIVE.store(false, Ordering::Relaxed);
+        GPU_RECORDING.store(false, Ordering::Relaxed);
         let r = g.take()?;
-        let end = r.t0.elapsed().as_nanos() as u64;
+        drop(g);
+        let end = end.unwrap_or_else(|| r.t0.elapsed().as_nanos() as u64);
         let mut events = r.events;
         for e in &mut events {
-            if e.dur_ns == 0 && e.start_ns < end {
-                // Still open: ends now. (A closed event of under 1 ns keeps 0 and is also
-                // clamped here; that is within the clock's resolution.)
-                e.dur_ns = end - e.start_ns;
+            if e.dur_ns == OPEN {
+                // Still open: ends now.
+                e.dur_ns = end.saturating_sub(e.start_ns);
+            }
+        }
+        let (mut kernels, gpu_unavailable) = r.gpu.finish(&events);
+        if !r.opts.activities.contains(&ProfilerActivity::Cpu) {
+            events.clear();
+            for k in &mut kernels {
+                k.op = None;
             }
         }
         Some(Profile {
             events,
+            kernels,
+            gpu_unavailable,
             memory: r.memory,
             total_ns: end,
         })
@@ -479,7 +672,7 @@ impl Profiler {
 impl Drop for Profiler {
     fn drop(&mut self) {
         drop(self.step.get_mut().1.take());
-        self.finish();
+        self.finish(None);
     }
 }
 
@@ -495,6 +688,8 @@ pub fn profile(opts: ProfileOptions, f: impl FnOnce(&Profiler) -> Result<()>) ->
 #[derive(Clone, Debug, Default)]
 pub struct Profile {
     events: Vec<Event>,
+    kernels: Vec<GpuKernel>,
+    gpu_unavailable: Vec<String>,
     memory: Vec<MemorySample>,
     total_ns: u64,
 }
@@ -503,6 +698,18 @@ impl Profile {
     /// Every event, in the order they started (per thread, parents before their children).
     pub fn events(&self) -> &[Event] {
         &self.events
+    }
+
+    /// Every GPU kernel timed by its adapter, in the order they ran on each device.
+    pub fn gpu_kernels(&self) -> &[GpuKernel] {
+        &self.kernels
+    }
+
+    /// Why some GPU time is missing: one line per adapter that ran kernels but could not time
+    /// them (`gpu:0 "SwiftShader": the adapter has no timestamp queries`). Empty when every
+    /// kernel was timed.
+    pub fn gpu_time_unavailable(&self) -> &[String] {
+        &self.gpu_unavailable
     }
 
     /// The memory counter samples, in time order.
@@ -517,17 +724,28 @@ impl Profile {
 
     /// `prof.key_averages()`: the events grouped by name.
     pub fn key_averages(&self) -> KeyAverages {
-        KeyAverages::new(&self.events, false)
+        KeyAverages::new(self, false)
     }
 
     /// `prof.key_averages(group_by_input_shape=True)`: grouped by name and input shapes (with
     /// [`ProfileOptions::record_shapes`]); the table gets an `Input Shapes` column.
     pub fn key_averages_by_input_shape(&self) -> KeyAverages {
-        KeyAverages::new(&self.events, true)
+        KeyAverages::new(self, true)
+    }
+
+    /// The highest value of `device`'s memory counter during the profile (see
+    /// [`MemorySample::bytes`]; on a GPU, the pool's peak bytes in use).
+    pub fn peak_memory(&self, device: Device) -> Option<i64> {
+        self.memory
+            .iter()
+            .filter(|m| m.device == device)
+            .map(|m| m.bytes)
+            .max()
     }
 
     /// `prof.export_chrome_trace(path)`: the events as Trace Event Format JSON, written
-    /// atomically: CPU events on one track per thread, memory as counter tracks per device.
+    /// atomically: CPU events on one track per thread, GPU kernels on one track per device
+    /// with a flow arrow from the op that launched each, memory as counter tracks per device.
     /// Perfetto (ui.perfetto.dev) and `chrome://tracing` open it.
     pub fn export_chrome_trace(&self, path: impl AsRef<std::path::Path>) -> Result<()> {
         crate::io::write_atomic(path.as_ref(), self.chrome_trace().as_bytes())
@@ -535,6 +753,6 @@ impl Profile {
 
     /// The Trace Event Format JSON that [`Profile::export_chrome_trace`] writes.
     pub fn chrome_trace(&self) -> String {
-        trace::chrome_trace(&self.events, &self.memory)
+        trace::chrome_trace(self)
     }
 }

@@ -1,7 +1,9 @@
 //! `prof.key_averages()` and its `table()`: events grouped by name (and input shapes), with
-//! PyTorch's columns and formatting.
+//! PyTorch's columns and formatting. As in PyTorch, an op's GPU time is the time of the kernels
+//! it (and the ops under it) launched, in its `GPU total`; `Self GPU` belongs to the kernels,
+//! which are rows of their own.
 
-use super::Event;
+use super::Profile;
 use std::collections::HashMap;
 use std::fmt::Write;
 
@@ -21,6 +23,10 @@ pub enum SortBy {
     CpuMemoryUsage,
     /// `"self_gpu_memory_usage"`.
     SelfGpuMemoryUsage,
+    /// `"self_cuda_time_total"`: the kernels that ran longest first.
+    SelfGpuTimeTotal,
+    /// `"cuda_time_total"`.
+    GpuTimeTotal,
 }
 
 /// One row of [`KeyAverages`]: every event with the same name (and input shapes).
@@ -44,12 +50,31 @@ pub struct KeyAverage {
     pub gpu_memory_usage: i64,
     /// GPU bytes allocated net of frees by the events themselves.
     pub self_gpu_memory_usage: i64,
+    /// The highest CPU memory peak of one event (see [`Event::peak_cpu_memory`](super::Event)).
+    pub peak_cpu_memory: i64,
+    /// The highest GPU memory peak of one event.
+    pub peak_gpu_memory: i64,
+    /// Summed run time on the GPU of the kernels these events launched, and those of the
+    /// events under them, nanoseconds.
+    pub gpu_time_total_ns: u64,
+    /// For a kernel's row, its summed run time; 0 for ops (their kernels have the time).
+    pub self_gpu_time_total_ns: u64,
+    /// Bytes the events copied to GPUs themselves.
+    pub bytes_uploaded: u64,
+    /// Bytes the events read back from GPUs themselves.
+    pub bytes_read_back: u64,
+    /// Whether this row is a GPU kernel (launches of one kernel) rather than CPU events.
+    pub gpu_kernel: bool,
 }
 
 impl KeyAverage {
     /// Mean wall time per call, nanoseconds.
     pub fn cpu_time_avg_ns(&self) -> u64 {
         self.cpu_time_total_ns / self.count.max(1)
+    }
+    /// Mean GPU time per call, nanoseconds.
+    pub fn gpu_time_avg_ns(&self) -> u64 {
+        self.gpu_time_total_ns / self.count.max(1)
     }
 }
 
@@ -58,16 +83,27 @@ impl KeyAverage {
 pub struct KeyAverages {
     rows: Vec<KeyAverage>,
     by_shape: bool,
+    /// GPU kernels ran: the table has GPU columns.
+    gpu: bool,
+    /// Why some GPU time is missing (adapters without timestamps).
+    gpu_unavailable: Vec<String>,
 }
 
 /// A row's key: the name, and the input shapes when grouped by them.
 type Key = (String, Option<Vec<Vec<usize>>>);
 
 impl KeyAverages {
-    pub(super) fn new(events: &[Event], by_shape: bool) -> KeyAverages {
+    pub(super) fn new(profile: &Profile, by_shape: bool) -> KeyAverages {
+        let events = &profile.events;
         // Children start after their parent, so one pass from the end folds every subtree into
-        // its root: time of the direct children, memory of all descendants.
+        // its root: time of the direct children, memory and GPU time of all descendants.
         let mut child_ns = vec![0u64; events.len()];
+        let mut gpu_ns = vec![0u64; events.len()];
+        for k in &profile.kernels {
+            if let Some(i) = k.op {
+                gpu_ns[i] += k.dur_ns;
+            }
+        }
         let mut mem: Vec<(i64, i64)> = events
             .iter()
             .map(|e| (e.self_cpu_memory, e.self_gpu_memory))
@@ -75,6 +111,7 @@ impl KeyAverages {
         for (i, e) in events.iter().enumerate().rev() {
             if let Some(p) = e.parent {
                 child_ns[p] += e.dur_ns;
+                gpu_ns[p] += gpu_ns[i];
                 mem[p].0 += mem[i].0;
                 mem[p].1 += mem[i].1;
             }
@@ -101,8 +138,32 @@ impl KeyAverages {
             row.self_cpu_memory_usage += e.self_cpu_memory;
             row.gpu_memory_usage += mem[i].1;
             row.self_gpu_memory_usage += e.self_gpu_memory;
+            row.peak_cpu_memory = row.peak_cpu_memory.max(e.peak_cpu_memory);
+            row.peak_gpu_memory = row.peak_gpu_memory.max(e.peak_gpu_memory);
+            row.gpu_time_total_ns += gpu_ns[i];
+            row.bytes_uploaded += e.bytes_uploaded;
+            row.bytes_read_back += e.bytes_read_back;
         }
-        KeyAverages { rows, by_shape }
+        for k in &profile.kernels {
+            let at = *index.entry((k.name.clone(), None)).or_insert_with(|| {
+                rows.push(KeyAverage {
+                    name: k.name.clone(),
+                    gpu_kernel: true,
+                    ..Default::default()
+                });
+                rows.len() - 1
+            });
+            let row = &mut rows[at];
+            row.count += 1;
+            row.gpu_time_total_ns += k.dur_ns;
+            row.self_gpu_time_total_ns += k.dur_ns;
+        }
+        KeyAverages {
+            rows,
+            by_shape,
+            gpu: !profile.kernels.is_empty() || !profile.gpu_unavailable.is_empty(),
+            gpu_unavailable: profile.gpu_unavailable.clone(),
+        }
     }
 
     /// The rows, in the order their keys first occurred.
@@ -120,6 +181,11 @@ impl KeyAverages {
         self.rows.iter().map(|r| r.self_cpu_time_total_ns).sum()
     }
 
+    /// Summed run time of every GPU kernel: the table's "Self GPU time total".
+    pub fn self_gpu_time_total_ns(&self) -> u64 {
+        self.rows.iter().map(|r| r.self_gpu_time_total_ns).sum()
+    }
+
     /// `key_averages().table(sort_by=..., row_limit=...)`: PyTorch's table, sorted by `sort_by`
     /// (largest first), at most `row_limit` rows (0: all). Memory columns appear when memory was
     /// recorded, `Input Shapes` when grouped by input shape.
@@ -133,6 +199,8 @@ impl KeyAverages {
                 SortBy::SelfCpuMemoryUsage => r.self_cpu_memory_usage as i128,
                 SortBy::CpuMemoryUsage => r.cpu_memory_usage as i128,
                 SortBy::SelfGpuMemoryUsage => r.self_gpu_memory_usage as i128,
+                SortBy::SelfGpuTimeTotal => r.self_gpu_time_total_ns as i128,
+                SortBy::GpuTimeTotal => r.gpu_time_total_ns as i128,
             }
         };
         rows.sort_by_key(|r| std::cmp::Reverse(key(r)));
@@ -141,6 +209,18 @@ impl KeyAverages {
         }
         let total = self.self_cpu_time_total_ns();
         let pct = |ns: u64| format!("{:.2}%", 100.0 * ns as f64 / total.max(1) as f64);
+        let gpu_total = self.self_gpu_time_total_ns();
+        // No kernel could be timed: the GPU columns say so instead of showing zeros.
+        let timed = self.rows.iter().any(|r| r.gpu_kernel);
+        let gpu_cell = |ns: u64, pct: bool| -> String {
+            if !timed {
+                "n/a".into()
+            } else if pct {
+                format!("{:.2}%", 100.0 * ns as f64 / gpu_total.max(1) as f64)
+            } else {
+                format_time(ns)
+            }
+        };
         let cpu_mem = self
             .rows
             .iter()
@@ -157,6 +237,9 @@ impl KeyAverages {
             "CPU total",
             "CPU time avg",
         ];
+        if self.gpu {
+            header.extend(["Self GPU", "Self GPU %", "GPU total", "GPU time avg"]);
+        }
         if cpu_mem {
             header.extend(["CPU Mem", "Self CPU Mem"]);
         }
@@ -174,6 +257,12 @@ impl KeyAverages {
                     format_time(r.cpu_time_total_ns),
                     format_time(r.cpu_time_avg_ns()),
                 ];
+                if self.gpu {
+                    c.push(gpu_cell(r.self_gpu_time_total_ns, false));
+                    c.push(gpu_cell(r.self_gpu_time_total_ns, true));
+                    c.push(gpu_cell(r.gpu_time_total_ns, false));
+                    c.push(gpu_cell(r.gpu_time_avg_ns(), false));
+                }
                 if cpu_mem {
                     c.push(format_memory(r.cpu_memory_usage));
                     c.push(format_memory(r.self_cpu_memory_usage));
@@ -248,6 +337,12 @@ impl KeyAverages {
         }
         let _ = writeln!(out, "{rule}");
         let _ = writeln!(out, "Self CPU time total: {}", format_time(total));
+        if timed {
+            let _ = writeln!(out, "Self GPU time total: {}", format_time(gpu_total));
+        }
+        for why in &self.gpu_unavailable {
+            let _ = writeln!(out, "GPU time unavailable: {why}");
+        }
         out
     }
 }

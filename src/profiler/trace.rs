@@ -1,8 +1,10 @@
 //! Trace Event Format JSON (the format of `chrome://tracing`, which Perfetto also opens): one
-//! complete (`"ph": "X"`) event per profiler event on its thread's track, and one counter
-//! (`"ph": "C"`) track of allocated tensor bytes per device.
+//! complete (`"ph": "X"`) event per profiler event on its thread's track, one per GPU kernel on
+//! its device's track with a flow arrow (`"ph": "s"` / `"f"`) from the op that launched it, and
+//! one counter (`"ph": "C"`) track of allocated bytes per device.
 
-use super::{Event, EventKind, MemorySample};
+use super::{EventKind, Profile};
+use crate::Device;
 use std::collections::BTreeSet;
 use std::fmt::Write;
 
@@ -29,9 +31,24 @@ fn us(ns: u64) -> String {
     format!("{}.{:03}", ns / 1000, ns % 1000)
 }
 
-pub(super) fn chrome_trace(events: &[Event], memory: &[MemorySample]) -> String {
-    let pid = std::process::id();
-    let mut items: Vec<String> = Vec::with_capacity(events.len() + memory.len() + 4);
+/// The track of a GPU's kernels: after every CPU thread's.
+fn gpu_tid(d: Device) -> u64 {
+    match d {
+        Device::Gpu(n) => 1_000_000 + n as u64,
+        Device::Cpu => 1_000_000,
+    }
+}
+
+pub(super) fn chrome_trace(p: &Profile) -> String {
+    let (events, memory) = (&p.events, &p.memory);
+    // The browser has no process id (std's panics there).
+    let pid = if cfg!(target_arch = "wasm32") {
+        1
+    } else {
+        std::process::id()
+    };
+    let mut items: Vec<String> =
+        Vec::with_capacity(events.len() + 3 * p.kernels.len() + memory.len() + 4);
     items.push(format!(
         r#"{{"ph":"M","name":"process_name","pid":{pid},"tid":0,"args":{{"name":"wgtorch"}}}}"#
     ));
@@ -41,13 +58,27 @@ pub(super) fn chrome_trace(events: &[Event], memory: &[MemorySample]) -> String 
             r#"{{"ph":"M","name":"thread_name","pid":{pid},"tid":{t},"args":{{"name":"CPU thread {t}"}}}}"#
         ));
     }
+    let gpus: BTreeSet<u64> = p.kernels.iter().map(|k| gpu_tid(k.device)).collect();
+    for t in gpus {
+        items.push(format!(
+            r#"{{"ph":"M","name":"thread_name","pid":{pid},"tid":{t},"args":{{"name":"GPU {} kernels"}}}}"#,
+            t - 1_000_000
+        ));
+    }
     for e in events {
         let cat = match e.kind {
             EventKind::Op => "cpu_op",
             EventKind::Backward => "backward",
             EventKind::Scope => "user_annotation",
+            EventKind::Runtime => "gpu_runtime",
         };
         let mut args = String::new();
+        let mut arg = |k: &str, v: String| {
+            if !args.is_empty() {
+                args.push(',');
+            }
+            let _ = write!(args, "{}:{v}", json_str(k));
+        };
         if !e.input_shapes.is_empty() {
             let dims: Vec<String> = e.input_shapes.iter().map(|s| format!("{s:?}")).collect();
             let types: Vec<String> = e
@@ -55,18 +86,30 @@ pub(super) fn chrome_trace(events: &[Event], memory: &[MemorySample]) -> String 
                 .iter()
                 .map(|d| json_str(&d.to_string()))
                 .collect();
-            let _ = write!(
-                args,
-                r#""Input Dims":[{}],"Input type":[{}]"#,
-                dims.join(","),
-                types.join(",")
-            );
+            arg("Input Dims", format!("[{}]", dims.join(",")));
+            arg("Input type", format!("[{}]", types.join(",")));
         }
         if let Some(d) = e.device {
-            if !args.is_empty() {
-                args.push(',');
+            arg("Device", json_str(&d.to_string()));
+        }
+        if let Some(d) = &e.detail {
+            arg("Kernel", json_str(d));
+        }
+        for (k, v) in [
+            ("Bytes uploaded", e.bytes_uploaded as i64),
+            ("Bytes read back", e.bytes_read_back as i64),
+            ("Self CPU Mem", e.self_cpu_memory),
+            ("Self GPU Mem", e.self_gpu_memory),
+            ("Peak CPU Mem", e.peak_cpu_memory),
+            ("Peak GPU Mem", e.peak_gpu_memory),
+        ] {
+            if v != 0 {
+                arg(k, v.to_string());
             }
-            let _ = write!(args, r#""Device":{}"#, json_str(&d.to_string()));
+        }
+        if !e.stack.is_empty() {
+            let frames: Vec<String> = e.stack.iter().map(|f| json_str(f)).collect();
+            arg("Call stack", format!("[{}]", frames.join(",")));
         }
         items.push(format!(
             r#"{{"ph":"X","cat":"{cat}","name":{},"pid":{pid},"tid":{},"ts":{},"dur":{},"args":{{{args}}}}}"#,
@@ -75,6 +118,34 @@ pub(super) fn chrome_trace(events: &[Event], memory: &[MemorySample]) -> String 
             us(e.start_ns),
             us(e.dur_ns),
         ));
+    }
+    for (id, k) in p.kernels.iter().enumerate() {
+        let tid = gpu_tid(k.device);
+        let op = k.op.and_then(|i| events.get(i));
+        let mut args = format!(r#""Device":{}"#, json_str(&k.device.to_string()));
+        if let Some(e) = op {
+            let _ = write!(args, r#","Launched by":{}"#, json_str(&e.name));
+        }
+        items.push(format!(
+            r#"{{"ph":"X","cat":"kernel","name":{},"pid":{pid},"tid":{tid},"ts":{},"dur":{},"args":{{{args}}}}}"#,
+            json_str(&k.name),
+            us(k.start_ns),
+            us(k.dur_ns),
+        ));
+        if let Some(e) = op {
+            // The arrow starts inside the op's slice and ends at the kernel's start. The
+            // kernel cannot start before the op began (it was launched by it), so the arrow
+            // never points back in time.
+            items.push(format!(
+                r#"{{"ph":"s","cat":"ac2g","name":"launch","id":{id},"pid":{pid},"tid":{},"ts":{}}}"#,
+                e.thread,
+                us(e.start_ns),
+            ));
+            items.push(format!(
+                r#"{{"ph":"f","bp":"e","cat":"ac2g","name":"launch","id":{id},"pid":{pid},"tid":{tid},"ts":{}}}"#,
+                us(k.start_ns.max(e.start_ns)),
+            ));
+        }
     }
     for m in memory {
         items.push(format!(

@@ -119,7 +119,8 @@ fn check_limits(name: &str, l: &wgpu::Limits) -> std::result::Result<(), String>
     }
 }
 
-/// Open adapter `ordinal` with its real limits and SHADER_F16 when it has it.
+/// Open adapter `ordinal` with its real limits, and SHADER_F16 and TIMESTAMP_QUERY when it has
+/// them.
 pub(crate) async fn create(ordinal: usize) -> std::result::Result<GpuContext, String> {
     let list = {
         let _quiet = QuietDeviceSelect::new();
@@ -138,11 +139,13 @@ pub(crate) async fn create(ordinal: usize) -> std::result::Result<GpuContext, St
     let info = adapter.get_info();
     let native_ok = std::env::var("WGTORCH_NO_NATIVE_F16").is_err();
     let has_f16 = adapter.features().contains(wgpu::Features::SHADER_F16) && native_ok;
-    let required = if has_f16 {
-        wgpu::Features::SHADER_F16
-    } else {
-        wgpu::Features::empty()
-    };
+    // Timestamp queries time kernels for the profiler; WGTORCH_NO_TIMESTAMPS opens the device
+    // without them (to see the profiler on an adapter that has none).
+    let timestamps = adapter.features().contains(wgpu::Features::TIMESTAMP_QUERY)
+        && std::env::var("WGTORCH_NO_TIMESTAMPS").is_err();
+    let mut required = wgpu::Features::empty();
+    required.set(wgpu::Features::SHADER_F16, has_f16);
+    required.set(wgpu::Features::TIMESTAMP_QUERY, timestamps);
     let limits = adapter.limits();
     check_limits(&info.name, &limits)?;
     let (device, queue) = adapter

@@ -9,7 +9,7 @@ use std::sync::{Arc, OnceLock};
 use wgpu::util::DeviceExt;
 
 /// Dispatches recorded before the pending encoder is submitted on its own.
-const BATCH: u32 = 64;
+pub(crate) const BATCH: u32 = 64;
 
 /// Counters for benchmarks and leak tests.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -56,8 +56,8 @@ pub struct GpuContext {
     dispatches: AtomicU64,
     submits: AtomicU64,
     pipelines_created: AtomicU64,
-    /// Per-kernel wall time when profiling (`set_profiling`): key -> (dispatches, seconds).
-    profile: Mutex<Option<HashMap<String, (u64, f64)>>>,
+    /// Kernel timestamps for the profiler, when the adapter has timestamp queries.
+    timing: Option<super::timing::Timing>,
     /// The index-check flags that gather/scatter_add kernels set (`checks.rs`).
     pub(crate) checks: super::checks::IndexChecks,
 }
@@ -78,7 +78,8 @@ impl GpuBuffer {
 impl Drop for GpuBuffer {
     fn drop(&mut self) {
         if let Some(b) = self.buffer.take() {
-            self.ctx.in_use.fetch_sub(self.class, Ordering::Relaxed);
+            let now = self.ctx.in_use.fetch_sub(self.class, Ordering::Relaxed) - self.class;
+            crate::profiler::gpu_memory(self.ctx.ordinal, -(self.class as i64), now);
             self.ctx.cached.fetch_add(self.class, Ordering::Relaxed);
             self.ctx.free.lock().entry(self.class).or_default().push(b);
         }
@@ -120,6 +121,15 @@ pub fn context(ordinal: usize) -> Result<Arc<GpuContext>> {
     }
 }
 
+/// The GPU contexts created so far.
+pub(crate) fn contexts() -> Vec<Arc<GpuContext>> {
+    registry()
+        .lock()
+        .values()
+        .filter_map(|r| r.as_ref().ok().cloned())
+        .collect()
+}
+
 /// Create (or return) the context of adapter `ordinal` without blocking: the way in the browser.
 pub async fn init_gpu(ordinal: usize) -> Result<Arc<GpuContext>> {
     if let Some(r) = registry().lock().get(&ordinal) {
@@ -149,6 +159,8 @@ impl GpuContext {
             }
         }));
         let loop_cap = llvmpipe_loop_cap(&info);
+        let timing = (device.features().contains(wgpu::Features::TIMESTAMP_QUERY))
+            .then(|| super::timing::Timing::new(&queue));
         GpuContext {
             checks: super::checks::IndexChecks::new(&device),
             ordinal,
@@ -172,7 +184,7 @@ impl GpuContext {
             dispatches: AtomicU64::new(0),
             submits: AtomicU64::new(0),
             pipelines_created: AtomicU64::new(0),
-            profile: Mutex::new(None),
+            timing,
         }
     }
 }
@@ -392,6 +404,7 @@ impl GpuContext {
         };
         let now = self.in_use.fetch_add(class, Ordering::Relaxed) + class;
         self.peak.fetch_max(now, Ordering::Relaxed);
+        crate::profiler::gpu_memory(self.ordinal, class as i64, now);
         Ok(GpuBuffer {
             buffer: Some(buffer),
             class,
@@ -436,6 +449,7 @@ impl GpuContext {
             self.with_encoder(|enc| {
                 enc.copy_buffer_to_buffer(&staging, 0, buf.raw(), 0, data.len() as u64)
             });
+            crate::profiler::transfer(crate::profiler::Transfer::Upload, bytes.len() as u64);
         }
         Ok(buf)
     }
@@ -462,6 +476,7 @@ impl GpuContext {
         if let Some(p) = self.pipelines.lock().get(key) {
             return Ok(p.clone());
         }
+        let _event = crate::profiler::runtime("pipeline_compile", key);
         let src = source();
         let (p, err) = self.scoped(|| {
             let module = self
@@ -489,14 +504,17 @@ impl GpuContext {
         Ok(p)
     }
 
-    /// Record `pipeline` over a grid of `groups` workgroups, binding `meta` at 0 and `buffers` at
-    /// 1, 2, ... A grid past the adapter's `max_compute_workgroups_per_dimension` in any dimension
-    /// is split into several dispatches, each with the grid position of its first workgroup
-    /// appended to `meta` (the kernels' `group_id`). Every wgpu call is checked before anything
-    /// is recorded, so an error is returned here, for `op`, and never poisons the batch.
+    /// Record `pipeline` (kernel `kernel`) over a grid of `groups` workgroups, binding `meta` at
+    /// 0 and `buffers` at 1, 2, ... A grid past the adapter's
+    /// `max_compute_workgroups_per_dimension` in any dimension is split into several dispatches
+    /// (in one compute pass), each with the grid position of its first workgroup appended to
+    /// `meta` (the kernels' `group_id`). Every wgpu call is checked before anything is
+    /// recorded, so an error is returned here, for `op`, and never poisons the batch. While a
+    /// profiler records GPU kernels the pass writes timestamps at its start and end.
     pub(crate) fn dispatch(
         &self,
         op: &'static str,
+        kernel: &str,
         pipeline: &wgpu::ComputePipeline,
         meta: &[u32],
         buffers: &[&wgpu::Buffer],
@@ -551,8 +569,21 @@ impl GpuContext {
         if let Some(e) = err {
             return Err(self.gpu_error(op, &e));
         }
+        let label = crate::profiler::gpu_label();
         let flush = {
             let mut p = self.pending.lock();
+            let timed = label.and_then(|l| match &self.timing {
+                Some(t) => t.pass(&self.device, kernel, l),
+                None => {
+                    crate::profiler::gpu_time_unavailable(self.ordinal, || {
+                        format!(
+                            "gpu:{} \"{}\": the adapter has no timestamp queries",
+                            self.ordinal, self.info.name
+                        )
+                    });
+                    None
+                }
+            });
             let enc = p.encoder.get_or_insert_with(|| {
                 self.device
                     .create_command_encoder(&wgpu::CommandEncoderDescriptor {
@@ -562,7 +593,13 @@ impl GpuContext {
             {
                 let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
                     label: Some(op),
-                    timestamp_writes: None,
+                    timestamp_writes: timed.as_ref().map(|(set, i)| {
+                        wgpu::ComputePassTimestampWrites {
+                            query_set: set,
+                            beginning_of_pass_write_index: Some(*i),
+                            end_of_pass_write_index: Some(*i + 1),
+                        }
+                    }),
                 });
                 pass.set_pipeline(pipeline);
                 for (bind, (_, [x, y, z])) in binds.iter().zip(&parts) {
@@ -582,14 +619,60 @@ impl GpuContext {
 
     /// Submit the recorded work.
     pub fn submit(&self) {
-        // The lock is held through the submit so that work recorded by another thread after this
-        // batch cannot reach the queue before it.
-        let mut p = self.pending.lock();
-        p.dispatches = 0;
-        if let Some(enc) = p.encoder.take() {
-            self.queue.submit(Some(enc.finish()));
-            self.submits.fetch_add(1, Ordering::Relaxed);
+        {
+            // The lock is held through the submit so that work recorded by another thread after
+            // this batch cannot reach the queue before it.
+            let mut p = self.pending.lock();
+            p.dispatches = 0;
+            if let Some(mut enc) = p.encoder.take() {
+                let timed = self
+                    .timing
+                    .as_ref()
+                    .and_then(|t| Some((t, t.resolve(&self.device, &mut enc)?)));
+                self.queue.submit(Some(enc.finish()));
+                self.submits.fetch_add(1, Ordering::Relaxed);
+                if let Some((t, batch)) = timed {
+                    t.submitted(batch);
+                }
+            }
         }
+        self.drain_timestamps();
+    }
+
+    /// Hand the kernel timestamps that are back to the profiler.
+    pub(crate) fn drain_timestamps(&self) {
+        if let Some(t) = &self.timing {
+            t.drain(self.ordinal);
+        }
+    }
+
+    /// Submit the pending batch, wait for the queue and hand every kernel timestamp to the
+    /// profiler (its stop). Errors the driver or an index check raised stay where they are, for
+    /// the next op on this adapter to report.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub(crate) fn collect_timestamps(&self) {
+        let Some(t) = &self.timing else {
+            return;
+        };
+        self.submit();
+        // A lost device fails the poll; its error reaches the next op too.
+        let _ = self.device.poll(wgpu::PollType::wait_indefinitely());
+        t.drain(self.ordinal);
+    }
+
+    /// [`GpuContext::collect_timestamps`] without blocking (the browser's event loop maps the
+    /// timestamp buffers meanwhile).
+    pub(crate) async fn collect_timestamps_async(&self) {
+        let Some(t) = &self.timing else {
+            return;
+        };
+        self.submit();
+        #[cfg(not(target_arch = "wasm32"))]
+        let _ = self.device.poll(wgpu::PollType::wait_indefinitely());
+        for done in t.pending() {
+            done.await;
+        }
+        t.drain(self.ordinal);
     }
 
     /// Report (and clear) an error the driver raised since the last check.
@@ -658,46 +741,8 @@ impl GpuContext {
         if flagged {
             self.checks.report(&data[padded as usize..])?;
         }
+        crate::profiler::transfer(crate::profiler::Transfer::ReadBack, bytes);
         Ok(data[..bytes as usize].to_vec())
-    }
-
-    /// Turn kernel profiling on (clearing earlier figures) or off. While on, every dispatch is
-    /// submitted and waited for on its own and its wall time added to its kernel's entry: slow,
-    /// but it shows where a step's time goes on any adapter.
-    pub fn set_profiling(&self, on: bool) {
-        *self.profile.lock() = on.then(HashMap::new);
-    }
-    /// The profile so far: (kernel key, dispatches, seconds), slowest first.
-    pub fn profile(&self) -> Vec<(String, u64, f64)> {
-        let mut v: Vec<_> = self
-            .profile
-            .lock()
-            .iter()
-            .flatten()
-            .map(|(k, &(n, t))| (k.clone(), n, t))
-            .collect();
-        v.sort_by(|a, b| b.2.total_cmp(&a.2));
-        v
-    }
-    /// Run `record` (which records one dispatch of kernel `key`), timing it alone when profiling.
-    pub(crate) fn timed(&self, key: &str, record: impl FnOnce() -> Result<()>) -> Result<()> {
-        #[cfg(target_arch = "wasm32")]
-        let _ = key; // no profiling in the browser: nothing can wait for the queue there
-        #[cfg(not(target_arch = "wasm32"))]
-        if self.profile.lock().is_some() {
-            self.synchronize()?;
-            let t0 = std::time::Instant::now();
-            record()?;
-            self.synchronize()?;
-            let dt = t0.elapsed().as_secs_f64();
-            if let Some(m) = self.profile.lock().as_mut() {
-                let e = m.entry(key.to_string()).or_default();
-                e.0 += 1;
-                e.1 += dt;
-            }
-            return Ok(());
-        }
-        record()
     }
 
     /// Wait until all submitted work is done (reporting an index-check failure, if any).

@@ -31,7 +31,9 @@ pub mod kernels;
 mod matmul;
 mod oneshot;
 mod sort;
+mod timing;
 
+pub(crate) use context::contexts;
 pub use context::{context, init_gpu, GpuBuffer, GpuContext, GpuStats};
 pub(crate) use conv::{
     col2im, conv2d, conv2d_backward_input, conv2d_backward_weight, im2col, max_pool,
@@ -192,7 +194,7 @@ fn launch(
 ) -> Result<()> {
     let key = k.key();
     let p = ctx.pipeline(op, &key, || k.source())?;
-    ctx.timed(&key, || ctx.dispatch(op, &p, meta, bufs, g))
+    ctx.dispatch(op, &key, &p, meta, bufs, g)
 }
 
 /// Upload host data.

@@ -1,0 +1,183 @@
+//! Kernel times for the profiler from the adapter's timestamp queries: while a profiler records
+//! GPU kernels, each compute pass of the pending batch writes a timestamp at its start and end
+//! into the batch's query set; when the batch is submitted the queries are resolved and copied
+//! into a mappable buffer in the same submission, and the buffer is mapped without waiting. The
+//! map completes whenever the queue is next polled (a readback, `synchronize`, the profiler's
+//! stop; in the browser, the event loop), and the timestamps go to the profiler then.
+
+use crate::profiler::{self, KernelLabel};
+use parking_lot::Mutex;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+
+/// Compute passes one batch can hold: every pass counts at least one dispatch and the batch is
+/// submitted at `BATCH` dispatches.
+const PASSES: u32 = super::context::BATCH;
+
+/// A batch's query set and the passes written into it so far.
+struct Open {
+    set: wgpu::QuerySet,
+    passes: Vec<(Arc<str>, KernelLabel)>,
+}
+
+/// A submitted batch whose timestamps are being mapped.
+struct InFlight {
+    buffer: wgpu::Buffer,
+    passes: Vec<(Arc<str>, KernelLabel)>,
+    submit_ns: Option<u64>,
+    /// 0 while mapping, 1 mapped, 2 failed.
+    state: Arc<AtomicU8>,
+    done: Option<super::oneshot::OneShot<()>>,
+}
+
+/// The timestamp state of one context (present when the adapter has `TIMESTAMP_QUERY`).
+pub(crate) struct Timing {
+    /// Nanoseconds per timestamp tick.
+    period: f32,
+    open: Mutex<Option<Open>>,
+    in_flight: Mutex<Vec<InFlight>>,
+}
+
+impl Timing {
+    pub(crate) fn new(queue: &wgpu::Queue) -> Timing {
+        Timing {
+            period: queue.get_timestamp_period(),
+            open: Mutex::new(None),
+            in_flight: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The timestamp writes for the next compute pass of the pending batch, for `kernel`
+    /// launched under `label`; `None` when the batch's query set is full (the pass then goes
+    /// untimed rather than overrunning it).
+    pub(crate) fn pass(
+        &self,
+        device: &wgpu::Device,
+        kernel: &str,
+        label: KernelLabel,
+    ) -> Option<(wgpu::QuerySet, u32)> {
+        let mut open = self.open.lock();
+        let o = open.get_or_insert_with(|| Open {
+            set: device.create_query_set(&wgpu::QuerySetDescriptor {
+                label: Some("wgtorch-profiler-timestamps"),
+                ty: wgpu::QueryType::Timestamp,
+                count: 2 * PASSES,
+            }),
+            passes: Vec::new(),
+        });
+        let n = o.passes.len() as u32;
+        if n >= PASSES {
+            return None;
+        }
+        o.passes.push((kernel.into(), label));
+        Some((o.set.clone(), 2 * n))
+    }
+
+    /// Before the pending encoder is finished: resolve the batch's queries into a buffer the
+    /// host can map. Returns the batch to hand to [`Timing::submitted`] after the submit.
+    pub(crate) fn resolve(
+        &self,
+        device: &wgpu::Device,
+        enc: &mut wgpu::CommandEncoder,
+    ) -> Option<InFlightBatch> {
+        let o = self.open.lock().take()?;
+        let n = 2 * o.passes.len() as u32;
+        let bytes = u64::from(n) * u64::from(wgpu::QUERY_SIZE);
+        let resolved = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("wgtorch-profiler-resolve"),
+            size: bytes,
+            usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: false,
+        });
+        let buffer = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("wgtorch-profiler-readback"),
+            size: bytes,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        enc.resolve_query_set(&o.set, 0..n, &resolved, 0);
+        enc.copy_buffer_to_buffer(&resolved, 0, &buffer, 0, bytes);
+        let generation = o.passes.first().map(|p| p.1.generation);
+        Some(InFlightBatch {
+            buffer,
+            passes: o.passes,
+            submit_ns: generation.and_then(profiler::gpu_now_ns),
+        })
+    }
+
+    /// After the submit that carries `batch`: map its timestamps without waiting.
+    pub(crate) fn submitted(&self, batch: InFlightBatch) {
+        let state = Arc::new(AtomicU8::new(0));
+        let done = super::oneshot::OneShot::new();
+        let (tx, st) = (done.sender(), state.clone());
+        batch.buffer.map_async(wgpu::MapMode::Read, .., move |r| {
+            st.store(if r.is_ok() { 1 } else { 2 }, Ordering::Release);
+            tx.send(());
+        });
+        self.in_flight.lock().push(InFlight {
+            buffer: batch.buffer,
+            passes: batch.passes,
+            submit_ns: batch.submit_ns,
+            state,
+            done: Some(done),
+        });
+    }
+
+    /// Hand the mapped batches' timestamps to the profiler (oldest first; those still mapping
+    /// stay). `ordinal` is the adapter's.
+    pub(crate) fn drain(&self, ordinal: usize) {
+        let ready: Vec<InFlight> = {
+            let mut v = self.in_flight.lock();
+            let n = v
+                .iter()
+                .position(|b| b.state.load(Ordering::Acquire) == 0)
+                .unwrap_or(v.len());
+            v.drain(..n).collect()
+        };
+        for b in ready {
+            if b.state.load(Ordering::Acquire) != 1 {
+                continue; // the map failed (device lost): these kernels go untimed
+            }
+            let ticks: Vec<u64> = match b.buffer.get_mapped_range(..) {
+                Ok(view) => bytemuck::pod_collect_to_vec(&view[..]),
+                Err(_) => continue,
+            };
+            b.buffer.unmap();
+            let (Some(generation), Some(submit_ns)) =
+                (b.passes.first().map(|p| p.1.generation), b.submit_ns)
+            else {
+                continue;
+            };
+            let ns = |t: u64| {
+                if self.period == 1.0 {
+                    t
+                } else {
+                    (t as f64 * f64::from(self.period)) as u64
+                }
+            };
+            let kernels = b
+                .passes
+                .into_iter()
+                .zip(ticks.chunks_exact(2))
+                .map(|((kernel, label), t)| (kernel, label, ns(t[0]), ns(t[1])))
+                .collect();
+            profiler::gpu_batch(ordinal, generation, submit_ns, kernels);
+        }
+    }
+
+    /// Futures that complete when every batch now in flight is mapped.
+    pub(crate) fn pending(&self) -> Vec<super::oneshot::OneShot<()>> {
+        self.in_flight
+            .lock()
+            .iter_mut()
+            .filter_map(|b| b.done.take())
+            .collect()
+    }
+}
+
+/// A batch resolved into its encoder, waiting for the submit.
+pub(crate) struct InFlightBatch {
+    buffer: wgpu::Buffer,
+    passes: Vec<(Arc<str>, KernelLabel)>,
+    submit_ns: Option<u64>,
+}
