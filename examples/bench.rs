@@ -69,6 +69,8 @@ fn time(dev: &Device, reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<
 /// created after the first step, and the pool's peak bytes.
 struct Step {
     ms: f64,
+    /// With `profiled`: the median of the same step under the profiler.
+    profiled_ms: Option<f64>,
     /// Pool bytes held by live tensors after the first step and after the timed ones.
     in_use: (u64, u64),
     dispatches: u64,
@@ -77,8 +79,10 @@ struct Step {
     peak: u64,
 }
 
-/// `profiled`: the timed steps run under `wgtorch::profiler` (shapes and memory recorded), for
-/// its overhead next to the plain step.
+/// `profiled`: each timed step is followed by one under `wgtorch::profiler` (shapes, memory and
+/// GPU kernels recorded; the profiler started before and stopped after it, outside the timing),
+/// so that the machine's drift hits both; `Step::profiled_ms` is their median. The counters are
+/// the plain steps'.
 fn cnn_step(dev: &Device, half: Option<DType>, profiled: bool, reps: usize) -> Result<Step> {
     wgtorch::manual_seed(0);
     let model = SimpleCnn::new(dev)?;
@@ -108,36 +112,44 @@ fn cnn_step(dev: &Device, half: Option<DType>, profiled: bool, reps: usize) -> R
         c.synchronize()?;
         c.reset_peak();
     }
-    let before = ctx.as_ref().map(|c| c.stats()).unwrap_or_default();
-    let prof = profiled
-        .then(|| {
-            wgtorch::profiler::Profiler::start(wgtorch::profiler::ProfileOptions {
+    let stats = || ctx.as_ref().map(|c| c.stats()).unwrap_or_default();
+    let before = stats();
+    let (mut ts, mut pts) = (Vec::new(), Vec::new());
+    // The plain steps' dispatches and submits (each step ends with a readback, so its work is
+    // submitted within it).
+    let (mut dispatches, mut submits) = (0, 0);
+    for _ in 0..reps {
+        let s0 = stats();
+        let t0 = Instant::now();
+        step()?;
+        ts.push(t0.elapsed().as_secs_f64());
+        let s1 = stats();
+        dispatches += s1.dispatches - s0.dispatches;
+        submits += s1.submits - s0.submits;
+        if profiled {
+            let p = wgtorch::profiler::Profiler::start(wgtorch::profiler::ProfileOptions {
                 record_shapes: true,
                 profile_memory: true,
                 ..Default::default()
-            })
-        })
-        .transpose()?;
-    let ts = (0..reps)
-        .map(|_| {
+            })?;
             let t0 = Instant::now();
-            step().map(|_| t0.elapsed().as_secs_f64())
-        })
-        .collect::<Result<Vec<f64>>>()?;
-    if let Some(p) = prof {
-        let events = p.stop().events().len();
-        assert!(events > 0, "the profiler recorded the steps");
+            step()?;
+            pts.push(t0.elapsed().as_secs_f64());
+            let prof = p.stop();
+            assert!(!prof.events().is_empty(), "the profiler recorded the step");
+        }
     }
     if let Some(c) = &ctx {
         c.synchronize()?;
     }
-    let after = ctx.as_ref().map(|c| c.stats()).unwrap_or_default();
+    let after = stats();
     let r = reps as u64;
     Ok(Step {
         ms: median(ts) * 1e3,
+        profiled_ms: profiled.then(|| median(pts) * 1e3),
         in_use: (before.bytes_in_use, after.bytes_in_use),
-        dispatches: (after.dispatches - before.dispatches) / r,
-        submits: (after.submits - before.submits) / r,
+        dispatches: dispatches / r,
+        submits: submits / r,
         new_pipelines: after.pipelines_created - before.pipelines_created,
         peak: after.peak_bytes,
     })
@@ -510,17 +522,32 @@ fn main() -> Result<()> {
     println!("| device | SimpleCNN train step (batch 64, Adam) | ms/step | img/s | dispatches | submits | new pipelines | pool peak (MiB) | pool in use, step 1 -> last (MiB) |");
     println!("|---|---|---|---|---|---|---|---|---|");
     let mut cpu_step = None;
+    let mut overhead = Vec::new();
     for dev in &devs {
-        let reps = if dev.is_gpu() { 3 } else { 5 };
-        for (label, half, profiled) in [
-            ("f32", None, false),
-            ("f32 under the profiler (shapes, memory)", None, true),
-            ("autocast f16 + GradScaler", Some(DType::F16), false),
-            ("autocast bf16", Some(DType::BF16), false),
+        for (label, half) in [
+            ("f32", None),
+            ("autocast f16 + GradScaler", Some(DType::F16)),
+            ("autocast bf16", Some(DType::BF16)),
         ] {
+            // The f32 step alternates with the same step under the profiler (more pairs on the
+            // CPU, where the difference is small next to the noise).
+            let profiled = half.is_none();
+            let reps = match (dev.is_gpu(), profiled) {
+                (true, _) => 3,
+                (false, true) => 15,
+                (false, false) => 5,
+            };
             let s = cnn_step(dev, half, profiled, reps)?;
-            if !dev.is_gpu() && half.is_none() && !profiled {
+            if !dev.is_gpu() && half.is_none() {
                 cpu_step = Some(s.ms);
+            }
+            let mut rows = vec![(label.to_string(), s.ms)];
+            if let Some(p) = s.profiled_ms {
+                overhead.push((dev.describe(), 100.0 * (p / s.ms - 1.0)));
+                rows.push((
+                    format!("{label} under the profiler (shapes, memory, GPU kernels)"),
+                    p,
+                ));
             }
             let gpu = dev.is_gpu();
             let field = |v: u64| if gpu { v.to_string() } else { "-".into() };
@@ -533,17 +560,27 @@ fn main() -> Result<()> {
             } else {
                 ("-".into(), "-".into())
             };
-            println!(
-                "| {} | {label} | {:.1} | {:.0} | {} | {} | {} | {peak} | {in_use} |",
-                dev.describe(),
-                s.ms,
-                64.0 / (s.ms / 1e3),
-                field(s.dispatches),
-                field(s.submits),
-                field(s.new_pipelines)
-            );
-            json.insert(format!("{} step {label}", dev.describe()), serde_json::json!({ "ms": s.ms, "dispatches": s.dispatches, "submits": s.submits, "new_pipelines": s.new_pipelines, "pool_peak_bytes": s.peak, "pool_in_use_bytes": [s.in_use.0, s.in_use.1] }));
+            for (label, ms) in rows {
+                println!(
+                    "| {} | {label} | {ms:.1} | {:.0} | {} | {} | {} | {peak} | {in_use} |",
+                    dev.describe(),
+                    64.0 / (ms / 1e3),
+                    field(s.dispatches),
+                    field(s.submits),
+                    field(s.new_pipelines)
+                );
+                json.insert(format!("{} step {label}", dev.describe()), serde_json::json!({ "ms": ms, "dispatches": s.dispatches, "submits": s.submits, "new_pipelines": s.new_pipelines, "pool_peak_bytes": s.peak, "pool_in_use_bytes": [s.in_use.0, s.in_use.1] }));
+            }
         }
+    }
+    for (dev, pct) in &overhead {
+        println!(
+            "profiler overhead on {dev}: {pct:+.1}% per step (target: at most +10% on the CPU)"
+        );
+        json.insert(
+            format!("{dev} profiler overhead pct"),
+            serde_json::json!(pct),
+        );
     }
     if devs.iter().any(|d| d.is_gpu()) {
         if let Some(c) = measure_cold_start() {
