@@ -127,7 +127,30 @@ async function main() {
     drawPlot();
     $("status").textContent = `epoch ${status.epoch}/${epochs}: train loss ${status.loss.toFixed(4)}, test accuracy ${(status.acc * 100).toFixed(2)}%, ${(trainer.train_len() / secs).toFixed(0)} img/s`;
   }
+  // Where a training step's time goes on this page's adapter: wgtorch's profiler over 3 steps.
+  const line = $("status").textContent;
+  $("status").textContent = line + " — profiling 3 steps…";
+  const p0 = performance.now();
+  status.profile = JSON.parse(await trainer.profile_steps(3));
+  status.profile.wall_ms = performance.now() - p0;
+  showProfile(status.profile);
+  $("status").textContent = line;
   status.done = true;
+}
+
+function showProfile(p) {
+  const esc = (s) => String(s).replace(/[&<>]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;" })[c]);
+  const row = (cells) => `<tr>${cells.map((c) => `<td>${esc(c)}</td>`).join("")}</tr>`;
+  let html = `<div><b>wgtorch.profiler</b>, ${p.steps} training steps: ${p.step_ms.toFixed(1)} ms per step</div><div class="row">`;
+  if (p.gpu_timed) {
+    html += "<div><div>top kernels by GPU time (this adapter's timestamps)</div><table><tr><th>kernel</th><th>calls</th><th>GPU ms</th></tr>";
+    html += p.kernels.map((k) => row([k.name, k.calls, k.total_ms.toFixed(3)])).join("") + "</table></div>";
+  } else if (status.gpu) {
+    html += `<div>GPU time unavailable: ${esc(p.unavailable.join("; ") || "no kernels were timed")}</div>`;
+  }
+  html += "<div><div>top ops by self CPU time</div><table><tr><th>op</th><th>calls</th><th>self CPU ms</th></tr>";
+  html += p.ops.map((o) => row([o.name, o.calls, o.self_cpu_ms.toFixed(3)])).join("") + "</table></div></div>";
+  $("profile").innerHTML = html;
 }
 
 main().catch((e) => { status.error = String(e); $("status").textContent = "error: " + e; console.error(e); });

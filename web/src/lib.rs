@@ -92,32 +92,57 @@ impl Trainer {
 
     /// One optimisation step on the next batch; resolves to the batch loss.
     pub async fn step(&self) -> Result<f64, JsValue> {
-        let loss = {
-            let mut s = self.0.borrow_mut();
-            if s.cursor == 0 {
-                // A new epoch: reshuffle with the epoch as seed.
-                let mut g = wgtorch::Generator::new(0x5eed ^ s.epoch as u64);
-                let n = s.order.len();
-                for i in (1..n).rev() {
-                    let j = g.below(i as u64 + 1) as usize;
-                    s.order.swap(i, j);
-                }
-            }
-            let end = (s.cursor + s.batch).min(s.order.len());
-            let idx: Vec<usize> = s.order[s.cursor..end].to_vec();
-            let (x, y) = batch(&s.train, &idx, &s.device).map_err(js)?;
-            let loss = F::cross_entropy(&s.model.forward(&x).map_err(js)?, &y).map_err(js)?;
-            s.opt.zero_grad();
-            loss.backward().map_err(js)?;
-            s.opt.step().map_err(js)?;
-            s.cursor = if end >= s.order.len() { 0 } else { end };
-            if s.cursor == 0 {
-                s.epoch += 1;
-            }
-            loss
-        };
+        let loss = self.record_step()?;
         // Waiting for the loss yields to the event loop while the GPU works.
         loss.item_async().await.map_err(js)
+    }
+
+    /// Profiles `steps` training steps with wgtorch's profiler (CPU and GPU activity) and
+    /// resolves to a JSON summary: `{ steps, step_ms, gpu_timed, unavailable, kernels, ops,
+    /// table, trace }`. `kernels` are the kernels that ran longest on this page's adapter
+    /// (`{ name, calls, total_ms }`), measured by the adapter's timestamp queries; where the
+    /// adapter cannot time kernels `gpu_timed` is false and `unavailable` says why (no figures
+    /// are made up). `ops` are the ops by CPU time, `table` is the profiler's table and `trace`
+    /// the Chrome trace (Trace Event Format JSON).
+    pub async fn profile_steps(&self, steps: u32) -> Result<String, JsValue> {
+        use wgtorch::profiler::{ProfileOptions, Profiler, SortBy};
+        let p = Profiler::start(ProfileOptions {
+            record_shapes: true,
+            ..Default::default()
+        })
+        .map_err(js)?;
+        for _ in 0..steps.max(1) {
+            let loss = {
+                let _step = wgtorch::profiler::record_function("train_step");
+                self.record_step()?
+            };
+            loss.item_async().await.map_err(js)?;
+        }
+        let prof = p.stop_async().await;
+        let avg = prof.key_averages();
+        let ms = |ns: u64| ns as f64 / 1e6;
+        let mut kernels: Vec<_> = avg.rows().iter().filter(|r| r.gpu_kernel).collect();
+        kernels.sort_by_key(|r| std::cmp::Reverse(r.self_gpu_time_total_ns));
+        let mut ops: Vec<_> = avg.rows().iter().filter(|r| !r.gpu_kernel).collect();
+        ops.sort_by_key(|r| std::cmp::Reverse(r.self_cpu_time_total_ns));
+        let step = avg.get("train_step").map_or(0, |r| r.cpu_time_avg_ns());
+        let on_gpu = self.on_gpu();
+        let summary = serde_json::json!({
+            "steps": steps.max(1),
+            "step_ms": ms(step),
+            "gpu_timed": on_gpu && !kernels.is_empty(),
+            "unavailable": prof.gpu_time_unavailable(),
+            "kernels": kernels.iter().take(8).map(|r| serde_json::json!({
+                "name": r.name, "calls": r.count, "total_ms": ms(r.self_gpu_time_total_ns),
+            })).collect::<Vec<_>>(),
+            "ops": ops.iter().take(8).map(|r| serde_json::json!({
+                "name": r.name, "calls": r.count, "self_cpu_ms": ms(r.self_cpu_time_total_ns),
+                "gpu_total_ms": ms(r.gpu_time_total_ns),
+            })).collect::<Vec<_>>(),
+            "table": avg.table(if on_gpu { SortBy::SelfGpuTimeTotal } else { SortBy::SelfCpuTimeTotal }, 15),
+            "trace": prof.chrome_trace(),
+        });
+        Ok(summary.to_string())
     }
 
     /// Accuracy on the held-out 20%.
@@ -208,6 +233,36 @@ impl Trainer {
     pub fn test_label(&self, k: u32) -> u32 {
         let s = self.0.borrow();
         s.digits.labels()[s.test.indices[k as usize % s.test.len()]] as u32
+    }
+}
+
+impl Trainer {
+    /// Records the next batch's training step; returns its loss (not waited for).
+    fn record_step(&self) -> Result<Tensor, JsValue> {
+        Ok({
+            let mut s = self.0.borrow_mut();
+            if s.cursor == 0 {
+                // A new epoch: reshuffle with the epoch as seed.
+                let mut g = wgtorch::Generator::new(0x5eed ^ s.epoch as u64);
+                let n = s.order.len();
+                for i in (1..n).rev() {
+                    let j = g.below(i as u64 + 1) as usize;
+                    s.order.swap(i, j);
+                }
+            }
+            let end = (s.cursor + s.batch).min(s.order.len());
+            let idx: Vec<usize> = s.order[s.cursor..end].to_vec();
+            let (x, y) = batch(&s.train, &idx, &s.device).map_err(js)?;
+            let loss = F::cross_entropy(&s.model.forward(&x).map_err(js)?, &y).map_err(js)?;
+            s.opt.zero_grad();
+            loss.backward().map_err(js)?;
+            s.opt.step().map_err(js)?;
+            s.cursor = if end >= s.order.len() { 0 } else { end };
+            if s.cursor == 0 {
+                s.epoch += 1;
+            }
+            loss
+        })
     }
 }
 

@@ -2,7 +2,10 @@
 // browser download). Run 1: WebGPU (SwiftShader in headless Chromium) must be used, training must
 // reach >= 90% test accuracy, injected held-out digits must be classified correctly, the golden op
 // cases must match PyTorch, and the console must stay free of errors. Run 2: WebGPU unavailable, the
-// page must fall back to the CPU and still train. Saves screenshots next to this file.
+// page must fall back to the CPU and still train. Both runs end with the page profiling 3 steps
+// (wgtorch.profiler in wasm): its top kernels by GPU time come from the adapter's timestamps, or
+// the page says why there are none; the profile's Chrome trace must open in speedscope (a trace
+// viewer from npm, served by this script). Saves screenshots next to this file.
 import { chromium } from "playwright-core";
 import http from "node:http";
 import fs from "node:fs";
@@ -14,14 +17,24 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 const webDir = path.resolve(here, "..");
 const goldenDir = process.env.WGTORCH_GOLDEN_DIR || path.resolve(webDir, "../../shared/golden");
 const browserPath = process.env.CHROMIUM || "/usr/bin/chromium";
-const types = { ".html": "text/html", ".js": "text/javascript", ".wasm": "application/wasm", ".json": "application/json", ".png": "image/png" };
+const speedscopeDir = path.resolve(webDir, "node_modules/speedscope/dist/release");
+const types = { ".html": "text/html", ".js": "text/javascript", ".wasm": "application/wasm", ".json": "application/json", ".png": "image/png", ".css": "text/css", ".woff2": "font/woff2" };
+// Traces handed to the viewer: /traces/<name>.json.
+const traces = new Map();
 
-function serve() {
+export function serve() {
   const server = http.createServer((req, res) => {
     const url = new URL(req.url, "http://127.0.0.1");
     let file = url.pathname === "/" ? "/index.html" : url.pathname;
-    const base = file.startsWith("/golden/") ? goldenDir : webDir;
-    if (file.startsWith("/golden/")) file = file.slice("/golden".length);
+    if (file.startsWith("/traces/") && traces.has(file)) {
+      res.writeHead(200, { "Content-Type": "application/json" });
+      res.end(traces.get(file));
+      return;
+    }
+    const mounts = [["/golden/", goldenDir], ["/speedscope/", speedscopeDir]];
+    const mount = mounts.find(([prefix]) => file.startsWith(prefix));
+    const base = mount ? mount[1] : webDir;
+    if (mount) file = file.slice(mount[0].length - 1);
     const full = path.join(base, path.normalize(file));
     if (!full.startsWith(base) || !fs.existsSync(full) || fs.statSync(full).isDirectory()) {
       res.writeHead(404);
@@ -34,7 +47,7 @@ function serve() {
   return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve(server)));
 }
 
-async function launch(webgpu) {
+export async function launch(webgpu) {
   const userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), "wgtorch-chromium-"));
   const args = [
     "--headless=new", "--no-sandbox", "--disable-gpu-sandbox", "--disable-background-networking",
@@ -79,9 +92,28 @@ async function run(server, webgpu) {
     if (r.predicted === r.label) correct++;
   }
   if (correct < 4) throw new Error(`only ${correct}/5 injected digits classified correctly`);
+  // The profile the page took after training.
+  const p = status.profile;
+  if (!p || !(p.step_ms > 0) || !p.ops.length) throw new Error(`no profile from the page: ${JSON.stringify(p)}`);
+  if (!p.ops.some((o) => o.name === "conv2d")) throw new Error(`conv2d missing from the profiled ops: ${p.ops.map((o) => o.name)}`);
+  // The page's clock is coarse (performance.now()); times must still add up within the wall time.
+  const selfCpu = p.ops.reduce((a, o) => a + o.self_cpu_ms, 0);
+  if (!(selfCpu <= p.wall_ms && 3 * p.step_ms <= p.wall_ms)) throw new Error(`profiled CPU time ${selfCpu} ms (step ${p.step_ms} ms) exceeds the ${p.wall_ms} ms the profile took`);
+  if (webgpu) {
+    if (p.gpu_timed) {
+      if (!p.kernels.length || !p.kernels.every((k) => k.total_ms >= 0 && k.calls > 0)) throw new Error(`bad kernel rows: ${JSON.stringify(p.kernels)}`);
+      if (!(p.kernels.reduce((a, k) => a + k.total_ms, 0) > 0)) throw new Error("the adapter's kernel times sum to zero");
+      console.log(`  top kernels by GPU time: ${p.kernels.slice(0, 3).map((k) => `${k.name} ${k.total_ms.toFixed(2)} ms`).join(", ")}`);
+    } else {
+      if (!p.unavailable.length || p.kernels.length) throw new Error(`untimed adapter without a reason: ${JSON.stringify(p)}`);
+      if (!(await page.textContent("#profile")).includes("GPU time unavailable")) throw new Error("the page does not say GPU time is unavailable");
+      console.log(`  GPU time unavailable: ${p.unavailable.join("; ")}`);
+    }
+  } else if (p.kernels.length || p.gpu_timed) throw new Error("GPU kernels on the CPU fallback");
   const shot = path.join(here, webgpu ? "screenshot.png" : "screenshot-cpu.png");
-  await page.screenshot({ path: shot });
+  await page.screenshot({ path: shot, fullPage: true });
   console.log(`  screenshot: ${shot}`);
+  await openTrace(browser, port, p.trace, webgpu ? "browser-webgpu" : "browser-cpu");
   if (webgpu) {
     const g = await page.evaluate(() => window.runGolden());
     console.log(`  golden ops on ${g.device}: ${g.passed.length} passed, ${g.failed.length} failed`);
@@ -92,6 +124,35 @@ async function run(server, webgpu) {
   await browser.close();
 }
 
+// Opens a Chrome trace in speedscope in `browser` at track `track` (0: the first CPU thread),
+// checks that it imported (a flame chart of its events, no import error) and saves a screenshot
+// as trace-<name>.png next to this file.
+export async function openTrace(browser, port, json, name, track = 0) {
+  traces.set(`/traces/${name}.json`, json);
+  const page = await browser.newPage({ viewport: { width: 1200, height: 560 } });
+  const errors = [];
+  page.on("pageerror", (e) => errors.push(String(e)));
+  const url = `http://127.0.0.1:${port}/traces/${name}.json`;
+  await page.goto(`http://127.0.0.1:${port}/speedscope/index.html#profileURL=${encodeURIComponent(url)}&title=wgtorch-${name}`);
+  await page.waitForFunction(() => document.title.includes("wgtorch-"), null, { timeout: 60000 });
+  await page.waitForTimeout(1500);
+  // speedscope shows one track (thread) at a time; `n` moves to the next.
+  for (let i = 0; i < track; i++) {
+    await page.keyboard.press("n");
+    await page.waitForTimeout(500);
+  }
+  const text = await page.textContent("body");
+  if (/something went wrong|unrecognized format|failed to import/i.test(text)) throw new Error(`speedscope could not open the trace: ${text.slice(0, 300)}`);
+  if (errors.length) throw new Error(`speedscope errors:\n${errors.join("\n")}`);
+  const shot = path.join(here, `trace-${name}.png`);
+  await page.screenshot({ path: shot });
+  console.log(`  trace opened in speedscope: ${shot}`);
+  await page.close();
+}
+
+if (process.argv[1] !== fileURLToPath(import.meta.url)) {
+  // Imported (by trace-screenshot.mjs): the helpers only.
+} else {
 const server = await serve();
 let failed = 0;
 for (const webgpu of [true, false]) {
@@ -107,3 +168,4 @@ for (const webgpu of [true, false]) {
 server.close();
 console.log(`browser: ${2 - failed} passed, ${failed} failed`);
 process.exit(failed ? 1 : 0);
+}
