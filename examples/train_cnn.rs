@@ -561,7 +561,7 @@ fn report_profile(p: &profiler::Profile, path: &std::path::Path) -> Result<()> {
     );
     if !p.gpu_kernels().is_empty() || !p.gpu_time_unavailable().is_empty() {
         println!(
-            "by GPU time (kernels first, then the ops that launched them):\n{}",
+            "by self GPU time (the kernels, and the ops that launched them):\n{}",
             p.key_averages().table(SortBy::SelfGpuTimeTotal, 12)
         );
     }

@@ -2,7 +2,7 @@
 //! each compute pass by `backend::gpu::timing`), put on the profiler's clock, and the bytes
 //! copied to and from GPUs.
 
-use super::{Event, ACTIVE, GENERATION, GPU_RECORDING, RECORDER, THREAD};
+use super::{Event, Instant, ACTIVE, GENERATION, GPU_RECORDING, RECORDER, THREAD};
 use crate::Device;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -18,6 +18,9 @@ pub struct GpuKernel {
     /// backward node that launched it; `None` when it was launched outside every event (or CPU
     /// activity was not recorded).
     pub op: Option<usize>,
+    /// When the op recorded the kernel's dispatch, on the profiler's clock (nanoseconds since it
+    /// started): where the trace's arrow from the op starts.
+    pub launch_ns: u64,
     /// Start on the profiler's clock, nanoseconds since it started. The adapter's clock is
     /// mapped onto the CPU's by the tightest bound the submissions give: no kernel starts before
     /// the CPU submitted its batch.
@@ -30,7 +33,8 @@ pub struct GpuKernel {
 #[derive(Clone, Debug)]
 pub(crate) struct KernelLabel {
     pub(crate) generation: u64,
-    pub(crate) op: Option<usize>,
+    op: Option<usize>,
+    launched: Instant,
 }
 
 /// A dispatch about to be recorded while GPU kernels are profiled gets a label; `None` (after
@@ -41,37 +45,61 @@ pub(crate) fn gpu_label() -> Option<KernelLabel> {
         return None;
     }
     let generation = GENERATION.load(Ordering::Relaxed);
-    let op = THREAD.with(|t| {
-        t.borrow()
-            .1
-            .last()
-            .filter(|(g, _)| *g == generation)
-            .map(|&(_, i)| i)
-    });
-    Some(KernelLabel { generation, op })
+    let op = THREAD
+        .try_with(|t| {
+            t.borrow()
+                .1
+                .last()
+                .filter(|(g, _)| *g == generation)
+                .map(|&(_, i)| i)
+        })
+        .ok()
+        .flatten();
+    Some(KernelLabel {
+        generation,
+        op,
+        launched: Instant::now(),
+    })
 }
 
-/// The profiler's clock now, if profiler `generation` still runs.
-pub(crate) fn now_ns(generation: u64) -> Option<u64> {
+/// The running profiler's generation and its clock now (a batch's submit time).
+pub(crate) fn now_ns() -> Option<(u64, u64)> {
     RECORDER
         .lock()
         .as_ref()
-        .filter(|r| r.generation == generation)
-        .map(|r| r.t0.elapsed().as_nanos() as u64)
+        .map(|r| (r.generation, r.t0.elapsed().as_nanos() as u64))
 }
 
 /// One timed kernel as the adapter reported it: (kernel, label, start, end) in the adapter's
 /// nanoseconds.
 pub(crate) type RawKernel = (Arc<str>, KernelLabel, u64, u64);
 
+/// One kernel of a batch, its launch on the profiler's clock.
+struct Timed {
+    name: Arc<str>,
+    op: Option<usize>,
+    launch_ns: u64,
+    start: u64,
+    end: u64,
+}
+
 /// The timestamps of one submitted batch on adapter `ordinal`, submitted at `submit_ns` on
-/// profiler `generation`'s clock.
+/// profiler `generation`'s clock. Kernels another profiler launched (a batch that straddled
+/// two profilers) are left out.
 pub(crate) fn gpu_batch(ordinal: usize, generation: u64, submit_ns: u64, kernels: Vec<RawKernel>) {
     let mut g = RECORDER.lock();
     if let Some(r) = g.as_mut().filter(|r| r.generation == generation) {
+        let t0 = r.t0;
         let kernels = kernels
             .into_iter()
             .filter(|k| k.1.generation == generation)
+            .map(|(name, label, start, end)| Timed {
+                name,
+                op: label.op,
+                launch_ns: label.launched.saturating_duration_since(t0).as_nanos() as u64,
+                start,
+                end,
+            })
             .collect::<Vec<_>>();
         if !kernels.is_empty() {
             r.gpu.batches.push(Batch {
@@ -106,7 +134,10 @@ pub(crate) fn transfer(kind: Transfer, bytes: u64) {
     if !ACTIVE.load(Ordering::Relaxed) {
         return;
     }
-    let inner = THREAD.with(|t| t.borrow().1.last().copied());
+    let inner = THREAD
+        .try_with(|t| t.borrow().1.last().copied())
+        .ok()
+        .flatten();
     let mut g = RECORDER.lock();
     let Some(r) = g.as_mut().filter(|r| r.recording) else {
         return;
@@ -125,7 +156,7 @@ pub(crate) fn transfer(kind: Transfer, bytes: u64) {
 pub(super) struct Batch {
     device: Device,
     submit_ns: u64,
-    kernels: Vec<RawKernel>,
+    kernels: Vec<Timed>,
 }
 
 /// What the adapters reported while the profiler ran.
@@ -149,19 +180,20 @@ impl GpuRecords {
             // was submitted, so the largest (submit - first start) is the tightest offset.
             let offset = batches()
                 .filter_map(|b| {
-                    let first = b.kernels.iter().map(|k| k.2).min()?;
+                    let first = b.kernels.iter().map(|k| k.start).min()?;
                     Some(b.submit_ns as i128 - first as i128)
                 })
                 .max()
                 .unwrap_or(0);
             let mut ks: Vec<GpuKernel> = batches()
                 .flat_map(|b| b.kernels.iter())
-                .map(|(name, label, start, end)| GpuKernel {
-                    name: name.to_string(),
+                .map(|k| GpuKernel {
+                    name: k.name.to_string(),
                     device: d,
-                    op: label.op.filter(|&i| i < events.len()),
-                    start_ns: (*start as i128 + offset).max(0) as u64,
-                    dur_ns: end.saturating_sub(*start),
+                    op: k.op.filter(|&i| i < events.len()),
+                    launch_ns: k.launch_ns,
+                    start_ns: (k.start as i128 + offset).max(0) as u64,
+                    dur_ns: k.end.saturating_sub(k.start),
                 })
                 .collect();
             ks.sort_by_key(|k| k.start_ns);

@@ -259,6 +259,8 @@ const OPEN: u64 = u64::MAX;
 static ACTIVE: AtomicBool = AtomicBool::new(false);
 /// Set while a profiler records GPU kernels (checked by each dispatch after `ACTIVE`).
 static GPU_RECORDING: AtomicBool = AtomicBool::new(false);
+/// Set while the running profiler records call stacks.
+static WITH_STACK: AtomicBool = AtomicBool::new(false);
 static RECORDER: Mutex<Option<Recorder>> = Mutex::new(None);
 static GENERATION: AtomicU64 = AtomicU64::new(0);
 static NEXT_THREAD: AtomicU64 = AtomicU64::new(1);
@@ -307,6 +309,12 @@ impl Drop for RecordFunction {
 
 fn begin(name: impl FnOnce() -> String, kind: EventKind, inputs: &[&Tensor]) -> RecordFunction {
     let thread = thread_number();
+    // Taken before the lock: symbolising a backtrace is slow and would stall every thread.
+    let stack = if kind == EventKind::Op && WITH_STACK.load(Ordering::Relaxed) {
+        stack::callers()
+    } else {
+        Vec::new()
+    };
     let mut g = RECORDER.lock();
     let Some(r) = g.as_mut().filter(|r| r.recording) else {
         return RecordFunction { open: None };
@@ -325,11 +333,6 @@ fn begin(name: impl FnOnce() -> String, kind: EventKind, inputs: &[&Tensor]) -> 
         )
     } else {
         (Vec::new(), Vec::new())
-    };
-    let stack = if r.opts.with_stack && kind == EventKind::Op {
-        stack::callers()
-    } else {
-        Vec::new()
     };
     let idx = r.events.len();
     r.events.push(Event {
@@ -440,7 +443,10 @@ pub(crate) fn gpu_memory(ordinal: usize, bytes: i64, in_use: u64) {
 }
 
 fn memory_delta(device: Device, delta: i64, absolute: Option<i64>) {
-    let open: Vec<(u64, usize)> = THREAD.with(|t| t.borrow().1.clone());
+    // (A buffer dropped while this thread's locals are torn down has no events to charge.)
+    let open: Vec<(u64, usize)> = THREAD
+        .try_with(|t| t.borrow().1.clone())
+        .unwrap_or_default();
     let mut g = RECORDER.lock();
     let Some(r) = g.as_mut().filter(|r| r.recording && r.opts.profile_memory) else {
         return;
@@ -535,6 +541,7 @@ impl Profiler {
         let schedule = opts.schedule;
         let first = schedule.map_or(Phase::Record, |s| s.phase(0));
         let gpu = opts.activities.contains(&ProfilerActivity::Gpu);
+        let with_stack = opts.with_stack;
         *g = Some(Recorder {
             generation,
             opts,
@@ -548,6 +555,7 @@ impl Profiler {
         });
         drop(g);
         GPU_RECORDING.store(gpu && first == Phase::Record, Ordering::Relaxed);
+        WITH_STACK.store(with_stack, Ordering::Relaxed);
         ACTIVE.store(first != Phase::Idle, Ordering::Relaxed);
         let p = Profiler {
             generation,
@@ -593,14 +601,14 @@ impl Profiler {
         self.enter(next, phase);
     }
 
-    /// Stop profiling and return what was recorded. Events still open (a scope guard alive
-    /// past the stop) end at the stop. Natively this waits for the GPU work recorded so far, to
-    /// read its kernels' timestamps; in the browser, where nothing may wait, use
-    /// [`Profiler::stop_async`] (this form keeps only the kernels whose timestamps are back).
+    /// Stop profiling and return what was recorded. Natively this waits for the GPU work
+    /// recorded so far, to read its kernels' timestamps, and the profile ends when that work is
+    /// done (events still open, such as a scope guard alive past the stop, end there too); in
+    /// the browser, where nothing may wait, use [`Profiler::stop_async`] (this form keeps only
+    /// the kernels whose timestamps are back).
     pub fn stop(self) -> Profile {
         drop(self.step.lock().1.take());
-        let end = self.end_ns();
-        GPU_RECORDING.store(false, Ordering::Relaxed);
+        self.stop_recording();
         #[cfg(not(target_arch = "wasm32"))]
         for c in crate::backend::gpu::contexts() {
             c.collect_timestamps();
@@ -610,41 +618,47 @@ impl Profiler {
             c.drain_timestamps();
         }
         // Only this profiler (by generation) can take the recorder, so it is always there.
-        self.finish(end).unwrap_or_default()
+        self.finish().unwrap_or_default()
     }
 
     /// [`Profiler::stop`] for the browser: waits for the GPU work recorded so far without
     /// blocking the page, so every kernel's time is in the profile.
     pub async fn stop_async(self) -> Profile {
         drop(self.step.lock().1.take());
-        let end = self.end_ns();
-        GPU_RECORDING.store(false, Ordering::Relaxed);
+        self.stop_recording();
         for c in crate::backend::gpu::contexts() {
             c.collect_timestamps_async().await;
         }
-        self.finish(end).unwrap_or_default()
+        self.finish().unwrap_or_default()
     }
 
-    /// The profile's end on its clock: the moment stop was called (the wait for the GPU's
-    /// timestamps after it is not part of the profile).
-    fn end_ns(&self) -> Option<u64> {
-        RECORDER
+    /// Ends the recording: ops on other threads or tasks while stop waits for the GPU's
+    /// timestamps are not part of the profile. (The profile itself ends when the GPU work it
+    /// recorded is done, as PyTorch's synchronises the device at its stop.)
+    fn stop_recording(&self) {
+        if let Some(r) = RECORDER
             .lock()
-            .as_ref()
+            .as_mut()
             .filter(|r| r.generation == self.generation)
-            .map(|r| r.t0.elapsed().as_nanos() as u64)
+        {
+            r.recording = false;
+        }
+        ACTIVE.store(false, Ordering::Relaxed);
+        GPU_RECORDING.store(false, Ordering::Relaxed);
+        WITH_STACK.store(false, Ordering::Relaxed);
     }
 
-    fn finish(&self, end: Option<u64>) -> Option<Profile> {
+    fn finish(&self) -> Option<Profile> {
         let mut g = RECORDER.lock();
         if g.as_ref().is_none_or(|r| r.generation != self.generation) {
             return None;
         }
         ACTIVE.store(false, Ordering::Relaxed);
         GPU_RECORDING.store(false, Ordering::Relaxed);
+        WITH_STACK.store(false, Ordering::Relaxed);
         let r = g.take()?;
         drop(g);
-        let end = end.unwrap_or_else(|| r.t0.elapsed().as_nanos() as u64);
+        let end = r.t0.elapsed().as_nanos() as u64;
         let mut events = r.events;
         for e in &mut events {
             if e.dur_ns == OPEN {
@@ -672,7 +686,7 @@ impl Profiler {
 impl Drop for Profiler {
     fn drop(&mut self) {
         drop(self.step.get_mut().1.take());
-        self.finish(None);
+        self.finish();
     }
 }
 

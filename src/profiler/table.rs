@@ -1,7 +1,7 @@
 //! `prof.key_averages()` and its `table()`: events grouped by name (and input shapes), with
-//! PyTorch's columns and formatting. As in PyTorch, an op's GPU time is the time of the kernels
-//! it (and the ops under it) launched, in its `GPU total`; `Self GPU` belongs to the kernels,
-//! which are rows of their own.
+//! PyTorch's columns and formatting. As in PyTorch, an op's `GPU total` is the run time of the
+//! kernels it and the ops under it launched, its `Self GPU` that of the kernels it launched
+//! itself; the kernels are rows of their own, and `Self GPU time total` sums those.
 
 use super::Profile;
 use std::collections::HashMap;
@@ -57,7 +57,8 @@ pub struct KeyAverage {
     /// Summed run time on the GPU of the kernels these events launched, and those of the
     /// events under them, nanoseconds.
     pub gpu_time_total_ns: u64,
-    /// For a kernel's row, its summed run time; 0 for ops (their kernels have the time).
+    /// Summed run time of the kernels these events launched themselves (for a kernel's row, its
+    /// own run time), nanoseconds.
     pub self_gpu_time_total_ns: u64,
     /// Bytes the events copied to GPUs themselves.
     pub bytes_uploaded: u64,
@@ -98,12 +99,13 @@ impl KeyAverages {
         // Children start after their parent, so one pass from the end folds every subtree into
         // its root: time of the direct children, memory and GPU time of all descendants.
         let mut child_ns = vec![0u64; events.len()];
-        let mut gpu_ns = vec![0u64; events.len()];
+        let mut self_gpu_ns = vec![0u64; events.len()];
         for k in &profile.kernels {
             if let Some(i) = k.op {
-                gpu_ns[i] += k.dur_ns;
+                self_gpu_ns[i] += k.dur_ns;
             }
         }
+        let mut gpu_ns = self_gpu_ns.clone();
         let mut mem: Vec<(i64, i64)> = events
             .iter()
             .map(|e| (e.self_cpu_memory, e.self_gpu_memory))
@@ -141,6 +143,7 @@ impl KeyAverages {
             row.peak_cpu_memory = row.peak_cpu_memory.max(e.peak_cpu_memory);
             row.peak_gpu_memory = row.peak_gpu_memory.max(e.peak_gpu_memory);
             row.gpu_time_total_ns += gpu_ns[i];
+            row.self_gpu_time_total_ns += self_gpu_ns[i];
             row.bytes_uploaded += e.bytes_uploaded;
             row.bytes_read_back += e.bytes_read_back;
         }
@@ -183,7 +186,11 @@ impl KeyAverages {
 
     /// Summed run time of every GPU kernel: the table's "Self GPU time total".
     pub fn self_gpu_time_total_ns(&self) -> u64 {
-        self.rows.iter().map(|r| r.self_gpu_time_total_ns).sum()
+        self.rows
+            .iter()
+            .filter(|r| r.gpu_kernel)
+            .map(|r| r.self_gpu_time_total_ns)
+            .sum()
     }
 
     /// `key_averages().table(sort_by=..., row_limit=...)`: PyTorch's table, sorted by `sort_by`

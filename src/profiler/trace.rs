@@ -133,17 +133,18 @@ pub(super) fn chrome_trace(p: &Profile) -> String {
             us(k.dur_ns),
         ));
         if let Some(e) = op {
-            // The arrow starts inside the op's slice and ends at the kernel's start. The
-            // kernel cannot start before the op began (it was launched by it), so the arrow
-            // never points back in time.
+            // The arrow starts where the op recorded the dispatch (inside the op's slice, not
+            // in a child's) and ends at the kernel's start, which comes after the batch's
+            // submit, so the arrow never points back in time.
+            let from = k.launch_ns.clamp(e.start_ns, e.start_ns + e.dur_ns);
             items.push(format!(
                 r#"{{"ph":"s","cat":"ac2g","name":"launch","id":{id},"pid":{pid},"tid":{},"ts":{}}}"#,
                 e.thread,
-                us(e.start_ns),
+                us(from),
             ));
             items.push(format!(
                 r#"{{"ph":"f","bp":"e","cat":"ac2g","name":"launch","id":{id},"pid":{pid},"tid":{tid},"ts":{}}}"#,
-                us(k.start_ns.max(e.start_ns)),
+                us(k.start_ns.max(from)),
             ));
         }
     }

@@ -207,7 +207,7 @@ fn ready<T>(f: impl std::future::Future<Output = T>) -> Option<T> {
 }
 
 /// A wgpu error's message (a validation error's description without the wrapper).
-fn error_message(e: &wgpu::Error) -> String {
+pub(super) fn error_message(e: &wgpu::Error) -> String {
     match e {
         wgpu::Error::Validation { description, .. } => description.clone(),
         other => other.to_string(),
@@ -329,7 +329,7 @@ impl GpuContext {
 
     /// Run `f` (device calls: buffer, bind group or pipeline creation) and return the error wgpu
     /// raised for it, if any, so that it is reported by the call that caused it.
-    fn scoped<R>(&self, f: impl FnOnce() -> R) -> (R, Option<wgpu::Error>) {
+    pub(super) fn scoped<R>(&self, f: impl FnOnce() -> R) -> (R, Option<wgpu::Error>) {
         #[cfg(target_arch = "wasm32")]
         {
             (f(), None)
@@ -573,7 +573,7 @@ impl GpuContext {
         let flush = {
             let mut p = self.pending.lock();
             let timed = label.and_then(|l| match &self.timing {
-                Some(t) => t.pass(&self.device, kernel, l),
+                Some(t) => t.pass(self, kernel, l),
                 None => {
                     crate::profiler::gpu_time_unavailable(self.ordinal, || {
                         format!(
@@ -628,7 +628,7 @@ impl GpuContext {
                 let timed = self
                     .timing
                     .as_ref()
-                    .and_then(|t| Some((t, t.resolve(&self.device, &mut enc)?)));
+                    .and_then(|t| Some((t, t.resolve(self, &mut enc)?)));
                 self.queue.submit(Some(enc.finish()));
                 self.submits.fetch_add(1, Ordering::Relaxed);
                 if let Some((t, batch)) = timed {
@@ -667,9 +667,12 @@ impl GpuContext {
             return;
         };
         self.submit();
+        // Take the maps to wait for first: a batch another thread submits after the poll
+        // would have nobody to complete its map natively.
+        let pending = t.pending();
         #[cfg(not(target_arch = "wasm32"))]
         let _ = self.device.poll(wgpu::PollType::wait_indefinitely());
-        for done in t.pending() {
+        for done in pending {
             done.await;
         }
         t.drain(self.ordinal);

@@ -5,6 +5,7 @@
 //! map completes whenever the queue is next polled (a readback, `synchronize`, the profiler's
 //! stop; in the browser, the event loop), and the timestamps go to the profiler then.
 
+use super::GpuContext;
 use crate::profiler::{self, KernelLabel};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -24,7 +25,8 @@ struct Open {
 struct InFlight {
     buffer: wgpu::Buffer,
     passes: Vec<(Arc<str>, KernelLabel)>,
-    submit_ns: Option<u64>,
+    /// The profiler running at the submit, and its clock then.
+    submitted: Option<(u64, u64)>,
     /// 0 while mapping, 1 mapped, 2 failed.
     state: Arc<AtomicU8>,
     done: Option<super::oneshot::OneShot<()>>,
@@ -49,22 +51,33 @@ impl Timing {
 
     /// The timestamp writes for the next compute pass of the pending batch, for `kernel`
     /// launched under `label`; `None` when the batch's query set is full (the pass then goes
-    /// untimed rather than overrunning it).
+    /// untimed rather than overrunning it) or could not be created (then the profile says so).
     pub(crate) fn pass(
         &self,
-        device: &wgpu::Device,
+        ctx: &GpuContext,
         kernel: &str,
         label: KernelLabel,
     ) -> Option<(wgpu::QuerySet, u32)> {
         let mut open = self.open.lock();
-        let o = open.get_or_insert_with(|| Open {
-            set: device.create_query_set(&wgpu::QuerySetDescriptor {
-                label: Some("wgtorch-profiler-timestamps"),
-                ty: wgpu::QueryType::Timestamp,
-                count: 2 * PASSES,
-            }),
-            passes: Vec::new(),
-        });
+        if open.is_none() {
+            // In an error scope: a query set the device refuses must not poison the batch.
+            let (set, err) = ctx.scoped(|| {
+                ctx.device.create_query_set(&wgpu::QuerySetDescriptor {
+                    label: Some("wgtorch-profiler-timestamps"),
+                    ty: wgpu::QueryType::Timestamp,
+                    count: 2 * PASSES,
+                })
+            });
+            if let Some(e) = err {
+                untimed(ctx, &e);
+                return None;
+            }
+            *open = Some(Open {
+                set,
+                passes: Vec::new(),
+            });
+        }
+        let o = open.as_mut()?;
         let n = o.passes.len() as u32;
         if n >= PASSES {
             return None;
@@ -77,31 +90,46 @@ impl Timing {
     /// host can map. Returns the batch to hand to [`Timing::submitted`] after the submit.
     pub(crate) fn resolve(
         &self,
-        device: &wgpu::Device,
+        ctx: &GpuContext,
         enc: &mut wgpu::CommandEncoder,
     ) -> Option<InFlightBatch> {
         let o = self.open.lock().take()?;
+        if o.passes.is_empty() {
+            return None;
+        }
         let n = 2 * o.passes.len() as u32;
         let bytes = u64::from(n) * u64::from(wgpu::QUERY_SIZE);
-        let resolved = device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("wgtorch-profiler-resolve"),
-            size: bytes,
-            usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
-            mapped_at_creation: false,
+        let buffer = |label, usage| {
+            ctx.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some(label),
+                size: bytes,
+                usage,
+                mapped_at_creation: false,
+            })
+        };
+        let ((resolved, readback), err) = ctx.scoped(|| {
+            (
+                buffer(
+                    "wgtorch-profiler-resolve",
+                    wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+                ),
+                buffer(
+                    "wgtorch-profiler-readback",
+                    wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                ),
+            )
         });
-        let buffer = device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("wgtorch-profiler-readback"),
-            size: bytes,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
+        if let Some(e) = err {
+            // The batch's work runs untimed; nothing that could fail goes into its encoder.
+            untimed(ctx, &e);
+            return None;
+        }
         enc.resolve_query_set(&o.set, 0..n, &resolved, 0);
-        enc.copy_buffer_to_buffer(&resolved, 0, &buffer, 0, bytes);
-        let generation = o.passes.first().map(|p| p.1.generation);
+        enc.copy_buffer_to_buffer(&resolved, 0, &readback, 0, bytes);
         Some(InFlightBatch {
-            buffer,
+            buffer: readback,
             passes: o.passes,
-            submit_ns: generation.and_then(profiler::gpu_now_ns),
+            submitted: profiler::gpu_now_ns(),
         })
     }
 
@@ -117,7 +145,7 @@ impl Timing {
         self.in_flight.lock().push(InFlight {
             buffer: batch.buffer,
             passes: batch.passes,
-            submit_ns: batch.submit_ns,
+            submitted: batch.submitted,
             state,
             done: Some(done),
         });
@@ -143,10 +171,8 @@ impl Timing {
                 Err(_) => continue,
             };
             b.buffer.unmap();
-            let (Some(generation), Some(submit_ns)) =
-                (b.passes.first().map(|p| p.1.generation), b.submit_ns)
-            else {
-                continue;
+            let Some((generation, submit_ns)) = b.submitted else {
+                continue; // no profiler ran at the submit
             };
             let ns = |t: u64| {
                 if self.period == 1.0 {
@@ -179,5 +205,17 @@ impl Timing {
 pub(crate) struct InFlightBatch {
     buffer: wgpu::Buffer,
     passes: Vec<(Arc<str>, KernelLabel)>,
-    submit_ns: Option<u64>,
+    submitted: Option<(u64, u64)>,
+}
+
+/// The device refused what timing needs: the profile says why its kernels are untimed.
+fn untimed(ctx: &GpuContext, e: &wgpu::Error) {
+    profiler::gpu_time_unavailable(ctx.ordinal, || {
+        format!(
+            "gpu:{} \"{}\": the adapter refused the profiler's timestamp queries ({})",
+            ctx.ordinal,
+            ctx.info.name,
+            super::context::error_message(e).trim()
+        )
+    });
 }
