@@ -420,6 +420,24 @@ fn transfers_compiles_stacks_and_an_adapter_without_timestamps() -> Result<()> {
         assert!(prof.events().is_empty());
         assert!(!prof.gpu_kernels().is_empty());
         assert!(prof.gpu_kernels().iter().all(|k| k.op.is_none()));
+        // A profiler dropped while its kernels wait in the unsubmitted batch: the next
+        // profiler still gets its own kernels of that batch.
+        let abandoned = Profiler::start(ProfileOptions::default())?;
+        let y = Tensor::ones([4], &gpu)?.exp()?;
+        drop(abandoned);
+        let prof = profiler::profile(ProfileOptions::default(), |_| {
+            y.neg()?.to_vec::<f32>()?;
+            Ok(())
+        })?;
+        let names: Vec<&str> = prof.gpu_kernels().iter().map(|k| k.name.as_str()).collect();
+        assert!(
+            names.iter().any(|n| n.starts_with("unary_neg")),
+            "{names:?}"
+        );
+        assert!(
+            !names.iter().any(|n| n.starts_with("unary_exp")),
+            "{names:?}"
+        );
         // Now the same test in a process whose adapter has no timestamp queries.
         let out = std::process::Command::new(std::env::current_exe().expect("test binary"))
             .args([
