@@ -6,7 +6,8 @@ import init, { Trainer, run_golden } from "./pkg/wgtorch_web.js";
 const params = new URLSearchParams(location.search);
 const testMode = params.has("test");          // shorter run for the automated browser test
 const epochs = Number(params.get("epochs") || (testMode ? 2 : 6));
-const tryGpu = !params.has("cpu");
+// ?device=gpu or ?device=cpu forces a backend; by default the page picks (see chooseDevice).
+const forced = params.get("device") || (params.has("cpu") ? "cpu" : null);
 const status = { backend: null, gpu: false, epoch: 0, acc: 0, loss: NaN, done: false, error: null, history: [] };
 window.wgtorchStatus = status;
 
@@ -95,17 +96,33 @@ window.injectDigit = async (k) => {
 // For the automated test: PyTorch's golden op cases on this page's device.
 window.runGolden = async () => JSON.parse(await run_golden(await (await fetch("golden/ops.json")).text()));
 
+// WebGPU unless the browser's adapter is a software one (SwiftShader, a fallback adapter): that
+// runs on the CPU too, and trains about 10x slower than wgtorch's own wasm CPU backend, so the
+// page takes the CPU as Device::best() does natively for lavapipe, and says why.
+async function chooseDevice() {
+  const adapter = navigator.gpu ? await navigator.gpu.requestAdapter().catch(() => null) : null;
+  const info = adapter?.info || {};
+  const desc = [info.vendor, info.architecture, info.device, info.description].filter(Boolean).join(" / ");
+  if (forced === "cpu") return { gpu: false, desc, why: "CPU — forced by ?device=cpu" };
+  if (forced === "gpu" || !adapter) return { gpu: true, desc, why: null };
+  const software = info.isFallbackAdapter || /swiftshader|llvmpipe|lavapipe/i.test(desc);
+  if (software) {
+    return { gpu: false, desc, why: `CPU — chosen over the software WebGPU adapter (${desc}), which trains slower here; ?device=gpu uses it` };
+  }
+  return { gpu: true, desc, why: null };
+}
+
 async function main() {
   await init();
-  trainer = await Trainer.create(tryGpu, 32, 0);
+  const choice = await chooseDevice();
+  status.choice = choice.gpu ? "gpu" : "cpu";
+  trainer = await Trainer.create(choice.gpu, 32, 0);
+  status.readyMs = performance.now();
   status.backend = trainer.backend();
   status.gpu = trainer.on_gpu();
-  if (status.gpu && navigator.gpu) {
-    // The browser's own description of the adapter (wgpu's AdapterInfo is sparse on the web).
-    const info = (await navigator.gpu.requestAdapter())?.info || {};
-    const desc = [info.vendor, info.architecture, info.device, info.description].filter(Boolean).join(" / ");
-    if (desc) status.backend = `WebGPU — ${desc}`;
-  }
+  // The browser's own description of the adapter (wgpu's AdapterInfo is sparse on the web).
+  if (status.gpu && choice.desc) status.backend = `WebGPU — ${choice.desc}`;
+  if (!status.gpu && choice.why) status.backend = choice.why;
   $("backend").textContent = status.backend;
   const perEpoch = Math.ceil(trainer.train_len() / 32);
   stepsPerEpoch = perEpoch;
@@ -114,6 +131,8 @@ async function main() {
     let sum = 0;
     for (let i = 0; i < perEpoch; i++) {
       const l = await trainer.step();
+      // From the navigation's start: loading, compiling the wasm, the data, the first step.
+      if (status.firstStepMs === undefined) status.firstStepMs = performance.now();
       sum += l;
       stepLosses.push(l);
       if (i % 5 === 4) drawPlot();

@@ -112,10 +112,10 @@ impl Trainer {
         })
         .map_err(js)?;
         for _ in 0..steps.max(1) {
-            let loss = {
-                let _step = wgtorch::profiler::record_function("train_step");
-                self.record_step()?
-            };
+            // The step's scope spans the wait for its loss, so that its time is the step's wall
+            // time, GPU work included (recording alone takes a fraction of it).
+            let _step = wgtorch::profiler::record_function("train_step");
+            let loss = self.record_step()?;
             loss.item_async().await.map_err(js)?;
         }
         let prof = p.stop_async().await;
@@ -123,7 +123,12 @@ impl Trainer {
         let ms = |ns: u64| ns as f64 / 1e6;
         let mut kernels: Vec<_> = avg.rows().iter().filter(|r| r.gpu_kernel).collect();
         kernels.sort_by_key(|r| std::cmp::Reverse(r.self_gpu_time_total_ns));
-        let mut ops: Vec<_> = avg.rows().iter().filter(|r| !r.gpu_kernel).collect();
+        // The step scope's own time is its wait for the GPU: it is `step_ms`, not an op.
+        let mut ops: Vec<_> = avg
+            .rows()
+            .iter()
+            .filter(|r| !r.gpu_kernel && r.name != "train_step")
+            .collect();
         ops.sort_by_key(|r| std::cmp::Reverse(r.self_cpu_time_total_ns));
         let step = avg.get("train_step").map_or(0, |r| r.cpu_time_avg_ns());
         let on_gpu = self.on_gpu();

@@ -1,11 +1,13 @@
 // End-to-end test of the demo in a real browser (Debian's Chromium through playwright-core, no
-// browser download). Run 1: WebGPU (SwiftShader in headless Chromium) must be used, training must
-// reach >= 90% test accuracy, injected held-out digits must be classified correctly, the golden op
-// cases must match PyTorch, and the console must stay free of errors. Run 2: WebGPU unavailable, the
-// page must fall back to the CPU and still train. Both runs end with the page profiling 3 steps
-// (wgtorch.profiler in wasm): its top kernels by GPU time come from the adapter's timestamps, or
-// the page says why there are none; the profile's Chrome trace must open in speedscope (a trace
-// viewer from npm, served by this script). Saves screenshots next to this file.
+// browser download). Run 1 (?device=gpu): WebGPU (SwiftShader in headless Chromium) must be used,
+// training must reach >= 90% test accuracy, injected held-out digits must be classified
+// correctly, the golden op cases must match PyTorch, and the console must stay free of errors.
+// Run 2 (no switch): offered only SwiftShader, the page must pick its faster CPU path and say
+// why. Run 3: WebGPU unavailable, the page must fall back to the CPU and still train. Every run
+// ends with the page profiling 3 steps (wgtorch.profiler in wasm): its top kernels by GPU time
+// come from the adapter's timestamps, or the page says why there are none; the profile's Chrome
+// trace must open in speedscope (a trace viewer from npm, served by this script). Saves
+// screenshots next to this file.
 import { chromium } from "playwright-core";
 import http from "node:http";
 import fs from "node:fs";
@@ -59,30 +61,37 @@ export async function launch(webgpu) {
   return chromium.launch({ executablePath: browserPath, ignoreDefaultArgs: true, args, timeout: 120000 });
 }
 
-async function run(server, webgpu) {
-  const browser = await launch(webgpu);
+// `mode`: "webgpu" (forced with ?device=gpu: SwiftShader must be used), "auto" (WebGPU offered,
+// the page must pick its CPU path over the software adapter and say why) or "cpu-fallback"
+// (WebGPU disabled in the browser).
+async function run(server, mode) {
+  const webgpu = mode === "webgpu";
+  const browser = await launch(mode !== "cpu-fallback");
   const page = await browser.newPage({ viewport: { width: 1000, height: 520 } });
   const errors = [];
   page.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
   page.on("pageerror", (e) => errors.push(String(e)));
   const port = server.address().port;
-  await page.goto(`http://127.0.0.1:${port}/index.html?test=1${webgpu ? "" : "&cpu-fallback"}`);
+  const query = { webgpu: "&device=gpu", auto: "&epochs=1", "cpu-fallback": "" }[mode];
+  await page.goto(`http://127.0.0.1:${port}/index.html?test=1${query}`);
   const t0 = Date.now();
   let last = "";
   for (;;) {
     const s = await page.evaluate(() => window.wgtorchStatus);
     if (s && (s.done || s.error)) break;
     const line = await page.textContent("#status");
-    if (line !== last) { console.log(`  [${webgpu ? "webgpu" : "cpu"}] ${line}`); last = line; }
+    if (line !== last) { console.log(`  [${mode}] ${line}`); last = line; }
     if (Date.now() - t0 > 20 * 60 * 1000) throw new Error("training did not finish in 20 minutes");
     await new Promise((r) => setTimeout(r, 2000));
   }
   const status = await page.evaluate(() => window.wgtorchStatus);
   console.log(`  backend: ${status.backend}`);
+  console.log(`  from navigation: trainer ready at ${status.readyMs.toFixed(0)} ms, first step trained at ${status.firstStepMs.toFixed(0)} ms`);
   console.log(`  final: ${await page.textContent("#status")}`);
   if (status.error) throw new Error(`page error: ${status.error}`);
   if (webgpu && !status.gpu) throw new Error(`expected the WebGPU backend, got: ${status.backend}`);
   if (!webgpu && (status.gpu || !status.backend.startsWith("CPU"))) throw new Error(`expected the CPU fallback, got: ${status.backend}`);
+  if (mode === "auto" && !/chosen over the software WebGPU adapter/.test(status.backend)) throw new Error(`on SwiftShader the page must pick the CPU and say why, got: ${status.backend}`);
   if (!(status.acc >= 0.9)) throw new Error(`test accuracy ${status.acc} < 0.90`);
   // Injected held-out digits, drawn on the canvas and classified through it.
   let correct = 0;
@@ -110,10 +119,10 @@ async function run(server, webgpu) {
       console.log(`  GPU time unavailable: ${p.unavailable.join("; ")}`);
     }
   } else if (p.kernels.length || p.gpu_timed) throw new Error("GPU kernels on the CPU fallback");
-  const shot = path.join(here, webgpu ? "screenshot.png" : "screenshot-cpu.png");
+  const shot = path.join(here, { webgpu: "screenshot.png", auto: "screenshot-auto.png", "cpu-fallback": "screenshot-cpu.png" }[mode]);
   await page.screenshot({ path: shot, fullPage: true });
   console.log(`  screenshot: ${shot}`);
-  await openTrace(browser, port, p.trace, webgpu ? "browser-webgpu" : "browser-cpu");
+  await openTrace(browser, port, p.trace, `browser-${mode}`);
   if (webgpu) {
     const g = await page.evaluate(() => window.runGolden());
     console.log(`  golden ops on ${g.device}: ${g.passed.length} passed, ${g.failed.length} failed`);
@@ -155,10 +164,11 @@ if (process.argv[1] !== fileURLToPath(import.meta.url)) {
 } else {
 const server = await serve();
 let failed = 0;
-for (const webgpu of [true, false]) {
-  console.log(`browser run: ${webgpu ? "WebGPU" : "WebGPU unavailable (CPU fallback)"}`);
+const modes = ["webgpu", "auto", "cpu-fallback"];
+for (const mode of modes) {
+  console.log(`browser run: ${{ webgpu: "WebGPU forced", auto: "WebGPU offered, the page chooses", "cpu-fallback": "WebGPU unavailable (CPU fallback)" }[mode]}`);
   try {
-    await run(server, webgpu);
+    await run(server, mode);
     console.log("  ok");
   } catch (e) {
     failed++;
@@ -166,6 +176,6 @@ for (const webgpu of [true, false]) {
   }
 }
 server.close();
-console.log(`browser: ${2 - failed} passed, ${failed} failed`);
+console.log(`browser: ${modes.length - failed} passed, ${failed} failed`);
 process.exit(failed ? 1 : 0);
 }
