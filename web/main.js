@@ -160,7 +160,11 @@ async function main() {
 function showProfile(p) {
   const esc = (s) => String(s).replace(/[&<>]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;" })[c]);
   const row = (cells) => `<tr>${cells.map((c) => `<td>${esc(c)}</td>`).join("")}</tr>`;
-  let html = `<div><b>wgtorch.profiler</b>, ${p.steps} training steps: ${p.step_ms.toFixed(1)} ms per step</div><div class="row">`;
+  let html = `<div><b>wgtorch.profiler</b>, ${p.steps} training steps: ${p.step_ms.toFixed(1)} ms per step`;
+  if (p.gpu_timed) {
+    html += ` (kernels ${p.gpu_busy_ms_per_step.toFixed(1)} ms; ${p.dispatches_per_step} dispatches, ${p.submits_per_step} submits)`;
+  }
+  html += `</div><div class="row">`;
   if (p.gpu_timed) {
     html += "<div><div>top kernels by GPU time (this adapter's timestamps)</div><table><tr><th>kernel</th><th>calls</th><th>GPU ms</th></tr>";
     html += p.kernels.map((k) => row([k.name, k.calls, k.total_ms.toFixed(3)])).join("") + "</table></div>";

@@ -103,9 +103,16 @@ impl Trainer {
     /// (`{ name, calls, total_ms }`), measured by the adapter's timestamp queries; where the
     /// adapter cannot time kernels `gpu_timed` is false and `unavailable` says why (no figures
     /// are made up). `ops` are the ops by CPU time, `table` is the profiler's table and `trace`
-    /// the Chrome trace (Trace Event Format JSON).
+    /// the Chrome trace (Trace Event Format JSON). On WebGPU, `dispatches_per_step` and
+    /// `submits_per_step` count what a step hands the browser, and `gpu_busy_ms_per_step` is the
+    /// kernels' share of `step_ms` (the rest is recording, the JS boundary and waiting).
     pub async fn profile_steps(&self, steps: u32) -> Result<String, JsValue> {
         use wgtorch::profiler::{ProfileOptions, Profiler, SortBy};
+        let ctx = match self.0.borrow().device {
+            Device::Gpu(n) => Some(wgtorch::backend::gpu::context(n).map_err(js)?),
+            Device::Cpu => None,
+        };
+        let before = ctx.as_ref().map(|c| c.stats()).unwrap_or_default();
         let p = Profiler::start(ProfileOptions {
             record_shapes: true,
             ..Default::default()
@@ -119,6 +126,8 @@ impl Trainer {
             loss.item_async().await.map_err(js)?;
         }
         let prof = p.stop_async().await;
+        let after = ctx.as_ref().map(|c| c.stats()).unwrap_or_default();
+        let n = f64::from(steps.max(1));
         let avg = prof.key_averages();
         let ms = |ns: u64| ns as f64 / 1e6;
         let mut kernels: Vec<_> = avg.rows().iter().filter(|r| r.gpu_kernel).collect();
@@ -135,6 +144,9 @@ impl Trainer {
         let summary = serde_json::json!({
             "steps": steps.max(1),
             "step_ms": ms(step),
+            "dispatches_per_step": (after.dispatches - before.dispatches) as f64 / n,
+            "submits_per_step": (after.submits - before.submits) as f64 / n,
+            "gpu_busy_ms_per_step": ms(avg.self_gpu_time_total_ns()) / n,
             "gpu_timed": on_gpu && !kernels.is_empty(),
             "unavailable": prof.gpu_time_unavailable(),
             "kernels": kernels.iter().take(8).map(|r| serde_json::json!({

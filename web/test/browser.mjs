@@ -113,6 +113,8 @@ async function run(server, mode) {
       if (!p.kernels.length || !p.kernels.every((k) => k.total_ms >= 0 && k.calls > 0)) throw new Error(`bad kernel rows: ${JSON.stringify(p.kernels)}`);
       if (!(p.kernels.reduce((a, k) => a + k.total_ms, 0) > 0)) throw new Error("the adapter's kernel times sum to zero");
       console.log(`  top kernels by GPU time: ${p.kernels.slice(0, 3).map((k) => `${k.name} ${k.total_ms.toFixed(2)} ms`).join(", ")}`);
+      if (!(p.dispatches_per_step > 0 && p.submits_per_step > 0 && p.gpu_busy_ms_per_step > 0 && p.gpu_busy_ms_per_step <= p.step_ms)) throw new Error(`bad per-step GPU figures: ${JSON.stringify(p)}`);
+      console.log(`  per step: ${p.step_ms.toFixed(0)} ms, kernels ${p.gpu_busy_ms_per_step.toFixed(0)} ms, ${p.dispatches_per_step} dispatches, ${p.submits_per_step} submits`);
     } else {
       if (!p.unavailable.length || p.kernels.length) throw new Error(`untimed adapter without a reason: ${JSON.stringify(p)}`);
       if (!(await page.textContent("#profile")).includes("GPU time unavailable")) throw new Error("the page does not say GPU time is unavailable");
