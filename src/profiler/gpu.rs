@@ -32,7 +32,7 @@ pub struct GpuKernel {
 /// Which op a dispatch belongs to: taken when it is recorded, carried to its timestamps.
 #[derive(Clone, Debug)]
 pub(crate) struct KernelLabel {
-    pub(crate) generation: u64,
+    generation: u64,
     op: Option<usize>,
     launched: Instant,
 }

@@ -307,7 +307,13 @@ impl Drop for RecordFunction {
     }
 }
 
-fn begin(name: impl FnOnce() -> String, kind: EventKind, inputs: &[&Tensor]) -> RecordFunction {
+/// Opens an event (`detail`: see [`Event::detail`]).
+fn begin(
+    name: impl FnOnce() -> String,
+    kind: EventKind,
+    inputs: &[&Tensor],
+    detail: Option<&str>,
+) -> RecordFunction {
     let thread = thread_number();
     // Taken before the lock: symbolising a backtrace is slow and would stall every thread.
     let stack = if kind == EventKind::Op && WITH_STACK.load(Ordering::Relaxed) {
@@ -352,7 +358,7 @@ fn begin(name: impl FnOnce() -> String, kind: EventKind, inputs: &[&Tensor]) -> 
         bytes_uploaded: 0,
         bytes_read_back: 0,
         stack,
-        detail: None,
+        detail: detail.map(str::to_string),
     });
     r.nets.push([0, 0]);
     let open = (r.generation, idx);
@@ -367,7 +373,7 @@ pub fn record_function(name: &str) -> RecordFunction {
     if !ACTIVE.load(Ordering::Relaxed) {
         return RecordFunction { open: None };
     }
-    begin(|| name.to_string(), EventKind::Scope, &[])
+    begin(|| name.to_string(), EventKind::Scope, &[], None)
 }
 
 /// An op's event (the ops call this first): `None`, after one atomic load, when no profiler runs.
@@ -376,7 +382,7 @@ pub(crate) fn op(name: &'static str, inputs: &[&Tensor]) -> Option<RecordFunctio
     if !ACTIVE.load(Ordering::Relaxed) {
         return None;
     }
-    Some(begin(|| name.to_string(), EventKind::Op, inputs))
+    Some(begin(|| name.to_string(), EventKind::Op, inputs, None))
 }
 
 /// A backward node's event, `<name>_backward`.
@@ -389,6 +395,7 @@ pub(crate) fn backward_node(name: &'static str) -> Option<RecordFunction> {
         || format!("{name}_backward"),
         EventKind::Backward,
         &[],
+        None,
     ))
 }
 
@@ -398,7 +405,7 @@ pub(crate) fn scope(name: &'static str) -> Option<RecordFunction> {
     if !ACTIVE.load(Ordering::Relaxed) {
         return None;
     }
-    Some(begin(|| name.to_string(), EventKind::Scope, &[]))
+    Some(begin(|| name.to_string(), EventKind::Scope, &[], None))
 }
 
 /// A GPU runtime event (a pipeline compile), with what it worked on.
@@ -406,18 +413,12 @@ pub(crate) fn runtime(name: &'static str, detail: &str) -> Option<RecordFunction
     if !ACTIVE.load(Ordering::Relaxed) {
         return None;
     }
-    let f = begin(|| name.to_string(), EventKind::Runtime, &[]);
-    if let Some((generation, idx)) = f.open {
-        if let Some(e) = RECORDER
-            .lock()
-            .as_mut()
-            .filter(|r| r.generation == generation)
-            .and_then(|r| r.events.get_mut(idx))
-        {
-            e.detail = Some(detail.to_string());
-        }
-    }
-    Some(f)
+    Some(begin(
+        || name.to_string(),
+        EventKind::Runtime,
+        &[],
+        Some(detail),
+    ))
 }
 
 /// A CPU tensor storage was created (`sign` 1) or freed (`sign` -1); its size is read only
@@ -568,7 +569,12 @@ impl Profiler {
 
     fn enter(&self, step: usize, phase: Phase) {
         if self.schedule.is_some() && phase == Phase::Record {
-            let scope = begin(|| format!("ProfilerStep#{step}"), EventKind::Scope, &[]);
+            let scope = begin(
+                || format!("ProfilerStep#{step}"),
+                EventKind::Scope,
+                &[],
+                None,
+            );
             self.step.lock().1 = Some(scope);
         }
     }

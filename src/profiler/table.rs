@@ -90,8 +90,28 @@ pub struct KeyAverages {
     gpu_unavailable: Vec<String>,
 }
 
-/// A row's key: the name, and the input shapes when grouped by them.
-type Key = (String, Option<Vec<Vec<usize>>>);
+/// A row's key: the name, the input shapes when grouped by them, and whether it is a kernel's
+/// (an op never shares a row with a kernel of the same name).
+type Key = (String, Option<Vec<Vec<usize>>>, bool);
+
+/// The row of `key`, appended (in first-seen order) if new.
+fn row<'a>(
+    index: &mut HashMap<Key, usize>,
+    rows: &'a mut Vec<KeyAverage>,
+    key: Key,
+) -> &'a mut KeyAverage {
+    let at = *index.entry(key.clone()).or_insert_with(|| {
+        let (name, input_shapes, gpu_kernel) = key;
+        rows.push(KeyAverage {
+            name,
+            input_shapes,
+            gpu_kernel,
+            ..Default::default()
+        });
+        rows.len() - 1
+    });
+    &mut rows[at]
+}
 
 impl KeyAverages {
     pub(super) fn new(profile: &Profile, by_shape: bool) -> KeyAverages {
@@ -122,17 +142,7 @@ impl KeyAverages {
         let mut rows: Vec<KeyAverage> = Vec::new();
         for (i, e) in events.iter().enumerate() {
             let shapes = by_shape.then(|| e.input_shapes.clone());
-            let at = *index
-                .entry((e.name.clone(), shapes.clone()))
-                .or_insert_with(|| {
-                    rows.push(KeyAverage {
-                        name: e.name.clone(),
-                        input_shapes: shapes,
-                        ..Default::default()
-                    });
-                    rows.len() - 1
-                });
-            let row = &mut rows[at];
+            let row = row(&mut index, &mut rows, (e.name.clone(), shapes, false));
             row.count += 1;
             row.cpu_time_total_ns += e.dur_ns;
             row.self_cpu_time_total_ns += e.dur_ns.saturating_sub(child_ns[i]);
@@ -148,15 +158,7 @@ impl KeyAverages {
             row.bytes_read_back += e.bytes_read_back;
         }
         for k in &profile.kernels {
-            let at = *index.entry((k.name.clone(), None)).or_insert_with(|| {
-                rows.push(KeyAverage {
-                    name: k.name.clone(),
-                    gpu_kernel: true,
-                    ..Default::default()
-                });
-                rows.len() - 1
-            });
-            let row = &mut rows[at];
+            let row = row(&mut index, &mut rows, (k.name.clone(), None, true));
             row.count += 1;
             row.gpu_time_total_ns += k.dur_ns;
             row.self_gpu_time_total_ns += k.dur_ns;
