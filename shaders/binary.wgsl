@@ -1,7 +1,9 @@
 // out[i] = EXPR(a, b) for two strided (broadcast) inputs, in their compute type {{C}}.
-// params: [n, ndim, off_a, off_b, shape[ndim], strides_a[ndim], strides_b[ndim]]
-// bindings: 1 lhs, 2 rhs, 3 dst
+// params: [n, ndim, off_a, off_b, shape[ndim], strides_a[ndim], strides_b[ndim]], then for the
+// integer division ops (which check their divisor) [op id, slot, token] of the index check
+// bindings: 1 lhs, 2 rhs, 3 dst, 4 the index-check flag (integer division ops only)
 {{DECLS}}
+{{INDEX_CHECK}}
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {

@@ -4,12 +4,9 @@
 // first failure recorded since its last one as an error.
 @group(0) @binding({{BINDING}}) var<storage, read_write> index_flag: array<atomic<u32>>;
 
-// Whether 0 <= j < size; if not, the failure is recorded unless one of this thread's is already
-// (tokens only grow: a slot's earlier owner's record loses to its current owner's).
-fn index_ok(j: i32, size: u32, dim: u32, at: u32) -> bool {
-    if (j >= 0 && u32(j) < size) {
-        return true;
-    }
+// Record a failure unless one of this thread's is already recorded (tokens only grow: a slot's
+// earlier owner's record loses to its current owner's).
+fn record_failure(j: i32, size: u32, dim: u32, at: u32) {
     let s = params[at + 1u] * 5u;
     let token = params[at + 2u];
     if (atomicMax(&index_flag[s], token) < token) {
@@ -18,5 +15,23 @@ fn index_ok(j: i32, size: u32, dim: u32, at: u32) -> bool {
         atomicStore(&index_flag[s + 3u], dim);
         atomicStore(&index_flag[s + 4u], size);
     }
+}
+
+// Whether 0 <= j < size; if not, the failure is recorded.
+fn index_ok(j: i32, size: u32, dim: u32, at: u32) -> bool {
+    if (j >= 0 && u32(j) < size) {
+        return true;
+    }
+    record_failure(j, size, dim, at);
     return false;
+}
+
+// The integer divisor d, or, for a zero, 1 after recording the failure with dim 0xffffffff (no
+// dimension: checks.rs reports it as PyTorch's ZeroDivisionError).
+fn checked_divisor(d: i32, at: u32) -> i32 {
+    if (d != 0) {
+        return d;
+    }
+    record_failure(0, 0u, 0xffffffffu, at);
+    return 1;
 }

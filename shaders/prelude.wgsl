@@ -92,3 +92,77 @@ fn pow_f(x: f32, e: f32) -> f32 {
 fn gelu_grad_f(x: f32) -> f32 {
     return 0.5 * (1.0 + erf_f(x * 0.70710678118654752)) + x * 0.39894228040143268 * exp(-0.5 * x * x);
 }
+
+// C's fmod (a - trunc(a / b) * b, the sign of a), exactly, as the CPU's: long division on the
+// significands (musl's fmodf), so no rounding of a / b can move a result by a whole b. NaN for
+// b = 0, an infinite a or a NaN; a for an infinite b.
+fn fmod_f(a: f32, b: f32) -> f32 {
+    let ua = bitcast<u32>(a);
+    let sa = ua & 0x80000000u;
+    let ma = ua & 0x7fffffffu;
+    let mb = bitcast<u32>(b) & 0x7fffffffu;
+    if (mb == 0u || mb > 0x7f800000u || ma >= 0x7f800000u) {
+        return nan_f32();
+    }
+    // Magnitudes order as their bits.
+    if (ma <= mb) {
+        return select(a, bitcast<f32>(sa), ma == mb);
+    }
+    // Significands with the leading bit at bit 23; subnormals normalised (exponent below 1).
+    var ea = i32(ma >> 23u);
+    var xa = (ma & 0x7fffffu) | 0x800000u;
+    if (ea == 0) {
+        let s = countLeadingZeros(ma) - 8u;
+        xa = ma << s;
+        ea = 1 - i32(s);
+    }
+    var eb = i32(mb >> 23u);
+    var xb = (mb & 0x7fffffu) | 0x800000u;
+    if (eb == 0) {
+        let s = countLeadingZeros(mb) - 8u;
+        xb = mb << s;
+        eb = 1 - i32(s);
+    }
+    for (; ea > eb; ea = ea - 1) {
+        if (xa >= xb) {
+            xa = xa - xb;
+            if (xa == 0u) {
+                return bitcast<f32>(sa);
+            }
+        }
+        xa = xa << 1u;
+    }
+    if (xa >= xb) {
+        xa = xa - xb;
+        if (xa == 0u) {
+            return bitcast<f32>(sa);
+        }
+    }
+    let s = countLeadingZeros(xa) - 8u;
+    xa = xa << s;
+    ea = ea - i32(s);
+    if (ea > 0) {
+        xa = (xa - 0x800000u) | (u32(ea) << 23u);
+    } else {
+        xa = xa >> u32(1 - ea);
+    }
+    return bitcast<f32>(xa | sa);
+}
+
+// torch.remainder on floats (PyTorch's formula): fmod, plus b where the signs differ.
+fn remainder_f(a: f32, b: f32) -> f32 {
+    let m = fmod_f(a, b);
+    return select(m, m + b, m != 0.0 && ((b < 0.0) != (m < 0.0)));
+}
+
+// C's `%` on integers (truncating, the sign of a), for b != 0 (the kernels check it): a % -1 is
+// 0 without i32::MIN / -1's overflow.
+fn fmod_i(a: i32, b: i32) -> i32 {
+    return a % select(b, 1, b == 0 || b == -1);
+}
+
+// torch.remainder on integers: the sign of b.
+fn remainder_i(a: i32, b: i32) -> i32 {
+    let r = fmod_i(a, b);
+    return select(r, r + b, r != 0 && ((r < 0) != (b < 0)));
+}

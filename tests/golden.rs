@@ -110,6 +110,14 @@ fn apply_views(t: &Tensor, views: Option<&Value>) -> Result<Tensor> {
     Ok(t)
 }
 
+/// A Python number as PyTorch reads it: an integer literal is an integer scalar.
+fn scalar_of(v: &Value) -> wgtorch::Scalar {
+    match v.as_i64() {
+        Some(i) => wgtorch::Scalar::Int(i),
+        None => wgtorch::Scalar::Float(v.as_f64().unwrap()),
+    }
+}
+
 /// Run one op; `Ok(None)` means the harness has no binding for it yet (reported as pending).
 fn run_op(op: &str, kw: &Value, x: &[Tensor]) -> Result<Option<Vec<Tensor>>> {
     let f = |k: &str| kw[k].as_f64();
@@ -463,8 +471,7 @@ fn run_op(op: &str, kw: &Value, x: &[Tensor]) -> Result<Option<Vec<Tensor>>> {
         "torch.index_add" => {
             let alpha = match &kw["alpha"] {
                 Value::Null => wgtorch::Scalar::Int(1),
-                v if v.is_i64() => wgtorch::Scalar::Int(v.as_i64().unwrap()),
-                v => wgtorch::Scalar::Float(v.as_f64().unwrap()),
+                v => scalar_of(v),
             };
             let opts = wgtorch::ops::IndexAddOptions { alpha };
             one(x[0].index_add_with(dim(), &x[1], &x[2], opts)?)
@@ -537,6 +544,20 @@ fn run_op(op: &str, kw: &Value, x: &[Tensor]) -> Result<Option<Vec<Tensor>>> {
             posinf: f("posinf"),
             neginf: f("neginf"),
         })?),
+        // ops_d
+        "torch.floor" => one(x[0].floor()?),
+        "torch.ceil" => one(x[0].ceil()?),
+        "torch.round" => one(x[0].round()?),
+        "torch.trunc" => one(x[0].trunc()?),
+        "torch.remainder" | "torch.fmod" => {
+            let rem = op == "torch.remainder";
+            one(match &kw["other"] {
+                Value::Null if rem => x[0].remainder(&x[1])?,
+                Value::Null => x[0].fmod(&x[1])?,
+                v if rem => x[0].remainder_scalar(scalar_of(v))?,
+                v => x[0].fmod_scalar(scalar_of(v))?,
+            })
+        }
         "torch.roll" => {
             let dims = match &kw["dims"] {
                 Value::Null => vec![],

@@ -90,6 +90,9 @@ impl Storage {
         match self {
             Storage::Cpu(_) => {
                 let (a, b) = pair(self, b);
+                if op.divides_integers() && !a.dtype().is_float() && cpu::has_zero(b, bl) {
+                    return Err(crate::ops::elementwise::zero_division(op.name()));
+                }
                 let dtype = if op.is_comparison() {
                     DType::Bool
                 } else {

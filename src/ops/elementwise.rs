@@ -67,6 +67,14 @@ pub enum UnaryOp {
     Step,
     /// −1, 0 or 1 (`torch.sign`).
     Sign,
+    /// The largest integer not above x (`torch.floor`).
+    Floor,
+    /// The smallest integer not below x (`torch.ceil`).
+    Ceil,
+    /// The nearest integer, halves to even (`torch.round`).
+    Round,
+    /// x rounded toward zero (`torch.trunc`).
+    Trunc,
 }
 
 impl UnaryOp {
@@ -101,6 +109,10 @@ impl UnaryOp {
             DivScalar(_) => "div_scalar",
             Step => "step",
             Sign => "sign",
+            Floor => "floor",
+            Ceil => "ceil",
+            Round => "round",
+            Trunc => "trunc",
         }
     }
 
@@ -153,6 +165,11 @@ impl UnaryOp {
             DivScalar(_) => "x / p0",
             Step => "select(0.0, 1.0, x > 0.0)",
             Sign => "sign(x)",
+            Floor => "floor(x)",
+            Ceil => "ceil(x)",
+            // WGSL's round takes halves to even, as torch.round.
+            Round => "round(x)",
+            Trunc => "trunc(x)",
         }
     }
 
@@ -241,6 +258,18 @@ impl UnaryOp {
                     zero
                 }
             }
+            Floor => x.floor(),
+            Ceil => x.ceil(),
+            Round => {
+                // Halves to even (Rust's `round` takes them away from zero): 2.5 -> 2,
+                // -3.5 -> -4.
+                if (x - x.trunc()).abs() == half {
+                    (x * half).round() * R::of(2.0)
+                } else {
+                    x.round()
+                }
+            }
+            Trunc => x.trunc(),
         }
     }
 
@@ -328,9 +357,26 @@ impl UnaryOp {
             AddScalar(_) => Ok(g.clone()),
             MulScalar(c) => g.mul_scalar(c),
             DivScalar(c) => g.div_scalar(c),
-            Step | Sign => g.zeros_like(),
+            Step | Sign | Floor | Ceil | Round | Trunc => g.zeros_like(),
         }
     }
+}
+
+/// C's `%` on integers (truncating, the dividend's sign), without `%`'s panics: 0 for a zero
+/// divisor (refused before any kernel runs) and for `-1` (`i32::MIN % -1` overflows).
+#[inline(always)]
+fn int_fmod<I: num_traits::PrimInt + WrappingSub>(a: I, b: I) -> I {
+    if b == I::zero() || b == I::zero().wrapping_sub(&I::one()) {
+        I::zero()
+    } else {
+        a % b
+    }
+}
+
+/// PyTorch's error for an integer `remainder` / `fmod` by zero (its message is the bare
+/// exception name).
+pub(crate) fn zero_division(op: &'static str) -> crate::Error {
+    crate::Error::arg(op, "ZeroDivisionError")
 }
 
 /// Binary elementwise ops with broadcasting.
@@ -366,6 +412,12 @@ pub enum BinaryOp {
     LogicalAnd,
     /// `torch.logical_or`.
     LogicalOr,
+    /// `a − floor(a / b) · b`, the sign of `b` (`torch.remainder`, Python's `%`); exact on
+    /// integers, where a zero divisor is an error.
+    Remainder,
+    /// `a − trunc(a / b) · b`, the sign of `a` (`torch.fmod`, C's `fmod`); exact on integers,
+    /// where a zero divisor is an error.
+    Fmod,
     /// `a` where `b > 0`, else 0: relu's gradient `a` through input `b` in one pass
     /// (torch.ops.aten.threshold_backward with threshold 0).
     ThresholdBackward,
@@ -397,6 +449,8 @@ impl BinaryOp {
             Ge => "ge",
             LogicalAnd => "logical_and",
             LogicalOr => "logical_or",
+            Remainder => "remainder",
+            Fmod => "fmod",
             ThresholdBackward => "threshold_backward",
             SigmoidBackward => "sigmoid_backward",
             TanhBackward => "tanh_backward",
@@ -416,11 +470,17 @@ impl BinaryOp {
         BinaryOp::TanhBackward,
         BinaryOp::GeluBackward,
     ];
+    /// True for integer division ops, whose integer kernels refuse a zero divisor (PyTorch's
+    /// `ZeroDivisionError`): checked on the host for CPU tensors, on the device for GPU ones.
+    pub fn divides_integers(&self) -> bool {
+        matches!(self, BinaryOp::Remainder | BinaryOp::Fmod)
+    }
     /// True for ops only defined on floating-point inputs (integer inputs are promoted).
     pub fn needs_float(&self) -> bool {
         matches!(self, BinaryOp::Div | BinaryOp::Pow) || Self::GRADIENTS.contains(self)
     }
-    /// WGSL expression of `a` and `b` (both of the kernel's element type).
+    /// WGSL expression of `a` and `b` (both of the kernel's element type; the integer forms of
+    /// `remainder` and `fmod`, which check their divisor, are built by the kernel).
     pub fn wgsl(&self) -> &'static str {
         use BinaryOp::*;
         match self {
@@ -443,6 +503,8 @@ impl BinaryOp {
             Ge => "select(0u, 1u, a >= b)",
             LogicalAnd => "select(0u, 1u, a != 0u && b != 0u)",
             LogicalOr => "select(0u, 1u, a != 0u || b != 0u)",
+            Remainder => "remainder_f(a, b)",
+            Fmod => "fmod_f(a, b)",
         }
     }
     /// CPU scalar function for arithmetic ops (compute type).
@@ -479,12 +541,24 @@ impl BinaryOp {
             SigmoidBackward => a * b * (R::one() - b),
             TanhBackward => a * (R::one() - b * b),
             GeluBackward => a * (b.norm_cdf() + b * b.norm_pdf()),
+            // Rust's `%` on floats is C's fmod, exact.
+            Fmod => a % b,
+            Remainder => {
+                // PyTorch's formula: fmod, moved to the divisor's sign.
+                let m = a % b;
+                if m != R::zero() && ((b < R::zero()) != (m < R::zero())) {
+                    m + b
+                } else {
+                    m
+                }
+            }
             _ => R::of(self.cmp(a, b) as u8 as f64),
         }
     }
     /// CPU scalar function for arithmetic ops on int32 and int64: two's complement, wrapping on
     /// overflow as PyTorch's (and WGSL's) integer arithmetic does. Float-only ops are promoted
-    /// before they reach a kernel; they fall back to the float function here.
+    /// before they reach a kernel; they fall back to the float function here. A zero divisor of
+    /// `remainder` / `fmod` is refused before the kernel runs; here it gives 0 (never a panic).
     #[inline(always)]
     pub fn cpu_int<I>(&self, a: I, b: I) -> I
     where
@@ -497,6 +571,15 @@ impl BinaryOp {
             Mul => a.wrapping_mul(&b),
             Maximum => a.max(b),
             Minimum => a.min(b),
+            Fmod => int_fmod(a, b),
+            Remainder => {
+                let r = int_fmod(a, b);
+                if r != I::zero() && ((r < I::zero()) != (b < I::zero())) {
+                    r.wrapping_add(&b)
+                } else {
+                    r
+                }
+            }
             _ => <I as Elem>::from_f64(self.cpu(<I as Elem>::to_f64(a), <I as Elem>::to_f64(b))),
         }
     }
@@ -579,6 +662,31 @@ impl BinaryOp {
                     .mul_scalar(0.398_942_280_401_432_7)?;
                 let d2 = pdf.mul(&b.square()?.neg()?.add_scalar(2.0)?)?;
                 (g.gelu_backward(&b)?, g.mul(&a)?.mul(&d2)?)
+            }
+            // d/db = -div(a, b, rounding_mode=...), computed as PyTorch computes it; the
+            // quotient is piecewise constant, so it carries no gradient of its own.
+            Remainder => {
+                let q = {
+                    let _g = crate::no_grad();
+                    let (a, b, y) = (a.get()?, b.get()?, y.get()?);
+                    // PyTorch's div_floor: (a - fmod) / b, one less where remainder moved fmod
+                    // to the divisor's sign, floored, plus one where the fraction left over
+                    // (rounding error) passes .5; a / b where b is 0.
+                    let m = a.fmod(&b)?;
+                    let d = a.sub(&m)?.div(&b)?;
+                    let d = Tensor::where_cond(&y.ne(&m)?, &d.sub_scalar(1.0)?, &d)?;
+                    let f = d.floor()?;
+                    let up = d.sub(&f)?.gt_scalar(0.5)?.to_dtype(d.dtype())?;
+                    Tensor::where_cond(&b.eq_scalar(0.0)?, &a.div(&b)?, &f.add(&up)?)?
+                };
+                (g.clone(), g.mul(&q)?.neg()?)
+            }
+            Fmod => {
+                let q = {
+                    let _g = crate::no_grad();
+                    a.get()?.div(&b.get()?)?.trunc()?
+                };
+                (g.clone(), g.mul(&q)?.neg()?)
             }
             Maximum | Minimum => {
                 // PyTorch's rule: each side's gradient is masked where the other side wins and

@@ -221,6 +221,8 @@ impl Tensor {
             use UnaryOp::*;
             match op {
                 Neg | Abs | Square | Sign => return self.unary_int(op),
+                // Integers are already integral: PyTorch returns a copy.
+                Floor | Ceil | Round | Trunc if self.dtype() != DType::Bool => return self.copy(),
                 // Float-valued functions and float scalars promote integers to f32, as
                 // PyTorch does (`torch.exp(int_tensor)` is float32).
                 Exp | Log | Sqrt | Rsqrt | Sin | Cos | Tanh | Sigmoid | Erf | Reciprocal
@@ -298,7 +300,8 @@ impl Tensor {
     }
 
     /// Arithmetic on two bool tensors, as PyTorch defines it: `+` and `maximum` are a logical
-    /// or, `*` and `minimum` a logical and (bool results); `-` is refused.
+    /// or, `*` and `minimum` a logical and (bool results); `-`, `remainder` and `fmod` are
+    /// refused.
     fn bool_binary(&self, op: BinaryOp, other: &Tensor) -> Result<Tensor> {
         match op {
             BinaryOp::Add | BinaryOp::Maximum => self.logical_or(other),
@@ -307,6 +310,11 @@ impl Tensor {
                 "sub",
                 "Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or `logical_xor()` operator instead.",
             )),
+            BinaryOp::Remainder | BinaryOp::Fmod => Err(Error::UnsupportedDType {
+                op: op.name(),
+                dtype: DType::Bool,
+                hint: "; convert with .to_dtype(DType::I64)",
+            }),
             _ => self.to_dtype(DType::I32)?.binary(op, other),
         }
     }

@@ -217,6 +217,29 @@ pub(crate) fn binary(
     })
 }
 
+/// Whether the view `l` of `x` holds a zero (the divisor check of integer `remainder` and
+/// `fmod`). Broadcast dims (stride 0) are visited once.
+pub(crate) fn has_zero(x: &CpuStorage, l: &Layout) -> bool {
+    if l.numel() == 0 {
+        return false;
+    }
+    let (shape, strides) = l
+        .shape
+        .iter()
+        .zip(&l.strides)
+        .filter(|&(_, &s)| s != 0)
+        .map(|(&d, &s)| (d, s))
+        .unzip();
+    let l = Layout {
+        shape,
+        strides,
+        offset: l.offset,
+    };
+    let mut found = false;
+    with_cpu!(x, v, T => for_offsets(&l, 0, l.numel(), |_, o| found |= <T as Elem>::to_f64(v[o]) == 0.0));
+    found
+}
+
 /// `f(a, b)` over two views of the output's shape, into a new contiguous vector. Contiguous
 /// operands and a broadcast scalar take direct loops.
 #[inline(always)]

@@ -8,6 +8,8 @@
 //! only when it recorded a checking kernel since its last look (a dirty bit on the host). A failure
 //! becomes [`Error::IndexOutOfRange`] naming the op, the index, the dimension and its size; the
 //! cleared slot leaves the context usable, and other threads never see this thread's failures.
+//! Integer `remainder` and `fmod` check their divisors the same way: a zero is recorded with the
+//! dim word `u32::MAX` and reported as PyTorch's `ZeroDivisionError`.
 //!
 //! Slots are handed to threads on first use and back when they exit; tokens only grow, so the
 //! record of a slot's earlier owner (a thread that exited without reading it) loses to the new
@@ -18,6 +20,8 @@ use crate::{Error, Result};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
+/// The dim word of a zero integer divisor (`checked_divisor` in `shaders/index_check.wgsl`).
+const ZERO_DIVISOR: u32 = u32::MAX;
 /// Words per slot: thread token (0: no failure), op id, index, dim, size.
 const WORDS: u64 = 5;
 /// Bytes of one thread's slot (what a readback copies back).
@@ -178,6 +182,9 @@ impl IndexChecks {
             .get((w[1] as usize).wrapping_sub(1))
             .copied()
             .unwrap_or("index");
+        if w[3] == ZERO_DIVISOR {
+            return Err(crate::ops::elementwise::zero_division(op));
+        }
         Err(Error::IndexOutOfRange {
             op,
             index: w[2] as i32 as i64,

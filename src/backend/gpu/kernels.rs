@@ -446,16 +446,26 @@ impl Kernel {
             }
             Kernel::Binary(op, t) => {
                 let out = if op.is_comparison() { U32 } else { t };
-                // Float max/min propagate NaN (WGSL's builtins need not).
+                // Float max/min propagate NaN (WGSL's builtins need not); integer division ops
+                // check their divisor (its index-check words follow the strides).
                 let expr = match (op, t.compute()) {
                     (BinaryOp::Maximum, "f32") => "max_nan(a, b)",
                     (BinaryOp::Minimum, "f32") => "min_nan(a, b)",
+                    (BinaryOp::Remainder, "i32") => {
+                        "remainder_i(a, checked_divisor(b, 4u + 3u * nd))"
+                    }
+                    (BinaryOp::Fmod, "i32") => "fmod_i(a, checked_divisor(b, 4u + 3u * nd))",
                     _ => op.wgsl(),
+                };
+                let check = if op.divides_integers() && t.compute() == "i32" {
+                    index_check(3)
+                } else {
+                    String::new()
                 };
                 fill(
                     BINARY,
                     &[("lhs", t, false), ("rhs", t, false), ("dst", out, true)],
-                    &[("C", t.compute()), ("EXPR", expr)],
+                    &[("C", t.compute()), ("EXPR", expr), ("INDEX_CHECK", &check)],
                 )
             }
             Kernel::Where(t) => fill(
@@ -629,6 +639,10 @@ impl Kernel {
             DivScalar(1.0),
             Step,
             Sign,
+            Floor,
+            Ceil,
+            Round,
+            Trunc,
         ];
         use BinaryOp as B;
         let arith = [
@@ -637,6 +651,8 @@ impl Kernel {
             B::Mul,
             B::Maximum,
             B::Minimum,
+            B::Remainder,
+            B::Fmod,
             B::Eq,
             B::Ne,
             B::Lt,

@@ -435,10 +435,21 @@ pub(crate) fn binary(
     for s in &st {
         meta.extend(s.iter().map(|&v| u(v)));
     }
+    let kernel = Kernel::Binary(op, a.ty());
+    if op.divides_integers() && !a.dtype.is_float() {
+        // A zero divisor is recorded on the device and reported at the thread's next readback
+        // as PyTorch's ZeroDivisionError (checks.rs).
+        ctx.checks.checked(op.name(), |flag, check| {
+            meta.extend(check);
+            let bufs = [a.raw(), b.raw(), out.raw(), flag];
+            launch(ctx, op.name(), kernel, &meta, &bufs, groups(n))
+        })?;
+        return Ok(out);
+    }
     launch(
         ctx,
         op.name(),
-        Kernel::Binary(op, a.ty()),
+        kernel,
         &meta,
         &[a.raw(), b.raw(), out.raw()],
         groups(n),
