@@ -32,6 +32,7 @@ mod error;
 pub mod io;
 pub mod models;
 pub mod nn;
+pub mod onnx;
 pub mod ops;
 pub mod optim;
 pub mod profiler;

@@ -1,0 +1,546 @@
+//! ONNX import: every model in ../shared/golden/onnx/ and tests/onnx/ (PyTorch exports, both
+//! exporters, and graphs built with onnx.helper; tools/golden/onnx_models.py) through the
+//! `onnx_run` example's check, on the CPU and the GPU; dynamic batch; fine-tuning against
+//! wgtorch's own SimpleCNN; and hostile or wrong input at every entry point.
+
+mod common;
+
+#[allow(dead_code)]
+#[path = "../examples/onnx_run.rs"]
+mod onnx_run;
+
+use prost::Message;
+use std::path::{Path, PathBuf};
+use wgtorch::nn::functional as F;
+use wgtorch::nn::{Conv2d, Conv2dOptions, Linear, Module, ModuleExt};
+use wgtorch::onnx::{proto, Model};
+use wgtorch::{DType, Device, Tensor};
+
+fn shared_dir() -> PathBuf {
+    std::env::var("WGTORCH_GOLDEN_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/golden"))
+        .join("onnx")
+}
+
+fn own_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/onnx")
+}
+
+/// (model, io file) pairs: every `NAME.io*.safetensors` next to a `NAME.onnx`.
+fn cases(dir: &Path) -> Vec<(PathBuf, PathBuf)> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    let mut files: Vec<PathBuf> = entries.map(|e| e.unwrap().path()).collect();
+    files.sort();
+    for f in &files {
+        let name = f.file_name().unwrap().to_string_lossy().to_string();
+        if let Some(stem) = name.strip_suffix(".onnx") {
+            for io in &files {
+                let io_name = io.file_name().unwrap().to_string_lossy();
+                if io_name.starts_with(&format!("{stem}.io")) && io_name.ends_with(".safetensors") {
+                    out.push((f.clone(), io.clone()));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn run_all(dir: &Path, dev: &Device, min: usize) {
+    let cases = cases(dir);
+    assert!(
+        cases.len() >= min,
+        "{}: {} models found, expected at least {min}",
+        dir.display(),
+        cases.len()
+    );
+    let mut failures = Vec::new();
+    for (model, io) in &cases {
+        match onnx_run::check(model, io, dev, 1e-4, 1e-4) {
+            Ok((_, _, compared)) => {
+                assert!(
+                    !compared.is_empty(),
+                    "{}: no reference outputs",
+                    io.display()
+                );
+                for c in compared.iter().filter(|c| !c.ok) {
+                    failures.push(format!("{}: {}", io.display(), c.line(1e-4, 1e-4)));
+                }
+            }
+            Err(e) => failures.push(format!("{}: {e}", model.display())),
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "on {}:\n{}",
+        dev.describe(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn shared_golden_models_match_pytorch() {
+    let dir = shared_dir();
+    if !dir.exists() && !common::require_gpu() {
+        eprintln!(
+            "note: {} not found; shared ONNX goldens skipped",
+            dir.display()
+        );
+        return;
+    }
+    for dev in common::devices() {
+        run_all(&dir, &dev, 5);
+    }
+}
+
+#[test]
+fn own_models_cover_every_required_op() {
+    // Both exporters, opsets 17/18/20, dynamic batch (io_batch3), auto_pad, Gemm attributes,
+    // Dropout; see tests/onnx/README.md for which model covers which op.
+    for dev in common::devices() {
+        run_all(&own_dir(), &dev, 40);
+    }
+    let index: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(own_dir().join("index.json")).unwrap())
+            .unwrap();
+    let used: std::collections::BTreeSet<String> = index
+        .as_object()
+        .unwrap()
+        .values()
+        .flat_map(|m| {
+            m["ops"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|o| o.as_str().unwrap().to_string())
+        })
+        .collect();
+    let required = "Add Sub Mul Div Pow Sqrt Neg Exp Log Erf Abs Relu Sigmoid Tanh HardSigmoid HardSwish \
+        Clip LeakyRelu Gelu Softmax LogSoftmax MatMul Gemm Conv MaxPool AveragePool GlobalAveragePool \
+        BatchNormalization LayerNormalization Flatten Reshape Transpose Squeeze Unsqueeze Concat Split \
+        Slice Gather Expand Shape ConstantOfShape Constant Cast Equal Where Mod ReduceMean ReduceSum \
+        ReduceMax Identity Dropout LSTM GRU";
+    let supported = wgtorch::onnx::supported_ops();
+    for op in required.split_whitespace() {
+        assert!(used.contains(op), "no test model uses {op}");
+        assert!(supported.contains(&op), "{op} is not supported");
+    }
+}
+
+/// The `onnx_run` line format the checks read.
+#[test]
+fn onnx_run_reports_each_output() {
+    let a = Tensor::from_vec(vec![1.0f32, 2.0], [2], &Device::Cpu).unwrap();
+    let b = Tensor::from_vec(vec![1.0f32, 2.5], [2], &Device::Cpu).unwrap();
+    let c = onnx_run::compare("output.0", &a, &a, 1e-4, 1e-4).unwrap();
+    assert_eq!(
+        c.line(1e-4, 1e-4),
+        "output.0: max abs diff 0.000e0 (rtol 1e-4, atol 1e-4) ok"
+    );
+    let c = onnx_run::compare("output.1", &a, &b, 1e-4, 1e-4).unwrap();
+    assert!(!c.ok && c.line(1e-4, 1e-4).ends_with("FAIL") && c.max_abs_diff == 0.5);
+    let short = Tensor::from_vec(vec![1.0f32], [1], &Device::Cpu).unwrap();
+    assert!(!onnx_run::compare("o", &a, &short, 1e-4, 1e-4).unwrap().ok);
+}
+
+#[test]
+fn dynamic_batch_takes_any_batch_and_checks_the_rest() {
+    let model = Model::load(own_dir().join("mlp_layernorm.onnx"), &Device::Cpu).unwrap();
+    let spec = &model.inputs()[0];
+    assert_eq!(spec.shape, Some(vec![None, Some(16)]), "{spec}");
+    for batch in [1, 3, 5] {
+        let out = model
+            .run(&[Tensor::randn([batch, 16], &Device::Cpu).unwrap()])
+            .unwrap();
+        assert_eq!(out[0].shape(), &[batch, 6]);
+    }
+    let err = model
+        .run(&[Tensor::randn([2, 15], &Device::Cpu).unwrap()])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("input.0") && err.contains("[2, 15]") && err.contains("[?, 16]"),
+        "{err}"
+    );
+    let err = model.run(&[Tensor::zeros([2, 16], &Device::Cpu)
+        .unwrap()
+        .to_dtype(DType::F64)
+        .unwrap()]);
+    assert!(err.unwrap_err().to_string().contains("must be float32"));
+    let err = model.run(&[]).unwrap_err().to_string();
+    assert!(
+        err.contains("takes 1 input") && err.contains("got 0"),
+        "{err}"
+    );
+    let x = Tensor::randn([2, 16], &Device::Cpu).unwrap();
+    let named = model.run_named(&[("input.0", x.clone())]).unwrap();
+    assert_eq!(named[0].0, "output.0");
+    assert!(model
+        .run_named(&[("nope", x)])
+        .unwrap_err()
+        .to_string()
+        .contains("no input named 'nope'"));
+}
+
+/// The golden `simple_cnn.onnx`'s network (16 and 32 channels, fc 2048 → 64 → 10) in wgtorch.
+#[derive(Module)]
+struct Cnn {
+    conv1: Conv2d,
+    conv2: Conv2d,
+    fc1: Linear,
+    fc2: Linear,
+}
+
+impl Cnn {
+    fn new(dev: &Device) -> wgtorch::Result<Cnn> {
+        let same = Conv2dOptions {
+            padding: 1.into(),
+            ..Default::default()
+        };
+        Ok(Cnn {
+            conv1: Conv2d::with_options(3, 16, 3, same, dev)?,
+            conv2: Conv2d::with_options(16, 32, 3, same, dev)?,
+            fc1: Linear::new(2048, 64, dev)?,
+            fc2: Linear::new(64, 10, dev)?,
+        })
+    }
+    fn forward(&self, x: &Tensor) -> wgtorch::Result<Tensor> {
+        let x = F::max_pool2d(&self.conv1.forward(x)?.relu()?, 2)?;
+        let x = F::max_pool2d(&self.conv2.forward(&x)?.relu()?, 2)?;
+        self.fc2
+            .forward(&self.fc1.forward(&x.flatten(1, -1)?)?.relu()?)
+    }
+}
+
+/// The golden SimpleCNN exported by PyTorch, loaded trainable, is the same network built from
+/// wgtorch's layers: the same
+/// parameters by name, outputs, gradients, and an SGD step; then on the GPU too.
+#[test]
+fn fine_tuning_matches_the_native_module() {
+    let path = shared_dir().join("simple_cnn.onnx");
+    if !path.exists() && !common::require_gpu() {
+        return;
+    }
+    let dev = Device::Cpu;
+    let mut imported = Model::load_trainable(&path, &dev).unwrap();
+    let params = imported.named_parameters();
+    let names: Vec<&str> = params.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "conv1.weight",
+            "conv1.bias",
+            "conv2.weight",
+            "conv2.bias",
+            "fc1.weight",
+            "fc1.bias",
+            "fc2.weight",
+            "fc2.bias"
+        ]
+    );
+    assert!(params.iter().all(|(_, p)| p.requires_grad()));
+    let mut native = Cnn::new(&dev).unwrap();
+    native
+        .load_state_dict(&imported.state_dict(), true)
+        .unwrap();
+    let x = Tensor::randn([2, 3, 32, 32], &dev).unwrap();
+    let target = Tensor::from_vec(vec![1i64, 7], [2], &dev).unwrap();
+    let loss_of = |logits: &Tensor| F::cross_entropy(logits, &target).unwrap();
+    let (a, b) = (
+        imported.run(std::slice::from_ref(&x)).unwrap().remove(0),
+        native.forward(&x).unwrap(),
+    );
+    common::assert_close("logits", &common::vals(&a), &common::vals(&b), 1e-5, 1e-5);
+    loss_of(&a).backward().unwrap();
+    loss_of(&b).backward().unwrap();
+    for ((name, p), (_, q)) in imported
+        .named_parameters()
+        .iter()
+        .zip(native.named_parameters())
+    {
+        let (gp, gq) = (p.grad().unwrap(), q.grad().unwrap());
+        common::assert_close(name, &common::vals(&gp), &common::vals(&gq), 1e-4, 1e-5);
+    }
+    let mut opt = wgtorch::optim::Sgd::new(imported.parameters(), 0.01).unwrap();
+    use wgtorch::optim::Optimizer;
+    let before = loss_of(&imported.run(std::slice::from_ref(&x)).unwrap()[0])
+        .item()
+        .unwrap();
+    for _ in 0..3 {
+        opt.zero_grad();
+        loss_of(&imported.run(std::slice::from_ref(&x)).unwrap()[0])
+            .backward()
+            .unwrap();
+        opt.step().unwrap();
+    }
+    let after = loss_of(&imported.run(std::slice::from_ref(&x)).unwrap()[0])
+        .item()
+        .unwrap();
+    assert!(after < before, "loss {before} -> {after}");
+    if let Some(gpu) = common::gpu() {
+        imported.to_device(&gpu).unwrap();
+        assert_eq!(imported.device(), gpu);
+        let on_gpu = imported.run(std::slice::from_ref(&x)).unwrap().remove(0);
+        imported.to_device(&Device::Cpu).unwrap();
+        let on_cpu = imported.run(&[x]).unwrap().remove(0);
+        common::assert_close(
+            "gpu vs cpu",
+            &common::vals(&on_gpu),
+            &common::vals(&on_cpu),
+            1e-4,
+            1e-4,
+        );
+    }
+}
+
+// ---- hostile and wrong models ----
+
+fn simple_cnn_proto() -> proto::ModelProto {
+    let bytes = wgtorch::onnx::doc_example_model();
+    proto::ModelProto::decode(bytes.as_slice()).unwrap()
+}
+
+fn load_err(m: &proto::ModelProto) -> String {
+    Model::load_bytes(&m.encode_to_vec(), &Device::Cpu)
+        .unwrap_err()
+        .to_string()
+}
+
+#[test]
+fn malformed_files_are_errors() {
+    let bytes = wgtorch::onnx::doc_example_model();
+    assert!(Model::load_bytes(&bytes, &Device::Cpu).is_ok());
+    for cut in [1, bytes.len() / 3, bytes.len() / 2, bytes.len() - 1] {
+        assert!(
+            Model::load_bytes(&bytes[..cut], &Device::Cpu).is_err(),
+            "truncated at {cut} loaded"
+        );
+    }
+    let err = Model::load_bytes(b"\xff\xff\xff\xff garbage", &Device::Cpu)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("does not parse"), "{err}");
+    let err = Model::load("/dev/null", &Device::Cpu)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("not a regular file"), "{err}");
+    let err = Model::load("/nonexistent/model.onnx", &Device::Cpu)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("/nonexistent/model.onnx"), "{err}");
+}
+
+#[test]
+fn unsupported_models_are_refused_at_load_naming_op_node_and_opset() {
+    let mut m = simple_cnn_proto();
+    m.graph.as_mut().unwrap().node[0].op_type = Some("NonZero".into());
+    let err = load_err(&m);
+    assert!(
+        err.contains("NonZero") && err.contains("Relu_0") && err.contains("opset 18"),
+        "{err}"
+    );
+
+    let mut m = simple_cnn_proto();
+    m.opset_import[0].version = Some(11);
+    let err = load_err(&m);
+    assert!(
+        err.contains("opset 11") && err.contains("13 to 21"),
+        "{err}"
+    );
+
+    let mut m = simple_cnn_proto();
+    m.graph.as_mut().unwrap().node[0].domain = Some("com.microsoft".into());
+    assert!(load_err(&m).contains("com.microsoft"));
+}
+
+#[test]
+fn broken_graphs_are_refused_at_load() {
+    // A cycle: Relu reads Add's output, Add reads Relu's.
+    let mut m = simple_cnn_proto();
+    m.graph.as_mut().unwrap().node[0].input[0] = "y".into();
+    m.graph.as_mut().unwrap().input.clear();
+    let err = load_err(&m);
+    assert!(err.contains("cycle"), "{err}");
+    // A missing initializer.
+    let mut m = simple_cnn_proto();
+    m.graph.as_mut().unwrap().initializer.clear();
+    let err = load_err(&m);
+    assert!(
+        err.contains("'one'") && err.contains("neither a graph input, an initializer"),
+        "{err}"
+    );
+    // A value defined twice.
+    let mut m = simple_cnn_proto();
+    let n = m.graph.as_ref().unwrap().node[0].clone();
+    m.graph.as_mut().unwrap().node.push(n);
+    assert!(load_err(&m).contains("defined twice"));
+    // Inconsistent shapes: [1, 2] + [3].
+    let mut m = simple_cnn_proto();
+    let three = proto::TensorProto {
+        dims: vec![3],
+        data_type: Some(1),
+        float_data: vec![1.0; 3],
+        name: Some("one".into()),
+        ..Default::default()
+    };
+    m.graph.as_mut().unwrap().initializer = vec![three];
+    let err = load_err(&m);
+    assert!(
+        err.contains("Add") && err.contains("cannot be broadcast"),
+        "{err}"
+    );
+    // An output declared with another shape than the graph computes.
+    let mut m = simple_cnn_proto();
+    let out = &mut m.graph.as_mut().unwrap().output[0];
+    if let Some(proto::type_proto::Value::TensorType(t)) =
+        out.r#type.as_mut().unwrap().value.as_mut()
+    {
+        t.shape.as_mut().unwrap().dim[1].value =
+            Some(proto::tensor_shape_proto::dimension::Value::DimValue(5));
+    }
+    assert!(load_err(&m).contains("declared"));
+}
+
+#[test]
+fn initializers_are_checked_against_their_dims() {
+    let with = |t: proto::TensorProto| {
+        let mut m = simple_cnn_proto();
+        m.graph.as_mut().unwrap().initializer = vec![t];
+        load_err(&m)
+    };
+    let base = proto::TensorProto {
+        name: Some("one".into()),
+        data_type: Some(1),
+        ..Default::default()
+    };
+    // Huge dims with little data: an error, not an allocation.
+    let err = with(proto::TensorProto {
+        dims: vec![1 << 40, 1 << 40],
+        raw_data: Some(vec![0; 4]),
+        ..base.clone()
+    });
+    assert!(err.contains("'one'"), "{err}");
+    let err = with(proto::TensorProto {
+        dims: vec![i64::MAX, 4],
+        raw_data: Some(vec![0; 4]),
+        ..base.clone()
+    });
+    assert!(err.contains("overflow") || err.contains("need"), "{err}");
+    let err = with(proto::TensorProto {
+        dims: vec![-1],
+        raw_data: Some(vec![0; 4]),
+        ..base.clone()
+    });
+    assert!(err.contains("negative"), "{err}");
+    let err = with(proto::TensorProto {
+        dims: vec![3],
+        raw_data: Some(vec![0; 8]),
+        ..base.clone()
+    });
+    assert!(err.contains("8 bytes") && err.contains("12"), "{err}");
+    let err = with(proto::TensorProto {
+        dims: vec![3],
+        float_data: vec![1.0; 2],
+        ..base.clone()
+    });
+    assert!(err.contains("holds 2 values"), "{err}");
+    let err = with(proto::TensorProto {
+        dims: vec![1],
+        data_type: Some(8),
+        ..base.clone()
+    });
+    assert!(err.contains("STRING"), "{err}");
+}
+
+#[test]
+fn external_data_stays_inside_the_model_folder() {
+    let dir = std::env::temp_dir().join(format!("wgtorch-onnx-ext-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("model")).unwrap();
+    std::fs::write(dir.join("model/weights.bin"), 2.5f32.to_le_bytes()).unwrap();
+    std::fs::write(dir.join("secret.bin"), 9.0f32.to_le_bytes()).unwrap();
+    let write = |location: &str| -> PathBuf {
+        let mut m = simple_cnn_proto();
+        let kv = |k: &str, v: &str| proto::StringStringEntryProto {
+            key: Some(k.into()),
+            value: Some(v.into()),
+        };
+        m.graph.as_mut().unwrap().initializer = vec![proto::TensorProto {
+            name: Some("one".into()),
+            data_type: Some(1),
+            data_location: Some(proto::tensor_proto::DataLocation::External as i32),
+            external_data: vec![kv("location", location), kv("length", "4")],
+            ..Default::default()
+        }];
+        let path = dir.join("model/model.onnx");
+        std::fs::write(&path, m.encode_to_vec()).unwrap();
+        path
+    };
+    // Inside the folder: loads and is used.
+    let model = Model::load(write("weights.bin"), &Device::Cpu).unwrap();
+    let x = Tensor::from_vec(vec![-1.0f32, 1.0], [1, 2], &Device::Cpu).unwrap();
+    assert_eq!(
+        model.run(&[x]).unwrap()[0].to_vec::<f32>().unwrap(),
+        [2.5, 3.5]
+    );
+    // From bytes: refused, pointing to load(path).
+    let bytes = std::fs::read(dir.join("model/model.onnx")).unwrap();
+    assert!(Model::load_bytes(&bytes, &Device::Cpu)
+        .unwrap_err()
+        .to_string()
+        .contains("Model::load"));
+    // Escapes: parent dirs, absolute paths, a symlink out of the folder.
+    for loc in [
+        "../secret.bin",
+        dir.join("secret.bin").to_str().unwrap(),
+        "missing.bin",
+    ] {
+        assert!(
+            Model::load(write(loc), &Device::Cpu).is_err(),
+            "{loc} loaded"
+        );
+    }
+    #[cfg(unix)]
+    {
+        std::os::unix::fs::symlink(dir.join("secret.bin"), dir.join("model/link.bin")).unwrap();
+        let err = Model::load(write("link.bin"), &Device::Cpu)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("outside the model's folder"), "{err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// An index out of range in data is an error on every device, never a number.
+#[test]
+fn gather_out_of_range_is_an_error_on_every_device() {
+    let path = shared_dir().join("lstm_tagger.onnx");
+    if !path.exists() && !common::require_gpu() {
+        return;
+    }
+    for dev in common::devices() {
+        let model = Model::load(&path, &dev).unwrap();
+        let ids = Tensor::from_vec(
+            vec![
+                1i64, 2, 3, 40, 5, 6, 7, 1, 2, 3, 4, 5, 6, 7, 1, 2, 3, 4, 5, 6, 7,
+            ],
+            [3, 7],
+            &dev,
+        )
+        .unwrap();
+        let r = model.run(&[ids]).and_then(|o| o[0].to_vec::<f32>());
+        assert!(
+            r.is_err(),
+            "index 40 of 40 rows gave numbers on {}",
+            dev.describe()
+        );
+        let ids = Tensor::from_vec(vec![-1i64; 21], [3, 7], &dev).unwrap();
+        assert!(
+            model.run(&[ids]).and_then(|o| o[0].to_vec::<f32>()).is_ok(),
+            "-1 counts from the end"
+        );
+    }
+}
