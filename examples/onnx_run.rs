@@ -73,13 +73,7 @@ pub fn device(name: &str) -> Result<Device> {
 pub type Checked = (onnx::Model, Vec<(String, Tensor)>, Vec<Compared>);
 
 /// Loads `model` and `io` on `dev`, runs the model, and compares every output that `io` holds.
-pub fn check(
-    model: &Path,
-    io: &Path,
-    dev: &Device,
-    rtol: f64,
-    atol: f64,
-) -> Result<Checked> {
+pub fn check(model: &Path, io: &Path, dev: &Device, rtol: f64, atol: f64) -> Result<Checked> {
     let m = onnx::Model::load(model, dev)?;
     let tensors = wgtorch::io::load(io, &Device::Cpu)?;
     let find = |name: &str| {

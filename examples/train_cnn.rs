@@ -75,6 +75,9 @@ struct Args {
     /// step): print the profiler's table and write a Chrome trace here (open it in Perfetto).
     #[arg(long)]
     profile: Option<PathBuf>,
+    /// After training, export the model as ONNX here (opset 18, dynamic batch; atomically).
+    #[arg(long)]
+    export_onnx: Option<PathBuf>,
 }
 
 fn main() {
@@ -446,6 +449,13 @@ fn run(args: Args) -> Result<()> {
         if let Some(p) = &args.plot {
             plot(p, &history)?;
         }
+    }
+    if let (Some(path), true) = (&args.export_onnx, main_rank) {
+        let m = model.module();
+        let example = Tensor::zeros([1, 3, 32, 32], &dev)?;
+        let opts = wgtorch::onnx::ExportOptions::default();
+        wgtorch::onnx::export_with(m, &[example], |xs| Ok(vec![m.forward(&xs[0])?]), path, opts)?;
+        println!("exported the model to {} (ONNX opset 18, input.0 [batch, 3, 32, 32] -> output.0 [batch, 10])", path.display());
     }
     Ok(())
 }

@@ -107,4 +107,6 @@ pub mod guide {
     pub struct Performance;
     #[doc = include_str!("../docs/distributed.md")]
     pub struct Distributed;
+    #[doc = include_str!("../docs/onnx.md")]
+    pub struct Onnx;
 }

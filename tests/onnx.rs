@@ -544,3 +544,337 @@ fn gather_out_of_range_is_an_error_on_every_device() {
         );
     }
 }
+
+// ---- export ----
+
+use wgtorch::nn::{
+    Embedding, LayerNorm, RNNOptions, TransformerEncoder, TransformerEncoderLayer, LSTM,
+};
+use wgtorch::onnx::ExportOptions;
+
+/// The golden `mlp_gelu_layernorm`: Linear(24, 48), LayerNorm, GELU, Linear(48, 5), LogSoftmax.
+#[derive(Module)]
+struct Mlp {
+    l1: Linear,
+    ln: LayerNorm,
+    l2: Linear,
+}
+
+impl Mlp {
+    fn new(dev: &Device) -> wgtorch::Result<Mlp> {
+        Ok(Mlp {
+            l1: Linear::new(24, 48, dev)?,
+            ln: LayerNorm::new(&[48], dev)?,
+            l2: Linear::new(48, 5, dev)?,
+        })
+    }
+    fn forward(&self, x: &Tensor) -> wgtorch::Result<Tensor> {
+        self.l2
+            .forward(&self.ln.forward(&self.l1.forward(x)?)?.gelu()?)?
+            .log_softmax(-1)
+    }
+}
+
+/// The golden `lstm_tagger`: Embedding(40, 12), LSTM(12, 16, batch_first), tanh, Linear(16, 6).
+#[derive(Module)]
+struct Tagger {
+    emb: Embedding,
+    lstm: LSTM,
+    out: Linear,
+}
+
+impl Tagger {
+    fn new(dev: &Device) -> wgtorch::Result<Tagger> {
+        let opts = RNNOptions {
+            batch_first: true,
+            ..Default::default()
+        };
+        Ok(Tagger {
+            emb: Embedding::new(40, 12, dev)?,
+            lstm: LSTM::with_options(12, 16, opts, dev)?,
+            out: Linear::new(16, 6, dev)?,
+        })
+    }
+    fn forward(&self, ids: &Tensor) -> wgtorch::Result<Tensor> {
+        let (h, _) = self
+            .lstm
+            .forward_with_state(&self.emb.forward(ids)?, None)?;
+        self.out.forward(&h.tanh()?)
+    }
+}
+
+/// The golden `transformer_encoder`: Embedding(50, 32) + a learned position table, two
+/// post-norm GELU encoder layers (4 heads, feed-forward 64, batch first), mean over the
+/// sequence, Linear(32, 3).
+#[derive(Module)]
+struct Encoder {
+    emb: Embedding,
+    #[param]
+    pos: Tensor,
+    enc: TransformerEncoder,
+    cls: Linear,
+}
+
+impl Encoder {
+    fn new(dev: &Device) -> wgtorch::Result<Encoder> {
+        let opts = wgtorch::nn::TransformerLayerOptions {
+            dim_feedforward: 64,
+            dropout: 0.0,
+            activation: wgtorch::nn::Activation::Gelu,
+            batch_first: true,
+            ..Default::default()
+        };
+        let layer = TransformerEncoderLayer::with_options(32, 4, opts, dev)?;
+        Ok(Encoder {
+            emb: Embedding::new(50, 32, dev)?,
+            pos: Tensor::zeros([1, 16, 32], dev)?.requires_grad_(true),
+            enc: TransformerEncoder::new(layer, 2)?,
+            cls: Linear::new(32, 3, dev)?,
+        })
+    }
+    fn forward(&self, ids: &Tensor) -> wgtorch::Result<Tensor> {
+        let s = ids.shape()[1];
+        let x = self.emb.forward(ids)?.add(&self.pos.narrow(1, 0, s)?)?;
+        let x = self.enc.forward(&x, Default::default())?;
+        self.cls.forward(&x.mean_dims([1], false)?)
+    }
+}
+
+/// Loads the golden state_dict into `module`, exports it, and checks the file three ways: it
+/// reproduces PyTorch's outputs (through wgtorch's importer), it round-trips (export → import →
+/// the module's outputs at another batch size too), and onnxruntime agrees within 1e-5.
+fn export_case<M: Module>(
+    name: &str,
+    module: &mut M,
+    forward: impl Fn(&M, &Tensor) -> wgtorch::Result<Tensor>,
+) {
+    let dir = shared_dir();
+    let state = wgtorch::io::load(
+        dir.join(format!("{name}.state_dict.safetensors")),
+        &Device::Cpu,
+    )
+    .unwrap();
+    module.load_state_dict(&state, true).unwrap();
+    module.eval();
+    let io = wgtorch::io::load(dir.join(format!("{name}.io.safetensors")), &Device::Cpu).unwrap();
+    let get = |k: &str| io.iter().find(|(n, _)| n == k).unwrap().1.clone();
+    let (x, want) = (get("input.0"), get("output.0"));
+    let out_dir = std::env::temp_dir().join(format!("wgtorch-export-{}", std::process::id()));
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let path = out_dir.join(format!("{name}.onnx"));
+    let m = &*module;
+    wgtorch::onnx::export_with(
+        m,
+        std::slice::from_ref(&x),
+        |xs| Ok(vec![forward(m, &xs[0])?]),
+        &path,
+        ExportOptions::default(),
+    )
+    .unwrap_or_else(|e| panic!("{name}: {e}"));
+    // The initializers carry the state_dict names.
+    let proto = proto::ModelProto::decode(std::fs::read(&path).unwrap().as_slice()).unwrap();
+    let inits: Vec<String> = proto
+        .graph
+        .as_ref()
+        .unwrap()
+        .initializer
+        .iter()
+        .map(|t| t.name().to_string())
+        .collect();
+    for (k, _) in &state {
+        assert!(
+            inits.contains(k),
+            "{name}: initializer {k} missing from {inits:?}"
+        );
+    }
+    // PyTorch's outputs, through wgtorch's importer, on every device.
+    for dev in common::devices() {
+        let model = Model::load(&path, &dev).unwrap();
+        let got = model.run(&[x.to(&dev).unwrap()]).unwrap().remove(0);
+        common::assert_close(
+            &format!("{name} on {}", dev.describe()),
+            &common::vals(&got),
+            &common::vals(&want),
+            1e-4,
+            1e-4,
+        );
+    }
+    // A dynamic batch: one more row, against the module itself.
+    let bigger = Tensor::cat(&[x.clone(), x.narrow(0, 0, 1).unwrap()], 0).unwrap();
+    let model = Model::load(&path, &Device::Cpu).unwrap();
+    let got = model.run(std::slice::from_ref(&bigger)).unwrap().remove(0);
+    let expected = forward(m, &bigger).unwrap();
+    common::assert_close(
+        &format!("{name} at batch + 1"),
+        &common::vals(&got),
+        &common::vals(&expected),
+        1e-5,
+        1e-5,
+    );
+    // onnxruntime, an independent runtime, on the exported file.
+    let io_path = out_dir.join(format!("{name}.io.safetensors"));
+    wgtorch::io::save(
+        &io_path,
+        &[("input.0".into(), bigger), ("output.0".into(), got)],
+    )
+    .unwrap();
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/onnx_export/ort_check.py");
+    let run = std::process::Command::new("python3")
+        .arg(&script)
+        .arg(&path)
+        .arg(&io_path)
+        .output();
+    match run {
+        Ok(o) if o.status.code() == Some(0) => {
+            eprintln!(
+                "{name}: onnxruntime {}",
+                String::from_utf8_lossy(&o.stdout).trim()
+            );
+        }
+        Ok(o) if o.status.code() == Some(3) && !common::require_gpu() => {
+            eprintln!("note: onnxruntime not installed; {name}'s independent check skipped");
+        }
+        Ok(o) => panic!(
+            "{name}: onnxruntime check failed ({}):\n{}{}",
+            o.status,
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        ),
+        Err(e) if !common::require_gpu() => {
+            eprintln!("note: python3 not available ({e}); {name}'s independent check skipped")
+        }
+        Err(e) => panic!("{name}: python3: {e}"),
+    }
+}
+
+#[test]
+fn export_reproduces_pytorch_and_onnxruntime_agrees() {
+    if !shared_dir().exists() && !common::require_gpu() {
+        return;
+    }
+    let dev = Device::Cpu;
+    export_case("simple_cnn", &mut Cnn::new(&dev).unwrap(), |m, x| {
+        m.forward(x)
+    });
+    export_case(
+        "mlp_gelu_layernorm",
+        &mut Mlp::new(&dev).unwrap(),
+        |m, x| m.forward(x),
+    );
+    export_case("lstm_tagger", &mut Tagger::new(&dev).unwrap(), |m, x| {
+        m.forward(x)
+    });
+    export_case(
+        "transformer_encoder",
+        &mut Encoder::new(&dev).unwrap(),
+        |m, x| m.forward(x),
+    );
+}
+
+#[test]
+fn export_refuses_what_it_cannot_write() {
+    let dev = Device::Cpu;
+    let fc = Linear::new(4, 2, &dev).unwrap();
+    let x = Tensor::randn([3, 4], &dev).unwrap();
+    let bad = |f: &dyn Fn(&Tensor) -> wgtorch::Result<Tensor>| {
+        wgtorch::onnx::export_bytes(
+            &fc,
+            std::slice::from_ref(&x),
+            |xs| Ok(vec![f(&xs[0])?]),
+            ExportOptions::default(),
+        )
+        .unwrap_err()
+        .to_string()
+    };
+    // An op without an ONNX form here (cumsum) is an error naming it, not a constant.
+    let err = bad(&|x| fc.forward(&x.cumsum(1)?));
+    assert!(
+        err.contains("does not record") || err.contains("no ONNX form"),
+        "{err}"
+    );
+    // A shape that depends on the batch twice cannot be one -1.
+    let err = bad(&|x| {
+        let y = fc.forward(x)?;
+        let n = y.shape()[0];
+        y.reshape([1, 2 * n])?.expand([n, 2 * n])
+    });
+    assert!(err.contains("batch") || err.contains("differ"), "{err}");
+    let err = wgtorch::onnx::export_bytes(
+        &fc,
+        std::slice::from_ref(&x),
+        |xs| Ok(vec![fc.forward(&xs[0])?]),
+        ExportOptions {
+            opset: 9,
+            ..Default::default()
+        },
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("opset 9"), "{err}");
+}
+
+/// `train_cnn --export-onnx` writes the trained SimpleCNN, which loads and classifies.
+#[test]
+fn train_cnn_exports_its_model() {
+    let exe = std::env::current_exe().unwrap();
+    let bin = exe
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("examples")
+        .join("train_cnn");
+    if !bin.exists() {
+        eprintln!("note: {} not built; skipped", bin.display());
+        return;
+    }
+    let path = std::env::temp_dir().join(format!("wgtorch-train-cnn-{}.onnx", std::process::id()));
+    let out = std::process::Command::new(&bin)
+        .args([
+            "--epochs",
+            "1",
+            "--max-batches",
+            "2",
+            "--device",
+            "cpu",
+            "--export-onnx",
+        ])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("exported the model"));
+    let model = Model::load(&path, &Device::Cpu).unwrap();
+    assert_eq!(
+        model.inputs()[0].to_string(),
+        "input.0 float32 [?, 3, 32, 32]"
+    );
+    let logits = model
+        .run(&[Tensor::randn([4, 3, 32, 32], &Device::Cpu).unwrap()])
+        .unwrap();
+    assert_eq!(logits[0].shape(), &[4, 10]);
+    let names: Vec<String> = Model::load_trainable(&path, &Device::Cpu)
+        .unwrap()
+        .named_parameters()
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "conv1.weight",
+            "conv1.bias",
+            "conv2.weight",
+            "conv2.bias",
+            "fc1.weight",
+            "fc1.bias",
+            "fc2.weight",
+            "fc2.bias"
+        ]
+    );
+    let _ = std::fs::remove_file(&path);
+}

@@ -1,7 +1,7 @@
 // The demo page: trains the SimpleCNN (WebGPU, or the CPU when the browser has none), plots loss
 // and accuracy, and classifies digits drawn on the canvas. Nothing blocks: every step awaits the
 // GPU, which hands the event loop back to the page between steps.
-import init, { Trainer, run_golden } from "./pkg/wgtorch_web.js";
+import init, { Trainer, run_golden, run_onnx } from "./pkg/wgtorch_web.js";
 
 const params = new URLSearchParams(location.search);
 const testMode = params.has("test");          // shorter run for the automated browser test
@@ -95,6 +95,12 @@ window.injectDigit = async (k) => {
 
 // For the automated test: PyTorch's golden op cases on this page's device.
 window.runGolden = async () => JSON.parse(await run_golden(await (await fetch("golden/ops.json")).text()));
+
+// For the automated test: a PyTorch-exported ONNX model run in this page, against PyTorch's outputs.
+window.runOnnx = async (name, tryGpu) => {
+  const bytes = async (f) => new Uint8Array(await (await fetch(`golden/onnx/${f}`)).arrayBuffer());
+  return JSON.parse(await run_onnx(await bytes(`${name}.onnx`), await bytes(`${name}.io.safetensors`), tryGpu));
+};
 
 // WebGPU unless the browser's adapter is a software one (SwiftShader, a fallback adapter): that
 // runs on the CPU too, and trains about 10x slower than wgtorch's own wasm CPU backend, so the

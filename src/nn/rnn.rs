@@ -318,7 +318,53 @@ impl RNNBase {
     }
 
     /// One layer in one direction over `seq` `[T, B, F]`: outputs `[T, B, H]`, last `h` (and `c`).
+    /// Under an ONNX export it records one LSTM or GRU node.
     fn direction(
+        &self,
+        w: &Weights,
+        seq: &Tensor,
+        h: Tensor,
+        c: Option<Tensor>,
+        reverse: bool,
+        t_len: usize,
+    ) -> Result<(Tensor, Tensor, Option<Tensor>)> {
+        let trace = crate::onnx::trace::scope();
+        let (h0, c0) = (h.clone(), c.clone());
+        let out = self.direction_untraced(w, seq, h, c, reverse, t_len)?;
+        if let Some(t) = &trace {
+            t.record(|r| {
+                let (kind, order): (&str, &[usize]) = match self.cell {
+                    Cell::Lstm => ("LSTM", &[0, 3, 1, 2]),
+                    Cell::Gru => ("GRU", &[1, 0, 2]),
+                    Cell::Rnn(_) => {
+                        return Err(Error::msg(
+                            "ONNX export: nn.RNN has no ONNX form here (LSTM and GRU do)",
+                        ))
+                    }
+                };
+                if w.w_hr.is_some() {
+                    return Err(Error::msg(
+                        "ONNX export: LSTM with proj_size has no ONNX form here",
+                    ));
+                }
+                let rnn = crate::onnx::export::Rnn {
+                    kind,
+                    gate_order: order,
+                    hidden: self.hidden_size,
+                    reverse,
+                    w_ih: &w.w_ih,
+                    w_hh: &w.w_hh,
+                    b_ih: w.b_ih.as_ref(),
+                    b_hh: w.b_hh.as_ref(),
+                };
+                crate::onnx::export::rnn(r, &rnn, seq, &h0, c0.as_ref(), &out)
+            });
+        }
+        Ok(out)
+    }
+
+    /// [`direction`](Self::direction) itself.
+    fn direction_untraced(
         &self,
         w: &Weights,
         seq: &Tensor,

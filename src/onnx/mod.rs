@@ -18,6 +18,7 @@
 //! Supported operators: see [`supported_ops`]. Shapes computed from a dynamic batch dim run on
 //! the CPU at run time (they are tiny); everything else runs on the model's device.
 
+pub(crate) mod export;
 mod graph;
 mod model;
 mod ops;
@@ -26,7 +27,9 @@ mod ops;
 #[allow(missing_docs, clippy::all, clippy::pedantic)]
 pub mod proto;
 pub(crate) mod tensor;
+pub(crate) mod trace;
 
+pub use export::{export, export_bytes, export_with, ExportOptions};
 pub use model::{Model, ValueSpec};
 
 /// The ONNX operator types (default domain) wgtorch runs, in declaration order.

@@ -196,6 +196,21 @@ pub fn conv2d_with(
     bias: Option<&Tensor>,
     options: Conv2dFuncOptions,
 ) -> Result<Tensor> {
+    let trace = crate::onnx::trace::scope();
+    let out = conv2d_with_untraced(input, weight, bias, options)?;
+    if let Some(t) = &trace {
+        t.record(|r| crate::onnx::export::conv2d(r, input, weight, bias, &options, &out));
+    }
+    Ok(out)
+}
+
+/// [`conv2d_with`] itself; the public function records it for ONNX export.
+fn conv2d_with_untraced(
+    input: &Tensor,
+    weight: &Tensor,
+    bias: Option<&Tensor>,
+    options: Conv2dFuncOptions,
+) -> Result<Tensor> {
     let _p = crate::profiler::op("conv2d", &[input, weight]);
     let Conv2dFuncOptions {
         stride: Size2(stride),
@@ -464,6 +479,21 @@ pub fn max_pool2d_with(
     kernel_size: impl Into<Size2>,
     options: MaxPool2dOptions,
 ) -> Result<Tensor> {
+    let kernel: Size2 = kernel_size.into();
+    let trace = crate::onnx::trace::scope();
+    let out = max_pool2d_with_untraced(input, kernel, options)?;
+    if let Some(t) = &trace {
+        t.record(|r| crate::onnx::export::max_pool2d(r, input, kernel, &options, &out));
+    }
+    Ok(out)
+}
+
+/// [`max_pool2d_with`] itself; the public function records it for ONNX export.
+fn max_pool2d_with_untraced(
+    input: &Tensor,
+    kernel_size: impl Into<Size2>,
+    options: MaxPool2dOptions,
+) -> Result<Tensor> {
     let _p = crate::profiler::op("max_pool2d", &[input]);
     let Size2(kernel) = kernel_size.into();
     let stride = options.stride.map_or(kernel, |s| s.0);
@@ -582,6 +612,21 @@ pub fn avg_pool2d_with(
     kernel_size: impl Into<Size2>,
     options: AvgPool2dOptions,
 ) -> Result<Tensor> {
+    let kernel: Size2 = kernel_size.into();
+    let trace = crate::onnx::trace::scope();
+    let out = avg_pool2d_with_untraced(input, kernel, options)?;
+    if let Some(t) = &trace {
+        t.record(|r| crate::onnx::export::avg_pool2d(r, input, kernel, &options, &out));
+    }
+    Ok(out)
+}
+
+/// [`avg_pool2d_with`] itself; the public function records it for ONNX export.
+fn avg_pool2d_with_untraced(
+    input: &Tensor,
+    kernel_size: impl Into<Size2>,
+    options: AvgPool2dOptions,
+) -> Result<Tensor> {
     let _p = crate::profiler::op("avg_pool2d", &[input]);
     let Size2(kernel) = kernel_size.into();
     let stride = options.stride.map_or(kernel, |s| s.0);
@@ -618,6 +663,17 @@ pub fn avg_pool2d_with(
 /// # Ok::<(), wgtorch::Error>(())
 /// ```
 pub fn adaptive_avg_pool2d(input: &Tensor, output_size: impl Into<Size2>) -> Result<Tensor> {
+    let size: Size2 = output_size.into();
+    let trace = crate::onnx::trace::scope();
+    let out = adaptive_avg_pool2d_untraced(input, size)?;
+    if let Some(t) = &trace {
+        t.record(|r| crate::onnx::export::adaptive_avg_pool2d(r, input, &out));
+    }
+    Ok(out)
+}
+
+/// [`adaptive_avg_pool2d`] itself; the public function records it for ONNX export.
+fn adaptive_avg_pool2d_untraced(input: &Tensor, output_size: impl Into<Size2>) -> Result<Tensor> {
     let Size2(output) = output_size.into();
     let nd = input.ndim();
     if nd < 3 {

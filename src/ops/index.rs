@@ -165,6 +165,26 @@ impl Tensor {
 
     /// Look up rows of `weight` (torch.nn.functional.embedding): `self` holds indices.
     pub fn embedding(&self, weight: &Tensor) -> Result<Tensor> {
+        let trace = crate::onnx::trace::scope();
+        let out = self.embedding_untraced(weight)?;
+        if let Some(t) = &trace {
+            t.record(|r| {
+                r.node(
+                    "Gather",
+                    &[
+                        crate::onnx::trace::In::T(weight),
+                        crate::onnx::trace::In::T(self),
+                    ],
+                    &[&out],
+                    vec![],
+                )
+            });
+        }
+        Ok(out)
+    }
+
+    /// [`embedding`](Self::embedding) itself; the public function records it for ONNX export.
+    fn embedding_untraced(&self, weight: &Tensor) -> Result<Tensor> {
         let _p = crate::profiler::op("embedding", &[self, weight]);
         if weight.ndim() != 2 {
             return Err(Error::shape(

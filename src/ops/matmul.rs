@@ -141,6 +141,26 @@ impl Tensor {
     /// `[B*T, K] @ [K, N]`), so the matrix's gradient is one product too, never a
     /// `[B, K, N]` broadcast summed afterwards.
     pub fn matmul(&self, other: &Tensor) -> Result<Tensor> {
+        let trace = crate::onnx::trace::scope();
+        let out = self.matmul_untraced(other)?;
+        if let Some(t) = &trace {
+            t.record(|r| {
+                r.node(
+                    "MatMul",
+                    &[
+                        crate::onnx::trace::In::T(self),
+                        crate::onnx::trace::In::T(other),
+                    ],
+                    &[&out],
+                    vec![],
+                )
+            });
+        }
+        Ok(out)
+    }
+
+    /// [`matmul`](Self::matmul) itself; the public function records it for ONNX export.
+    fn matmul_untraced(&self, other: &Tensor) -> Result<Tensor> {
         let _p = crate::profiler::op("matmul", &[self, other]);
         let (a, b) = (crate::amp::lower(self)?, crate::amp::lower(other)?);
         a.matmul_impl(&b)
@@ -205,6 +225,16 @@ impl Tensor {
     /// `x @ weight^T + bias` (torch.nn.functional.linear). Leading dims of `x` fold into rows
     /// (one GEMM each way, see [`Tensor::matmul`]).
     pub fn linear(&self, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+        let trace = crate::onnx::trace::scope();
+        let out = self.linear_untraced(weight, bias)?;
+        if let Some(t) = &trace {
+            t.record(|r| crate::onnx::export::linear(r, self, weight, bias, &out));
+        }
+        Ok(out)
+    }
+
+    /// [`linear`](Self::linear) itself; the public function records it for ONNX export.
+    fn linear_untraced(&self, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
         let _p = crate::profiler::op("linear", &[self, weight]);
         let y = self.matmul(&weight.t()?).in_op("linear")?;
         match bias {

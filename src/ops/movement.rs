@@ -23,6 +23,16 @@ impl Tensor {
     /// # Ok::<(), wgtorch::Error>(())
     /// ```
     pub fn view(&self, shape: impl IntoShape) -> Result<Tensor> {
+        let trace = crate::onnx::trace::scope();
+        let out = self.view_untraced(shape)?;
+        if let Some(t) = &trace {
+            t.record(|r| crate::onnx::export::reshape(r, self, &out));
+        }
+        Ok(out)
+    }
+
+    /// [`view`](Self::view) itself; the public function records it for ONNX export.
+    fn view_untraced(&self, shape: impl IntoShape) -> Result<Tensor> {
         let shape = infer_shape("view", &shape.to_dims("view")?, self.numel())?;
         let strides =
             self.layout()
@@ -59,6 +69,17 @@ impl Tensor {
     }
     /// Reorder dimensions (a view); dims may be negative.
     pub fn permute(&self, dims: impl IntoShape) -> Result<Tensor> {
+        let perm = dims.to_dims("permute").ok();
+        let trace = crate::onnx::trace::scope();
+        let out = self.permute_untraced(dims)?;
+        if let Some(t) = &trace {
+            t.record(|r| crate::onnx::export::permute(r, self, perm.as_deref(), &out));
+        }
+        Ok(out)
+    }
+
+    /// [`permute`](Self::permute) itself; the public function records it for ONNX export.
+    fn permute_untraced(&self, dims: impl IntoShape) -> Result<Tensor> {
         let dims = &dims.to_dims("permute")?;
         let nd = self.ndim();
         if dims.len() != nd {
@@ -192,6 +213,16 @@ impl Tensor {
     /// # Ok::<(), wgtorch::Error>(())
     /// ```
     pub fn expand(&self, shape: impl IntoShape) -> Result<Tensor> {
+        let trace = crate::onnx::trace::scope();
+        let out = self.expand_untraced(shape)?;
+        if let Some(t) = &trace {
+            t.record(|r| crate::onnx::export::expand(r, self, &out));
+        }
+        Ok(out)
+    }
+
+    /// [`expand`](Self::expand) itself; the public function records it for ONNX export.
+    fn expand_untraced(&self, shape: impl IntoShape) -> Result<Tensor> {
         let shape = &self.expand_sizes(&shape.to_dims("expand")?)?;
         if shape == self.shape() {
             return Ok(self.clone());
@@ -425,6 +456,16 @@ impl Tensor {
     }
     /// `x[..., start:end:step, ...]` on `dim` (a view). `end` is clamped to the size.
     pub fn slice(&self, dim: isize, start: usize, end: usize, step: usize) -> Result<Tensor> {
+        let trace = crate::onnx::trace::scope();
+        let out = self.slice_untraced(dim, start, end, step)?;
+        if let Some(t) = &trace {
+            t.record(|r| crate::onnx::export::slice(r, self, dim, start, end, step, &out));
+        }
+        Ok(out)
+    }
+
+    /// [`slice`](Self::slice) itself; the public function records it for ONNX export.
+    fn slice_untraced(&self, dim: isize, start: usize, end: usize, step: usize) -> Result<Tensor> {
         let d = self.dim_of_nonscalar("slice", dim)?;
         if step == 0 {
             return Err(Error::arg("slice", "slice step must be positive"));
@@ -480,6 +521,16 @@ impl Tensor {
     /// Concatenate along `dim`; the result has the inputs' promoted dtype (PyTorch's
     /// `result_type`).
     pub fn cat(tensors: &[Tensor], dim: isize) -> Result<Tensor> {
+        let trace = crate::onnx::trace::scope();
+        let out = Tensor::cat_untraced(tensors, dim)?;
+        if let Some(t) = &trace {
+            t.record(|r| crate::onnx::export::cat(r, tensors, dim, &out));
+        }
+        Ok(out)
+    }
+
+    /// [`cat`](Self::cat) itself; the public function records it for ONNX export.
+    fn cat_untraced(tensors: &[Tensor], dim: isize) -> Result<Tensor> {
         let first = tensors
             .first()
             .ok_or_else(|| Error::arg("cat", "expected a non-empty list of Tensors"))?;

@@ -73,6 +73,23 @@ pub fn batch_norm_with(
     running_var: Option<&Tensor>,
     options: BatchNormFuncOptions<'_>,
 ) -> Result<Tensor> {
+    let trace = crate::onnx::trace::scope();
+    let out = batch_norm_with_untraced(input, running_mean, running_var, options)?;
+    if let Some(t) = &trace {
+        t.record(|r| {
+            crate::onnx::export::batch_norm(r, input, running_mean, running_var, &options, &out)
+        });
+    }
+    Ok(out)
+}
+
+/// [`batch_norm_with`] itself; the public function records it for ONNX export.
+fn batch_norm_with_untraced(
+    input: &Tensor,
+    running_mean: Option<&Tensor>,
+    running_var: Option<&Tensor>,
+    options: BatchNormFuncOptions<'_>,
+) -> Result<Tensor> {
     let _p = crate::profiler::op("batch_norm", &[input]);
     let BatchNormFuncOptions {
         weight,
@@ -196,6 +213,20 @@ pub fn layer_norm(input: &Tensor, normalized_shape: &[usize]) -> Result<Tensor> 
 
 /// [`layer_norm`] with its keyword arguments.
 pub fn layer_norm_with(
+    input: &Tensor,
+    normalized_shape: &[usize],
+    options: LayerNormFuncOptions<'_>,
+) -> Result<Tensor> {
+    let trace = crate::onnx::trace::scope();
+    let out = layer_norm_with_untraced(input, normalized_shape, options)?;
+    if let Some(t) = &trace {
+        t.record(|r| crate::onnx::export::layer_norm(r, input, normalized_shape, &options, &out));
+    }
+    Ok(out)
+}
+
+/// [`layer_norm_with`] itself; the public function records it for ONNX export.
+fn layer_norm_with_untraced(
     input: &Tensor,
     normalized_shape: &[usize],
     options: LayerNormFuncOptions<'_>,

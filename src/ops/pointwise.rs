@@ -129,6 +129,16 @@ impl Tensor {
     /// fused scalar kernels (computed in f32, differentiable); integer results are computed in
     /// int32 against a 0-d tensor, so they are exact and wrap like any integer op.
     fn scalar_op(&self, op: BinaryOp, c: Scalar) -> Result<Tensor> {
+        let trace = crate::onnx::trace::scope();
+        let out = self.scalar_op_untraced(op, c)?;
+        if let Some(t) = &trace {
+            t.record(|r| crate::onnx::export::scalar(r, op, self, c.to_f64(), &out));
+        }
+        Ok(out)
+    }
+
+    /// [`scalar_op`](Self::scalar_op) itself; the public function records it for ONNX export.
+    fn scalar_op_untraced(&self, op: BinaryOp, c: Scalar) -> Result<Tensor> {
         if op == BinaryOp::Sub && self.dtype() == DType::Bool {
             return Err(bool_sub_error());
         }
@@ -208,6 +218,16 @@ impl Tensor {
 
     /// Apply a unary op, recording its backward rule.
     pub fn unary(&self, op: UnaryOp) -> Result<Tensor> {
+        let trace = crate::onnx::trace::scope();
+        let out = self.unary_untraced(op)?;
+        if let Some(t) = &trace {
+            t.record(|r| crate::onnx::export::unary(r, op, self, &out));
+        }
+        Ok(out)
+    }
+
+    /// [`unary`](Self::unary) itself; the public function records it for ONNX export.
+    fn unary_untraced(&self, op: UnaryOp) -> Result<Tensor> {
         let _p = crate::profiler::op(op.name(), &[self]);
         if matches!(op, UnaryOp::Exp | UnaryOp::Log)
             && crate::amp::autocast_dtype(&self.device()).is_some()
@@ -256,6 +276,16 @@ impl Tensor {
 
     /// Apply a binary op with broadcasting and type promotion.
     pub fn binary(&self, op: BinaryOp, other: &Tensor) -> Result<Tensor> {
+        let trace = crate::onnx::trace::scope();
+        let out = self.binary_untraced(op, other)?;
+        if let Some(t) = &trace {
+            t.record(|r| crate::onnx::export::binary(r, op, self, other, &out));
+        }
+        Ok(out)
+    }
+
+    /// [`binary`](Self::binary) itself; the public function records it for ONNX export.
+    fn binary_untraced(&self, op: BinaryOp, other: &Tensor) -> Result<Tensor> {
         let _p = crate::profiler::op(op.name(), &[self, other]);
         self.same_device(op.name(), other)?;
         let mut dt = DType::promote(self.dtype(), other.dtype());
@@ -460,6 +490,16 @@ impl Tensor {
 
     /// `cond ? a : b` with broadcasting (torch.where).
     pub fn where_cond(cond: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+        let trace = crate::onnx::trace::scope();
+        let out = Tensor::where_cond_untraced(cond, a, b)?;
+        if let Some(t) = &trace {
+            t.record(|r| crate::onnx::export::where_cond(r, cond, a, b, &out));
+        }
+        Ok(out)
+    }
+
+    /// [`where_cond`](Self::where_cond) itself; the public function records it for ONNX export.
+    fn where_cond_untraced(cond: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
         let _p = crate::profiler::op("where", &[cond, a, b]);
         a.same_device("where", b)?;
         cond.same_device("where", a)?;

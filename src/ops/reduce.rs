@@ -176,6 +176,19 @@ impl Tensor {
     /// # Ok::<(), wgtorch::Error>(())
     /// ```
     pub fn sum_dims(&self, dims: impl IntoShape, keepdim: bool) -> Result<Tensor> {
+        let axes = dims.to_dims("sum").ok();
+        let trace = crate::onnx::trace::scope();
+        let out = self.sum_dims_untraced(dims, keepdim)?;
+        if let Some(t) = &trace {
+            t.record(|r| {
+                crate::onnx::export::reduce(r, "ReduceSum", self, axes.as_deref(), keepdim, &out)
+            });
+        }
+        Ok(out)
+    }
+
+    /// [`sum_dims`](Self::sum_dims) itself; the public function records it for ONNX export.
+    fn sum_dims_untraced(&self, dims: impl IntoShape, keepdim: bool) -> Result<Tensor> {
         let _p = crate::profiler::op("sum", &[self]);
         let dims = &dims.to_dims("sum")?;
         self.sum_scaled("sum", dims, keepdim, false)
@@ -238,6 +251,19 @@ impl Tensor {
     /// Mean over `dims` (empty: all); half types accumulate in f32 (the mean of 100,000 f16
     /// ones is 1, not inf); the mean of no elements is NaN.
     pub fn mean_dims(&self, dims: impl IntoShape, keepdim: bool) -> Result<Tensor> {
+        let axes = dims.to_dims("mean").ok();
+        let trace = crate::onnx::trace::scope();
+        let out = self.mean_dims_untraced(dims, keepdim)?;
+        if let Some(t) = &trace {
+            t.record(|r| {
+                crate::onnx::export::reduce(r, "ReduceMean", self, axes.as_deref(), keepdim, &out)
+            });
+        }
+        Ok(out)
+    }
+
+    /// [`mean_dims`](Self::mean_dims) itself; the public function records it for ONNX export.
+    fn mean_dims_untraced(&self, dims: impl IntoShape, keepdim: bool) -> Result<Tensor> {
         let _p = crate::profiler::op("mean", &[self]);
         let dims = &dims.to_dims("mean")?;
         if !self.dtype().is_float() {
@@ -478,11 +504,45 @@ impl Tensor {
     }
     /// Softmax along `dim`, numerically stable.
     pub fn softmax(&self, dim: isize) -> Result<Tensor> {
+        let trace = crate::onnx::trace::scope();
+        let out = self.softmax_untraced(dim)?;
+        if let Some(t) = &trace {
+            t.record(|r| {
+                r.node(
+                    "Softmax",
+                    &[crate::onnx::trace::In::T(self)],
+                    &[&out],
+                    vec![crate::onnx::trace::attr_i("axis", dim as i64)],
+                )
+            });
+        }
+        Ok(out)
+    }
+
+    /// [`softmax`](Self::softmax) itself; the public function records it for ONNX export.
+    fn softmax_untraced(&self, dim: isize) -> Result<Tensor> {
         let _p = crate::profiler::op("softmax", &[self]);
         self.softmax_impl("softmax", dim, false)
     }
     /// Log-softmax along `dim`, numerically stable.
     pub fn log_softmax(&self, dim: isize) -> Result<Tensor> {
+        let trace = crate::onnx::trace::scope();
+        let out = self.log_softmax_untraced(dim)?;
+        if let Some(t) = &trace {
+            t.record(|r| {
+                r.node(
+                    "LogSoftmax",
+                    &[crate::onnx::trace::In::T(self)],
+                    &[&out],
+                    vec![crate::onnx::trace::attr_i("axis", dim as i64)],
+                )
+            });
+        }
+        Ok(out)
+    }
+
+    /// [`log_softmax`](Self::log_softmax) itself; the public function records it for ONNX export.
+    fn log_softmax_untraced(&self, dim: isize) -> Result<Tensor> {
         let _p = crate::profiler::op("log_softmax", &[self]);
         self.softmax_impl("log_softmax", dim, true)
     }

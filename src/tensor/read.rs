@@ -91,6 +91,16 @@ impl Tensor {
 
     /// A contiguous tensor with the same values (self if already contiguous).
     pub fn contiguous(&self) -> Result<Tensor> {
+        let trace = crate::onnx::trace::scope();
+        let out = self.contiguous_untraced()?;
+        if let Some(t) = &trace {
+            t.record(|r| crate::onnx::export::identity(r, self, &out));
+        }
+        Ok(out)
+    }
+
+    /// [`contiguous`](Self::contiguous) itself; the public function records it for ONNX export.
+    fn contiguous_untraced(&self) -> Result<Tensor> {
         if self.is_contiguous() {
             return Ok(self.clone());
         }
@@ -139,6 +149,16 @@ impl Tensor {
 
     /// Convert to `dtype` (a copy; self if the dtype already matches).
     pub fn to_dtype(&self, dtype: DType) -> Result<Tensor> {
+        let trace = crate::onnx::trace::scope();
+        let out = self.to_dtype_untraced(dtype)?;
+        if let Some(t) = &trace {
+            t.record(|r| crate::onnx::export::cast(r, self, &out));
+        }
+        Ok(out)
+    }
+
+    /// [`to_dtype`](Self::to_dtype) itself; the public function records it for ONNX export.
+    fn to_dtype_untraced(&self, dtype: DType) -> Result<Tensor> {
         if dtype == self.dtype() {
             return Ok(self.clone());
         }

@@ -15,7 +15,9 @@ use wgtorch::optim::{Adam, Optimizer};
 use wgtorch::{Device, Tensor};
 
 mod golden;
+mod onnx;
 pub use golden::run_golden;
+pub use onnx::run_onnx;
 
 fn js(e: wgtorch::Error) -> JsValue {
     JsValue::from_str(&e.to_string())

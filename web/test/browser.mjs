@@ -131,6 +131,13 @@ async function run(server, mode) {
     if (g.failed.length) throw new Error(`golden cases failed in the browser: ${g.failed.join(", ")}`);
     if (g.passed.length < 15) throw new Error(`too few golden cases ran (${g.passed.length})`);
   }
+  // PyTorch-exported ONNX models, loaded from bytes and run with run_async on this page's device.
+  for (const name of ["simple_cnn", "mlp_gelu_layernorm", "resblock_bn", "lstm_tagger", "transformer_encoder"]) {
+    const r = await page.evaluate(([n, gpu]) => window.runOnnx(n, gpu), [name, webgpu]);
+    const bad = r.outputs.filter((o) => !o.ok);
+    if (!r.outputs.length || bad.length) throw new Error(`ONNX ${name} on ${r.device}: ${JSON.stringify(r.outputs)}`);
+    console.log(`  onnx ${name} on ${r.device}: max abs diff ${Math.max(...r.outputs.map((o) => o.max_abs_diff)).toExponential(2)}`);
+  }
   if (errors.length) throw new Error(`console errors:\n${errors.join("\n")}`);
   await browser.close();
 }

@@ -678,7 +678,9 @@ pub(super) const GATHER: OpDef = OpDef {
         let (x, idx) = (need(ctx, xs, 0)?, need(ctx, xs, 1)?);
         let axis = ctx.axis(ctx.i("axis", 0)?, x.ndim())?;
         let d = x.shape()[axis] as i64;
-        let flat = idx.reshape([idx.numel()])?.to_dtype(DType::I64)?;
+        // On a GPU the index arithmetic runs in int32 (int64 arithmetic there is checked on the
+        // host, which would read back; a GPU buffer's dims fit int32).
+        let flat = idx.reshape([idx.numel()])?.to_dtype(index_dtype(idx))?;
         let flat = Tensor::where_cond(&flat.lt_scalar(0)?, &flat.add_scalar(d)?, &flat)?;
         let picked = x.index_select(axis as isize, &flat)?;
         let mut shape = x.shape()[..axis].to_vec();
@@ -738,16 +740,19 @@ pub(super) const GATHER_ND: OpDef = OpDef {
         for j in (0..k.saturating_sub(1)).rev() {
             strides[j] = strides[j + 1] * dims[j + 1] as i64;
         }
-        let dims_t = Tensor::from_vec(dims.iter().map(|&d| d as i64).collect(), [k], &dev)?;
-        let strides_t = Tensor::from_vec(strides, [k], &dev)?;
-        let idx = Tensor::where_cond(&idx.lt_scalar(0)?, &idx.add(&dims_t)?, idx)?;
+        let it = index_dtype(idx);
+        let dims_t =
+            Tensor::from_vec(dims.iter().map(|&d| d as i64).collect(), [k], &dev)?.to_dtype(it)?;
+        let strides_t = Tensor::from_vec(strides, [k], &dev)?.to_dtype(it)?;
+        let idx = idx.to_dtype(it)?;
+        let idx = Tensor::where_cond(&idx.lt_scalar(0)?, &idx.add(&dims_t)?, &idx)?;
         let bad = idx
             .lt_scalar(0)?
             .logical_or(&idx.ge(&dims_t)?)?
             .any_dim(-1, false)?;
         let flat = idx.mul(&strides_t)?.sum_dims([-1], false)?;
         // A bad component sends its row past the end, where index_select refuses it.
-        let past = Tensor::full_dtype(flat.shape(), total as f64, DType::I64, &dev)?;
+        let past = Tensor::full_dtype(flat.shape(), total as f64, it, &dev)?;
         let flat = Tensor::where_cond(&bad, &past, &flat)?;
         let mut rows = vec![total];
         rows.extend_from_slice(&x.shape()[k..]);
@@ -759,6 +764,15 @@ pub(super) const GATHER_ND: OpDef = OpDef {
         Ok(vec![picked.reshape(&shape)?])
     },
 };
+
+/// The dtype for index arithmetic: int32 on a GPU, int64 on the CPU.
+fn index_dtype(t: &Tensor) -> DType {
+    if t.device().is_gpu() {
+        DType::I32
+    } else {
+        DType::I64
+    }
+}
 
 /// `Expand(input, shape)`: bidirectional broadcasting of the input to `shape`.
 pub(super) const EXPAND: OpDef = OpDef {

@@ -1,0 +1,328 @@
+//! The op recorder behind [`super::export`]: while a module's forward pass runs under
+//! [`capture`], every op that has an ONNX form records one node (or a few) here. Ops nest (a
+//! `linear` calls `matmul`): only the outermost op records, so each op is exported once, in its
+//! own terms. When no capture runs, an op pays one relaxed atomic load.
+
+use super::proto::{attribute_proto::AttributeType, AttributeProto, NodeProto, TensorProto};
+use crate::{Error, Result, Tensor};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Captures running on any thread (the fast check); the recorder itself is per thread.
+static ACTIVE: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    static TRACER: RefCell<Option<Tracer>> = const { RefCell::new(None) };
+}
+
+/// An input of a recorded node.
+pub(crate) enum In<'a> {
+    /// A tensor: a traced value, a parameter (an initializer under its state_dict name) or a
+    /// constant made inside the forward pass.
+    T(&'a Tensor),
+    /// An int64 constant, such as a Reshape's target shape; the exporter's dynamic-batch pass
+    /// compares these between two traces.
+    Ints(Vec<i64>),
+}
+
+/// What a capture collected.
+pub(crate) struct Tracer {
+    pub nodes: Vec<NodeProto>,
+    pub initializers: Vec<TensorProto>,
+    /// Tensor id → value name.
+    names: HashMap<u64, String>,
+    /// Parameter and buffer ids → state_dict names.
+    params: HashMap<u64, String>,
+    /// Int64 shape constants in recording order: (initializer index, values).
+    pub shape_consts: Vec<(usize, Vec<i64>)>,
+    /// Float/other constants in recording order, for the dynamic-batch comparison.
+    pub data_consts: Vec<usize>,
+    depth: usize,
+    counter: usize,
+    /// The first op that could not be recorded.
+    pub error: Option<Error>,
+}
+
+impl Tracer {
+    fn fresh(&mut self, hint: &str) -> String {
+        self.counter += 1;
+        format!("/{hint}_{}", self.counter)
+    }
+
+    /// The value name of `t`, adding it as an initializer when it is a parameter or a constant.
+    fn name_of(&mut self, t: &Tensor) -> Result<String> {
+        if let Some(n) = self.names.get(&t.id()) {
+            return Ok(n.clone());
+        }
+        if let Some(p) = self.params.get(&t.id()).cloned() {
+            self.initializers.push(super::tensor::to_proto(&p, t)?);
+            self.names.insert(t.id(), p.clone());
+            return Ok(p);
+        }
+        if t.grad_fn().is_some() {
+            return Err(Error::msg(format!(
+                "ONNX export: a {} tensor of shape {:?} comes from an op the exporter does not record ({}); \
+                 only the ops listed in docs/onnx.md export",
+                t.dtype(),
+                t.shape(),
+                t.grad_fn().map(|g| g.name()).unwrap_or_default()
+            )));
+        }
+        let name = self.fresh("const");
+        self.data_consts.push(self.initializers.len());
+        self.initializers.push(super::tensor::to_proto(&name, t)?);
+        self.names.insert(t.id(), name.clone());
+        Ok(name)
+    }
+
+    fn ints(&mut self, v: Vec<i64>) -> Result<String> {
+        let name = self.fresh("shape");
+        let n = v.len();
+        let t = Tensor::from_vec(v.clone(), [n], &crate::Device::Cpu)?;
+        self.shape_consts.push((self.initializers.len(), v));
+        self.initializers.push(super::tensor::to_proto(&name, &t)?);
+        Ok(name)
+    }
+
+    /// True when every tensor here is a constant made in the forward pass (not an input, not
+    /// computed from one, not a parameter): an op on those is a constant too, and is not
+    /// recorded (its result becomes an initializer where it meets the model's data).
+    pub fn constants_only(&self, tensors: &[&Tensor]) -> bool {
+        !tensors.is_empty()
+            && tensors.iter().all(|t| {
+                !self.names.contains_key(&t.id())
+                    && !self.params.contains_key(&t.id())
+                    && t.grad_fn().is_none()
+            })
+    }
+
+    /// Records `op` with `inputs`, naming `outputs` (tensors) as its results.
+    pub fn node(
+        &mut self,
+        op: &str,
+        inputs: &[In],
+        outputs: &[&Tensor],
+        attrs: Vec<AttributeProto>,
+    ) -> Result<()> {
+        let tensors: Vec<&Tensor> = inputs
+            .iter()
+            .filter_map(|i| if let In::T(t) = i { Some(*t) } else { None })
+            .collect();
+        if self.constants_only(&tensors) {
+            return Ok(());
+        }
+        let ins = inputs
+            .iter()
+            .map(|i| match i {
+                In::T(t) => self.name_of(t),
+                In::Ints(v) => self.ints(v.clone()),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let outs: Vec<String> = outputs.iter().map(|_| self.fresh(op)).collect();
+        for (t, n) in outputs.iter().zip(&outs) {
+            self.names.insert(t.id(), n.clone());
+        }
+        self.raw(op, ins, outs, attrs);
+        Ok(())
+    }
+
+    /// Records a node between value names (for ops that export as several nodes).
+    pub fn raw(
+        &mut self,
+        op: &str,
+        inputs: Vec<String>,
+        outputs: Vec<String>,
+        attrs: Vec<AttributeProto>,
+    ) {
+        let name = format!("{op}_{}", self.nodes.len());
+        self.nodes.push(NodeProto {
+            op_type: Some(op.into()),
+            input: inputs,
+            output: outputs,
+            name: Some(name),
+            attribute: attrs,
+            ..Default::default()
+        });
+    }
+
+    /// A name for a new intermediate value.
+    pub fn value(&mut self, hint: &str) -> String {
+        self.fresh(hint)
+    }
+
+    /// The name of an input of a multi-node export.
+    pub fn input(&mut self, i: In) -> Result<String> {
+        match i {
+            In::T(t) => self.name_of(t),
+            In::Ints(v) => self.ints(v),
+        }
+    }
+
+    /// Names `t` as the value `name` (the last node of a multi-node export).
+    pub fn bind(&mut self, t: &Tensor, name: String) {
+        self.names.insert(t.id(), name);
+    }
+
+    /// The value name of a traced tensor, if it is one.
+    pub fn traced(&self, t: &Tensor) -> Option<String> {
+        self.names.get(&t.id()).cloned()
+    }
+}
+
+/// An op in progress under a capture; only the outermost records.
+pub(crate) struct Scope {
+    outermost: bool,
+}
+
+impl Drop for Scope {
+    fn drop(&mut self) {
+        TRACER.with(|t| {
+            if let Ok(mut t) = t.try_borrow_mut() {
+                if let Some(t) = t.as_mut() {
+                    t.depth -= 1;
+                }
+            }
+        });
+    }
+}
+
+impl Scope {
+    /// Records through `f` when this op is the outermost one; an error is kept for the end of
+    /// the capture (the op itself still returns its result).
+    pub fn record(&self, f: impl FnOnce(&mut Tracer) -> Result<()>) {
+        if !self.outermost {
+            return;
+        }
+        TRACER.with(|t| {
+            if let Some(t) = t.borrow_mut().as_mut() {
+                if t.error.is_none() {
+                    if let Err(e) = f(t) {
+                        t.error = Some(e);
+                    }
+                }
+            }
+        });
+    }
+}
+
+/// Enters an op: `None` (one relaxed load) unless a capture runs on this thread.
+#[inline]
+pub(crate) fn scope() -> Option<Scope> {
+    if ACTIVE.load(Ordering::Relaxed) == 0 {
+        return None;
+    }
+    // While a node is being recorded the tracer is borrowed: the ops the recording itself runs
+    // (reading a parameter back) are not part of the model.
+    TRACER.with(|t| {
+        let mut t = t.try_borrow_mut().ok()?;
+        let t = t.as_mut()?;
+        t.depth += 1;
+        Some(Scope {
+            outermost: t.depth == 1,
+        })
+    })
+}
+
+/// Runs `f` with inputs named `input_names` and parameters named by `params`, recording its
+/// ops; returns `f`'s outputs and the recording.
+pub(crate) fn capture(
+    inputs: &[Tensor],
+    input_names: &[String],
+    params: Vec<(String, Tensor)>,
+    f: impl FnOnce(&[Tensor]) -> Result<Vec<Tensor>>,
+) -> Result<(Vec<Tensor>, Tracer)> {
+    let already = TRACER.with(|t| t.borrow().is_some());
+    if already {
+        return Err(Error::msg(
+            "ONNX export: an export is already running on this thread",
+        ));
+    }
+    let mut tracer = Tracer {
+        nodes: Vec::new(),
+        initializers: Vec::new(),
+        names: HashMap::new(),
+        params: params.into_iter().map(|(n, t)| (t.id(), n)).collect(),
+        shape_consts: Vec::new(),
+        data_consts: Vec::new(),
+        depth: 0,
+        counter: 0,
+        error: None,
+    };
+    // Fresh handles for the inputs, so that a parameter or a repeated tensor passed as an input
+    // is still named as that input. Float inputs require grad (and the pass runs with grad on),
+    // so that anything computed from an input or a parameter by an op that does not record
+    // carries a grad_fn and is refused instead of being baked in as a constant.
+    let handles: Vec<Tensor> = inputs
+        .iter()
+        .map(|x| {
+            let h = x.detach();
+            if h.dtype().is_float() {
+                h.requires_grad_(true)
+            } else {
+                h
+            }
+        })
+        .collect();
+    for (x, n) in handles.iter().zip(input_names) {
+        tracer.names.insert(x.id(), n.clone());
+    }
+    TRACER.with(|t| *t.borrow_mut() = Some(tracer));
+    ACTIVE.fetch_add(1, Ordering::Relaxed);
+    struct Stop;
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            ACTIVE.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+    let stop = Stop;
+    let out = {
+        let _grad = crate::enable_grad();
+        f(&handles)
+    };
+    drop(stop);
+    let tracer = TRACER
+        .with(|t| t.borrow_mut().take())
+        .expect("the capture's tracer");
+    Ok((out?, tracer))
+}
+
+/// An INT attribute.
+pub(crate) fn attr_i(name: &str, v: i64) -> AttributeProto {
+    AttributeProto {
+        name: Some(name.into()),
+        i: Some(v),
+        r#type: Some(AttributeType::Int as i32),
+        ..Default::default()
+    }
+}
+
+/// An INTS attribute.
+pub(crate) fn attr_ints(name: &str, v: &[i64]) -> AttributeProto {
+    AttributeProto {
+        name: Some(name.into()),
+        ints: v.to_vec(),
+        r#type: Some(AttributeType::Ints as i32),
+        ..Default::default()
+    }
+}
+
+/// A FLOAT attribute.
+pub(crate) fn attr_f(name: &str, v: f32) -> AttributeProto {
+    AttributeProto {
+        name: Some(name.into()),
+        f: Some(v),
+        r#type: Some(AttributeType::Float as i32),
+        ..Default::default()
+    }
+}
+
+/// A STRING attribute.
+pub(crate) fn attr_s(name: &str, v: &str) -> AttributeProto {
+    AttributeProto {
+        name: Some(name.into()),
+        s: Some(v.as_bytes().to_vec()),
+        r#type: Some(AttributeType::String as i32),
+        ..Default::default()
+    }
+}
