@@ -757,12 +757,18 @@ pub(crate) fn slice(
     let d = if dim < 0 { dim + n } else { dim } as usize;
     let end = end.min(x.shape()[d]);
     let start = start.min(end);
+    // A slice to the end stays one at any size (a dynamic batch included): INT64_MAX, clamped.
+    let end_value = if end == x.shape()[d] {
+        i64::MAX
+    } else {
+        end as i64
+    };
     r.node(
         "Slice",
         &[
             In::T(x),
             In::Ints(vec![start as i64]),
-            In::Ints(vec![end as i64]),
+            In::Ints(vec![end_value]),
             In::Ints(vec![d as i64]),
             In::Ints(vec![step as i64]),
         ],
