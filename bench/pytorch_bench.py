@@ -8,7 +8,11 @@ dependency.
 sequence-model cases (log_softmax [700, 18328] forward+backward, the word-LM step, the nanoGPT
 step), which the bench runs once per round, interleaved with its own. `--ddp [--steps N]` times
 the SimpleCNN step (batch 64 per rank, 1 thread per rank) on one process without DDP and on two
-processes with DistributedDataParallel over Gloo on localhost (the bench's `--ddp` table)."""
+processes with DistributedDataParallel over Gloo on localhost (the bench's `--ddp` table). `--onnx DIR
+[--reps N]` times onnxruntime's CPU inference (intra_op_num_threads = `--threads`, one inter-op thread, default
+graph optimisations) on the bench's ONNX models in DIR (`NAME.onnx` with `NAME.io.safetensors`, written by
+`tools/golden/onnx_models.py --bench-dir DIR`), median of N runs after 3 warm-up runs, and writes its outputs
+to `DIR/NAME.ort.safetensors` for the bench to compare with wgtorch's; needs onnxruntime and safetensors."""
 import argparse
 import json
 import math
@@ -189,13 +193,57 @@ def seq():
     }
 
 
+ONNX_MODELS = ("resnet18", "transformer_encoder_4l")
+ONNX_WARMUP = 3
+
+
+def onnx_bench(bench_dir, threads, reps):
+    """onnxruntime's CPU latency (feeds and results as host numpy arrays, as wgtorch's rows: host inputs to host
+    outputs) and its max abs difference from PyTorch's reference outputs, per model."""
+    import os
+
+    import onnxruntime as ort
+    from safetensors.numpy import load_file, save_file
+
+    out = {"onnxruntime": ort.__version__, "threads": threads, "reps": reps, "warmup": ONNX_WARMUP, "models": {}}
+    for name in ONNX_MODELS:
+        io = load_file(os.path.join(bench_dir, name + ".io.safetensors"))
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = threads
+        opts.inter_op_num_threads = 1
+        t0 = time.perf_counter()
+        sess = ort.InferenceSession(os.path.join(bench_dir, name + ".onnx"), opts,
+                                    providers=["CPUExecutionProvider"])
+        load_ms = (time.perf_counter() - t0) * 1e3
+        feeds = {i.name: io[i.name] for i in sess.get_inputs()}
+        names = [o.name for o in sess.get_outputs()]
+        for _ in range(ONNX_WARMUP):
+            sess.run(names, feeds)
+        ts = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            results = sess.run(names, feeds)
+            ts.append(time.perf_counter() - t0)
+        diff = max(float(np.max(np.abs(r.astype(np.float64) - io[n].astype(np.float64))))
+                   for n, r in zip(names, results) if n in io)
+        save_file({n: np.array(r, order="C") for n, r in zip(names, results)},
+                  os.path.join(bench_dir, name + ".ort.safetensors"))
+        out["models"][name] = {"ms": statistics.median(ts) * 1e3, "load_ms": load_ms, "pytorch_max_abs_diff": diff}
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seq", action="store_true")
     ap.add_argument("--ddp", action="store_true")
     ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--onnx", metavar="DIR")
+    ap.add_argument("--reps", type=int, default=15)
     args = ap.parse_args()
+    if args.onnx:
+        print(json.dumps(onnx_bench(args.onnx, args.threads, args.reps)))
+        return
     if args.ddp:
         print(json.dumps(ddp(args.steps)))
         return

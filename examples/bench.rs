@@ -4,16 +4,24 @@
 //! `python3`), the same work in PyTorch (at rayon's thread count) and numpy from
 //! `bench/pytorch_bench.py`, as ratios; the sequence-model rows (log_softmax `[700, 18328]`
 //! forward+backward, a word-LM LSTM training step, a nanoGPT-sized transformer step) on the CPU,
-//! next to PyTorch in interleaved rounds; and the GPU's cold
-//! start: a fresh process (this binary with `--cold-start`, Mesa's shader cache disabled) timing
-//! device creation and its first SimpleCNN training step. Writes `bench-results.json`. Medians of
-//! several runs; measure on an idle machine.
+//! next to PyTorch in interleaved rounds; the ONNX inference rows (ResNet-18 at 1×3×224×224 and a
+//! 4-layer transformer encoder, batch 1, seq 128, through `wgtorch::onnx` on the CPU and the GPU
+//! adapter, next to onnxruntime's CPU latency at the same thread count, with the outputs' max abs
+//! diff; the models are written into `target/onnx-bench/` on first use, see `bench/onnx.rs`); and
+//! the GPU's cold start: a fresh process (this binary with `--cold-start`, Mesa's shader cache
+//! disabled) timing device creation and its first SimpleCNN training step. Writes
+//! `bench-results.json`. Medians of several runs; measure on an idle machine.
 //!
 //! `cargo run --release --example bench`
 //!
 //! `--seq [--rounds N]` runs only the sequence-model rows (N rounds, default 3), writing
 //! `bench-seq-results.json`. `--seq-case log_softmax|word_lm|nanogpt [--reps N]` times one of
 //! them alone (wgtorch only), for a profiler.
+//!
+//! `--onnx [--reps N]` runs only the ONNX inference rows (N timed runs on the CPU and in
+//! onnxruntime, default 15; 5 on a GPU), writing `bench-onnx-results.json`. `--onnx-case
+//! resnet18|transformer_encoder_4l [--reps N] [--device cpu|gpu] [--profile]` times one model
+//! alone (wgtorch only), for a profiler; `--profile` prints `wgtorch::profiler`'s per-op tables.
 //!
 //! `--soak N [--batch B] [--device cpu|gpu]` instead runs N SimpleCNN training steps (batch B,
 //! default 64; the embedded digits through a DataLoader) on each device, printing resident memory
@@ -27,6 +35,8 @@
 #[cfg(feature = "mpi")]
 #[path = "bench/ddp.rs"]
 mod ddp;
+#[path = "bench/onnx.rs"]
+mod onnx;
 #[path = "bench/seq.rs"]
 mod seq;
 
@@ -164,6 +174,12 @@ fn python() -> String {
 /// Run `bench/pytorch_bench.py` with `args` at rayon's thread count; its JSON line, or None
 /// (with the reason on stderr) when PyTorch is not importable.
 fn pytorch_with(args: &[&str]) -> Option<serde_json::Value> {
+    peer(args, "PyTorch comparison")
+}
+
+/// Run `bench/pytorch_bench.py` with `args` at rayon's thread count; its JSON line, or None
+/// when it fails (a module it needs is not importable), printing `({what} skipped: reason)`.
+fn peer(args: &[&str], what: &str) -> Option<serde_json::Value> {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/bench/pytorch_bench.py");
     let threads = rayon::current_num_threads().to_string();
     let out = std::process::Command::new(python())
@@ -174,7 +190,7 @@ fn pytorch_with(args: &[&str]) -> Option<serde_json::Value> {
         .ok()?;
     if !out.status.success() {
         eprintln!(
-            "(PyTorch comparison skipped: {})",
+            "({what} skipped: {})",
             String::from_utf8_lossy(&out.stderr)
                 .lines()
                 .last()
@@ -401,6 +417,35 @@ fn main() -> Result<()> {
             }
         };
         println!("{case}: median {:.2} ms over {reps} steps", s * 1e3);
+        return Ok(());
+    }
+    if let Some(case) = arg::<String>("--onnx-case") {
+        let case = case.map_err(usage)?;
+        let reps = arg::<usize>("--reps").unwrap_or(Ok(20)).map_err(usage)?;
+        let dev = match arg::<String>("--device")
+            .transpose()
+            .map_err(usage)?
+            .as_deref()
+        {
+            None | Some("cpu") => Device::Cpu,
+            Some("gpu") => Device::gpu()?,
+            Some(other) => return Err(usage(format!("--device takes cpu or gpu, got {other}"))),
+        };
+        let profile = std::env::args().any(|a| a == "--profile");
+        return onnx::onnx_case(&case, &dev, reps.max(1), profile);
+    }
+    if std::env::args().any(|a| a == "--onnx") {
+        let reps = arg::<usize>("--reps").unwrap_or(Ok(15)).map_err(usage)?;
+        let mut devs = vec![Device::Cpu];
+        if let Ok(g) = Device::gpu() {
+            devs.push(g);
+        }
+        let mut json = serde_json::Map::new();
+        onnx::onnx_bench(&devs, reps, &mut json)?;
+        let path = "bench-onnx-results.json";
+        let text = serde_json::to_string_pretty(&serde_json::Value::Object(json));
+        std::fs::write(path, text.unwrap_or_default()).ok();
+        println!("\nwrote {path}");
         return Ok(());
     }
     if std::env::args().any(|a| a == "--seq") {
@@ -631,6 +676,7 @@ fn main() -> Result<()> {
         json.insert("pytorch".into(), pt);
     }
     seq::seq_bench(3, &mut json)?;
+    onnx::onnx_bench(&devs, 15, &mut json)?;
     let path = "bench-results.json";
     std::fs::write(
         path,
