@@ -87,6 +87,11 @@ fn walk(dir: &Path, prefix: &str, src: &str, out: &mut Vec<(String, String)>) {
             (dir.join(&name).join("mod.rs"), dir.join(&name))
         };
         let text = fs::read_to_string(&file).unwrap_or_else(|e| panic!("{file:?}: {e}"));
+        if text.starts_with("// @generated") {
+            // Generated code (ONNX's protobuf types): its documentation is its schema, and the
+            // module that re-exports it carries the example.
+            continue;
+        }
         out.push((path.clone(), inner_doc(&text)));
         walk(&sub, &format!("{path}::"), &text, out);
     }

@@ -8,10 +8,17 @@
 //! with wgtorch's ops. A model that is not supported is refused at load, naming the operator,
 //! the node and the opset; nothing fails halfway through a run for that reason.
 //!
-//! ```no_run
+//! ```
 //! use wgtorch::{onnx, Device, Tensor};
-//! let model = onnx::Model::load("model.onnx", &Device::best())?;
-//! let out = model.run(&[Tensor::randn([1, 3, 32, 32], &Device::best())?])?;
+//! let dev = Device::Cpu; // or Device::best()
+//! let model = onnx::Model::load("tests/onnx/tiny_resnet.onnx", &dev)?; // torch.onnx.export's
+//! let logits = &model.run(&[Tensor::randn([1, 3, 32, 32], &dev)?])?[0];
+//! assert_eq!(logits.shape(), &[1, 10]);
+//! // Built by hand with the protobuf types, and read back:
+//! use prost::Message;
+//! let bytes = onnx::doc_example_model();
+//! let parsed = onnx::proto::ModelProto::decode(bytes.as_slice()).map_err(wgtorch::Error::msg)?;
+//! assert_eq!(parsed.graph.unwrap().node[0].op_type(), "Relu");
 //! # Ok::<(), wgtorch::Error>(())
 //! ```
 //!

@@ -47,7 +47,7 @@ struct Named {
 /// ```
 ///
 /// A model exported from PyTorch with `torch.onnx.export` loads as it is; so does one built by
-/// hand (here with wgtorch's own exporter of the ONNX protobuf types):
+/// hand with the [`super::proto`] types (here a two-node graph):
 ///
 /// ```
 /// use wgtorch::{onnx, Device, Tensor};
