@@ -71,19 +71,7 @@ impl Model {
     /// Loads and checks the model at `path` for `device`. External data files are read from the
     /// model's folder (never outside it).
     pub fn load(path: impl AsRef<Path>, device: &Device) -> Result<Model> {
-        let path = path.as_ref();
-        let bytes = read_model(path)?;
-        let folder = path
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        Model::build(
-            &bytes,
-            ExternalData::Folder(folder),
-            device,
-            Weights::Frozen,
-        )
-        .map_err(|e| Error::msg(format!("{}: {e}", path.display())))
+        Model::load_file(path.as_ref(), device, Weights::Frozen)
     }
 
     /// Loads and checks a model from its bytes (the browser's way: `fetch` the file, pass the
@@ -114,19 +102,18 @@ impl Model {
     /// # Ok::<(), wgtorch::Error>(())
     /// ```
     pub fn load_trainable(path: impl AsRef<Path>, device: &Device) -> Result<Model> {
-        let path = path.as_ref();
+        Model::load_file(path.as_ref(), device, Weights::Trainable)
+    }
+
+    /// A model file, with external data from its folder; errors name the path.
+    fn load_file(path: &Path, device: &Device, weights: Weights) -> Result<Model> {
         let bytes = read_model(path)?;
         let folder = path
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
             .unwrap_or(Path::new("."));
-        Model::build(
-            &bytes,
-            ExternalData::Folder(folder),
-            device,
-            Weights::Trainable,
-        )
-        .map_err(|e| Error::msg(format!("{}: {e}", path.display())))
+        Model::build(&bytes, ExternalData::Folder(folder), device, weights)
+            .map_err(|e| Error::msg(format!("{}: {e}", path.display())))
     }
 
     /// [`Model::load_trainable`] from bytes.

@@ -206,6 +206,21 @@ impl Scope {
     }
 }
 
+/// Runs an op (`run`) and, under a capture where it is the outermost op, records its ONNX form
+/// (`record`, given the result). The op's own result is returned either way.
+#[inline]
+pub(crate) fn traced(
+    run: impl FnOnce() -> Result<Tensor>,
+    record: impl FnOnce(&mut Tracer, &Tensor) -> Result<()>,
+) -> Result<Tensor> {
+    let trace = scope();
+    let out = run()?;
+    if let Some(t) = &trace {
+        t.record(|r| record(r, &out));
+    }
+    Ok(out)
+}
+
 /// Enters an op: `None` (one relaxed load) unless a capture runs on this thread.
 #[inline]
 pub(crate) fn scope() -> Option<Scope> {

@@ -196,12 +196,10 @@ pub fn conv2d_with(
     bias: Option<&Tensor>,
     options: Conv2dFuncOptions,
 ) -> Result<Tensor> {
-    let trace = crate::onnx::trace::scope();
-    let out = conv2d_with_untraced(input, weight, bias, options)?;
-    if let Some(t) = &trace {
-        t.record(|r| crate::onnx::export::conv2d(r, input, weight, bias, &options, &out));
-    }
-    Ok(out)
+    crate::onnx::trace::traced(
+        || conv2d_with_untraced(input, weight, bias, options),
+        |r, out| crate::onnx::export::conv2d(r, input, weight, bias, &options, out),
+    )
 }
 
 /// [`conv2d_with`] itself; the public function records it for ONNX export.
@@ -480,12 +478,10 @@ pub fn max_pool2d_with(
     options: MaxPool2dOptions,
 ) -> Result<Tensor> {
     let kernel: Size2 = kernel_size.into();
-    let trace = crate::onnx::trace::scope();
-    let out = max_pool2d_with_untraced(input, kernel, options)?;
-    if let Some(t) = &trace {
-        t.record(|r| crate::onnx::export::max_pool2d(r, input, kernel, &options, &out));
-    }
-    Ok(out)
+    crate::onnx::trace::traced(
+        || max_pool2d_with_untraced(input, kernel, options),
+        |r, out| crate::onnx::export::max_pool2d(r, input, kernel, &options, out),
+    )
 }
 
 /// [`max_pool2d_with`] itself; the public function records it for ONNX export.
@@ -613,12 +609,10 @@ pub fn avg_pool2d_with(
     options: AvgPool2dOptions,
 ) -> Result<Tensor> {
     let kernel: Size2 = kernel_size.into();
-    let trace = crate::onnx::trace::scope();
-    let out = avg_pool2d_with_untraced(input, kernel, options)?;
-    if let Some(t) = &trace {
-        t.record(|r| crate::onnx::export::avg_pool2d(r, input, kernel, &options, &out));
-    }
-    Ok(out)
+    crate::onnx::trace::traced(
+        || avg_pool2d_with_untraced(input, kernel, options),
+        |r, out| crate::onnx::export::avg_pool2d(r, input, kernel, &options, out),
+    )
 }
 
 /// [`avg_pool2d_with`] itself; the public function records it for ONNX export.
@@ -664,12 +658,10 @@ fn avg_pool2d_with_untraced(
 /// ```
 pub fn adaptive_avg_pool2d(input: &Tensor, output_size: impl Into<Size2>) -> Result<Tensor> {
     let size: Size2 = output_size.into();
-    let trace = crate::onnx::trace::scope();
-    let out = adaptive_avg_pool2d_untraced(input, size)?;
-    if let Some(t) = &trace {
-        t.record(|r| crate::onnx::export::adaptive_avg_pool2d(r, input, &out));
-    }
-    Ok(out)
+    crate::onnx::trace::traced(
+        || adaptive_avg_pool2d_untraced(input, size),
+        |r, out| crate::onnx::export::adaptive_avg_pool2d(r, input, out),
+    )
 }
 
 /// [`adaptive_avg_pool2d`] itself; the public function records it for ONNX export.

@@ -165,22 +165,20 @@ impl Tensor {
 
     /// Look up rows of `weight` (torch.nn.functional.embedding): `self` holds indices.
     pub fn embedding(&self, weight: &Tensor) -> Result<Tensor> {
-        let trace = crate::onnx::trace::scope();
-        let out = self.embedding_untraced(weight)?;
-        if let Some(t) = &trace {
-            t.record(|r| {
+        crate::onnx::trace::traced(
+            || self.embedding_untraced(weight),
+            |r, out| {
                 r.node(
                     "Gather",
                     &[
                         crate::onnx::trace::In::T(weight),
                         crate::onnx::trace::In::T(self),
                     ],
-                    &[&out],
+                    &[out],
                     vec![],
                 )
-            });
-        }
-        Ok(out)
+            },
+        )
     }
 
     /// [`embedding`](Self::embedding) itself; the public function records it for ONNX export.

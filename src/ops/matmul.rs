@@ -141,22 +141,20 @@ impl Tensor {
     /// `[B*T, K] @ [K, N]`), so the matrix's gradient is one product too, never a
     /// `[B, K, N]` broadcast summed afterwards.
     pub fn matmul(&self, other: &Tensor) -> Result<Tensor> {
-        let trace = crate::onnx::trace::scope();
-        let out = self.matmul_untraced(other)?;
-        if let Some(t) = &trace {
-            t.record(|r| {
+        crate::onnx::trace::traced(
+            || self.matmul_untraced(other),
+            |r, out| {
                 r.node(
                     "MatMul",
                     &[
                         crate::onnx::trace::In::T(self),
                         crate::onnx::trace::In::T(other),
                     ],
-                    &[&out],
+                    &[out],
                     vec![],
                 )
-            });
-        }
-        Ok(out)
+            },
+        )
     }
 
     /// [`matmul`](Self::matmul) itself; the public function records it for ONNX export.
@@ -225,12 +223,10 @@ impl Tensor {
     /// `x @ weight^T + bias` (torch.nn.functional.linear). Leading dims of `x` fold into rows
     /// (one GEMM each way, see [`Tensor::matmul`]).
     pub fn linear(&self, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
-        let trace = crate::onnx::trace::scope();
-        let out = self.linear_untraced(weight, bias)?;
-        if let Some(t) = &trace {
-            t.record(|r| crate::onnx::export::linear(r, self, weight, bias, &out));
-        }
-        Ok(out)
+        crate::onnx::trace::traced(
+            || self.linear_untraced(weight, bias),
+            |r, out| crate::onnx::export::linear(r, self, weight, bias, out),
+        )
     }
 
     /// [`linear`](Self::linear) itself; the public function records it for ONNX export.

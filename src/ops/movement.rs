@@ -23,12 +23,10 @@ impl Tensor {
     /// # Ok::<(), wgtorch::Error>(())
     /// ```
     pub fn view(&self, shape: impl IntoShape) -> Result<Tensor> {
-        let trace = crate::onnx::trace::scope();
-        let out = self.view_untraced(shape)?;
-        if let Some(t) = &trace {
-            t.record(|r| crate::onnx::export::reshape(r, self, &out));
-        }
-        Ok(out)
+        crate::onnx::trace::traced(
+            || self.view_untraced(shape),
+            |r, out| crate::onnx::export::reshape(r, self, out),
+        )
     }
 
     /// [`view`](Self::view) itself; the public function records it for ONNX export.
@@ -70,12 +68,10 @@ impl Tensor {
     /// Reorder dimensions (a view); dims may be negative.
     pub fn permute(&self, dims: impl IntoShape) -> Result<Tensor> {
         let perm = dims.to_dims("permute").ok();
-        let trace = crate::onnx::trace::scope();
-        let out = self.permute_untraced(dims)?;
-        if let Some(t) = &trace {
-            t.record(|r| crate::onnx::export::permute(r, self, perm.as_deref(), &out));
-        }
-        Ok(out)
+        crate::onnx::trace::traced(
+            || self.permute_untraced(dims),
+            |r, out| crate::onnx::export::permute(r, self, perm.as_deref(), out),
+        )
     }
 
     /// [`permute`](Self::permute) itself; the public function records it for ONNX export.
@@ -213,12 +209,10 @@ impl Tensor {
     /// # Ok::<(), wgtorch::Error>(())
     /// ```
     pub fn expand(&self, shape: impl IntoShape) -> Result<Tensor> {
-        let trace = crate::onnx::trace::scope();
-        let out = self.expand_untraced(shape)?;
-        if let Some(t) = &trace {
-            t.record(|r| crate::onnx::export::expand(r, self, &out));
-        }
-        Ok(out)
+        crate::onnx::trace::traced(
+            || self.expand_untraced(shape),
+            |r, out| crate::onnx::export::expand(r, self, out),
+        )
     }
 
     /// [`expand`](Self::expand) itself; the public function records it for ONNX export.
@@ -456,12 +450,10 @@ impl Tensor {
     }
     /// `x[..., start:end:step, ...]` on `dim` (a view). `end` is clamped to the size.
     pub fn slice(&self, dim: isize, start: usize, end: usize, step: usize) -> Result<Tensor> {
-        let trace = crate::onnx::trace::scope();
-        let out = self.slice_untraced(dim, start, end, step)?;
-        if let Some(t) = &trace {
-            t.record(|r| crate::onnx::export::slice(r, self, dim, start, end, step, &out));
-        }
-        Ok(out)
+        crate::onnx::trace::traced(
+            || self.slice_untraced(dim, start, end, step),
+            |r, out| crate::onnx::export::slice(r, self, dim, start, end, step, out),
+        )
     }
 
     /// [`slice`](Self::slice) itself; the public function records it for ONNX export.
@@ -521,12 +513,10 @@ impl Tensor {
     /// Concatenate along `dim`; the result has the inputs' promoted dtype (PyTorch's
     /// `result_type`).
     pub fn cat(tensors: &[Tensor], dim: isize) -> Result<Tensor> {
-        let trace = crate::onnx::trace::scope();
-        let out = Tensor::cat_untraced(tensors, dim)?;
-        if let Some(t) = &trace {
-            t.record(|r| crate::onnx::export::cat(r, tensors, dim, &out));
-        }
-        Ok(out)
+        crate::onnx::trace::traced(
+            || Tensor::cat_untraced(tensors, dim),
+            |r, out| crate::onnx::export::cat(r, tensors, dim, out),
+        )
     }
 
     /// [`cat`](Self::cat) itself; the public function records it for ONNX export.

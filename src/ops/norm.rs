@@ -73,14 +73,12 @@ pub fn batch_norm_with(
     running_var: Option<&Tensor>,
     options: BatchNormFuncOptions<'_>,
 ) -> Result<Tensor> {
-    let trace = crate::onnx::trace::scope();
-    let out = batch_norm_with_untraced(input, running_mean, running_var, options)?;
-    if let Some(t) = &trace {
-        t.record(|r| {
-            crate::onnx::export::batch_norm(r, input, running_mean, running_var, &options, &out)
-        });
-    }
-    Ok(out)
+    crate::onnx::trace::traced(
+        || batch_norm_with_untraced(input, running_mean, running_var, options),
+        |r, out| {
+            crate::onnx::export::batch_norm(r, input, running_mean, running_var, &options, out)
+        },
+    )
 }
 
 /// [`batch_norm_with`] itself; the public function records it for ONNX export.
@@ -217,12 +215,10 @@ pub fn layer_norm_with(
     normalized_shape: &[usize],
     options: LayerNormFuncOptions<'_>,
 ) -> Result<Tensor> {
-    let trace = crate::onnx::trace::scope();
-    let out = layer_norm_with_untraced(input, normalized_shape, options)?;
-    if let Some(t) = &trace {
-        t.record(|r| crate::onnx::export::layer_norm(r, input, normalized_shape, &options, &out));
-    }
-    Ok(out)
+    crate::onnx::trace::traced(
+        || layer_norm_with_untraced(input, normalized_shape, options),
+        |r, out| crate::onnx::export::layer_norm(r, input, normalized_shape, &options, out),
+    )
 }
 
 /// [`layer_norm_with`] itself; the public function records it for ONNX export.

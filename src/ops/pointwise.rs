@@ -129,12 +129,10 @@ impl Tensor {
     /// fused scalar kernels (computed in f32, differentiable); integer results are computed in
     /// int32 against a 0-d tensor, so they are exact and wrap like any integer op.
     fn scalar_op(&self, op: BinaryOp, c: Scalar) -> Result<Tensor> {
-        let trace = crate::onnx::trace::scope();
-        let out = self.scalar_op_untraced(op, c)?;
-        if let Some(t) = &trace {
-            t.record(|r| crate::onnx::export::scalar(r, op, self, c.to_f64(), &out));
-        }
-        Ok(out)
+        crate::onnx::trace::traced(
+            || self.scalar_op_untraced(op, c),
+            |r, out| crate::onnx::export::scalar(r, op, self, c.to_f64(), out),
+        )
     }
 
     /// [`scalar_op`](Self::scalar_op) itself; the public function records it for ONNX export.
@@ -218,12 +216,10 @@ impl Tensor {
 
     /// Apply a unary op, recording its backward rule.
     pub fn unary(&self, op: UnaryOp) -> Result<Tensor> {
-        let trace = crate::onnx::trace::scope();
-        let out = self.unary_untraced(op)?;
-        if let Some(t) = &trace {
-            t.record(|r| crate::onnx::export::unary(r, op, self, &out));
-        }
-        Ok(out)
+        crate::onnx::trace::traced(
+            || self.unary_untraced(op),
+            |r, out| crate::onnx::export::unary(r, op, self, out),
+        )
     }
 
     /// [`unary`](Self::unary) itself; the public function records it for ONNX export.
@@ -276,12 +272,10 @@ impl Tensor {
 
     /// Apply a binary op with broadcasting and type promotion.
     pub fn binary(&self, op: BinaryOp, other: &Tensor) -> Result<Tensor> {
-        let trace = crate::onnx::trace::scope();
-        let out = self.binary_untraced(op, other)?;
-        if let Some(t) = &trace {
-            t.record(|r| crate::onnx::export::binary(r, op, self, other, &out));
-        }
-        Ok(out)
+        crate::onnx::trace::traced(
+            || self.binary_untraced(op, other),
+            |r, out| crate::onnx::export::binary(r, op, self, other, out),
+        )
     }
 
     /// [`binary`](Self::binary) itself; the public function records it for ONNX export.
@@ -490,12 +484,10 @@ impl Tensor {
 
     /// `cond ? a : b` with broadcasting (torch.where).
     pub fn where_cond(cond: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
-        let trace = crate::onnx::trace::scope();
-        let out = Tensor::where_cond_untraced(cond, a, b)?;
-        if let Some(t) = &trace {
-            t.record(|r| crate::onnx::export::where_cond(r, cond, a, b, &out));
-        }
-        Ok(out)
+        crate::onnx::trace::traced(
+            || Tensor::where_cond_untraced(cond, a, b),
+            |r, out| crate::onnx::export::where_cond(r, cond, a, b, out),
+        )
     }
 
     /// [`where_cond`](Self::where_cond) itself; the public function records it for ONNX export.

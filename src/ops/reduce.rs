@@ -177,14 +177,12 @@ impl Tensor {
     /// ```
     pub fn sum_dims(&self, dims: impl IntoShape, keepdim: bool) -> Result<Tensor> {
         let axes = dims.to_dims("sum").ok();
-        let trace = crate::onnx::trace::scope();
-        let out = self.sum_dims_untraced(dims, keepdim)?;
-        if let Some(t) = &trace {
-            t.record(|r| {
-                crate::onnx::export::reduce(r, "ReduceSum", self, axes.as_deref(), keepdim, &out)
-            });
-        }
-        Ok(out)
+        crate::onnx::trace::traced(
+            || self.sum_dims_untraced(dims, keepdim),
+            |r, out| {
+                crate::onnx::export::reduce(r, "ReduceSum", self, axes.as_deref(), keepdim, out)
+            },
+        )
     }
 
     /// [`sum_dims`](Self::sum_dims) itself; the public function records it for ONNX export.
@@ -252,14 +250,12 @@ impl Tensor {
     /// ones is 1, not inf); the mean of no elements is NaN.
     pub fn mean_dims(&self, dims: impl IntoShape, keepdim: bool) -> Result<Tensor> {
         let axes = dims.to_dims("mean").ok();
-        let trace = crate::onnx::trace::scope();
-        let out = self.mean_dims_untraced(dims, keepdim)?;
-        if let Some(t) = &trace {
-            t.record(|r| {
-                crate::onnx::export::reduce(r, "ReduceMean", self, axes.as_deref(), keepdim, &out)
-            });
-        }
-        Ok(out)
+        crate::onnx::trace::traced(
+            || self.mean_dims_untraced(dims, keepdim),
+            |r, out| {
+                crate::onnx::export::reduce(r, "ReduceMean", self, axes.as_deref(), keepdim, out)
+            },
+        )
     }
 
     /// [`mean_dims`](Self::mean_dims) itself; the public function records it for ONNX export.
@@ -504,19 +500,17 @@ impl Tensor {
     }
     /// Softmax along `dim`, numerically stable.
     pub fn softmax(&self, dim: isize) -> Result<Tensor> {
-        let trace = crate::onnx::trace::scope();
-        let out = self.softmax_untraced(dim)?;
-        if let Some(t) = &trace {
-            t.record(|r| {
+        crate::onnx::trace::traced(
+            || self.softmax_untraced(dim),
+            |r, out| {
                 r.node(
                     "Softmax",
                     &[crate::onnx::trace::In::T(self)],
-                    &[&out],
+                    &[out],
                     vec![crate::onnx::trace::attr_i("axis", dim as i64)],
                 )
-            });
-        }
-        Ok(out)
+            },
+        )
     }
 
     /// [`softmax`](Self::softmax) itself; the public function records it for ONNX export.
@@ -526,19 +520,17 @@ impl Tensor {
     }
     /// Log-softmax along `dim`, numerically stable.
     pub fn log_softmax(&self, dim: isize) -> Result<Tensor> {
-        let trace = crate::onnx::trace::scope();
-        let out = self.log_softmax_untraced(dim)?;
-        if let Some(t) = &trace {
-            t.record(|r| {
+        crate::onnx::trace::traced(
+            || self.log_softmax_untraced(dim),
+            |r, out| {
                 r.node(
                     "LogSoftmax",
                     &[crate::onnx::trace::In::T(self)],
-                    &[&out],
+                    &[out],
                     vec![crate::onnx::trace::attr_i("axis", dim as i64)],
                 )
-            });
-        }
-        Ok(out)
+            },
+        )
     }
 
     /// [`log_softmax`](Self::log_softmax) itself; the public function records it for ONNX export.

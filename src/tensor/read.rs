@@ -91,12 +91,10 @@ impl Tensor {
 
     /// A contiguous tensor with the same values (self if already contiguous).
     pub fn contiguous(&self) -> Result<Tensor> {
-        let trace = crate::onnx::trace::scope();
-        let out = self.contiguous_untraced()?;
-        if let Some(t) = &trace {
-            t.record(|r| crate::onnx::export::identity(r, self, &out));
-        }
-        Ok(out)
+        crate::onnx::trace::traced(
+            || self.contiguous_untraced(),
+            |r, out| crate::onnx::export::identity(r, self, out),
+        )
     }
 
     /// [`contiguous`](Self::contiguous) itself; the public function records it for ONNX export.
@@ -149,12 +147,10 @@ impl Tensor {
 
     /// Convert to `dtype` (a copy; self if the dtype already matches).
     pub fn to_dtype(&self, dtype: DType) -> Result<Tensor> {
-        let trace = crate::onnx::trace::scope();
-        let out = self.to_dtype_untraced(dtype)?;
-        if let Some(t) = &trace {
-            t.record(|r| crate::onnx::export::cast(r, self, &out));
-        }
-        Ok(out)
+        crate::onnx::trace::traced(
+            || self.to_dtype_untraced(dtype),
+            |r, out| crate::onnx::export::cast(r, self, out),
+        )
     }
 
     /// [`to_dtype`](Self::to_dtype) itself; the public function records it for ONNX export.
