@@ -347,7 +347,7 @@ impl RNNBase {
                         "ONNX export: LSTM with proj_size has no ONNX form here",
                     ));
                 }
-                let rnn = crate::onnx::export::Rnn {
+                let rnn = crate::onnx::forms::Rnn {
                     kind,
                     gate_order: order,
                     hidden: self.hidden_size,
@@ -357,7 +357,7 @@ impl RNNBase {
                     b_ih: w.b_ih.as_ref(),
                     b_hh: w.b_hh.as_ref(),
                 };
-                crate::onnx::export::rnn(r, &rnn, seq, &h0, c0.as_ref(), &out)
+                crate::onnx::forms::rnn(r, &rnn, seq, &h0, c0.as_ref(), &out)
             });
         }
         Ok(out)

@@ -26,6 +26,7 @@
 //! the CPU at run time (they are tiny); everything else runs on the model's device.
 
 pub(crate) mod export;
+pub(crate) mod forms;
 mod graph;
 mod model;
 mod ops;

@@ -38,6 +38,8 @@ pub(crate) struct Tracer {
     pub shape_consts: Vec<(usize, Vec<i64>)>,
     /// Float/other constants in recording order, for the dynamic-batch comparison.
     pub data_consts: Vec<usize>,
+    /// The opset being written (some ops' forms depend on it).
+    pub opset: i64,
     depth: usize,
     counter: usize,
     /// The first op that could not be recorded.
@@ -245,6 +247,7 @@ pub(crate) fn capture(
     inputs: &[Tensor],
     input_names: &[String],
     params: Vec<(String, Tensor)>,
+    opset: i64,
     f: impl FnOnce(&[Tensor]) -> Result<Vec<Tensor>>,
 ) -> Result<(Vec<Tensor>, Tracer)> {
     let already = TRACER.with(|t| t.borrow().is_some());
@@ -260,6 +263,7 @@ pub(crate) fn capture(
         params: params.into_iter().map(|(n, t)| (t.id(), n)).collect(),
         shape_consts: Vec::new(),
         data_consts: Vec::new(),
+        opset,
         depth: 0,
         counter: 0,
         error: None,

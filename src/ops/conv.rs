@@ -198,7 +198,7 @@ pub fn conv2d_with(
 ) -> Result<Tensor> {
     crate::onnx::trace::traced(
         || conv2d_with_untraced(input, weight, bias, options),
-        |r, out| crate::onnx::export::conv2d(r, input, weight, bias, &options, out),
+        |r, out| crate::onnx::forms::conv2d(r, input, weight, bias, &options, out),
     )
 }
 
@@ -480,7 +480,7 @@ pub fn max_pool2d_with(
     let kernel: Size2 = kernel_size.into();
     crate::onnx::trace::traced(
         || max_pool2d_with_untraced(input, kernel, options),
-        |r, out| crate::onnx::export::max_pool2d(r, input, kernel, &options, out),
+        |r, out| crate::onnx::forms::max_pool2d(r, input, kernel, &options, out),
     )
 }
 
@@ -611,7 +611,7 @@ pub fn avg_pool2d_with(
     let kernel: Size2 = kernel_size.into();
     crate::onnx::trace::traced(
         || avg_pool2d_with_untraced(input, kernel, options),
-        |r, out| crate::onnx::export::avg_pool2d(r, input, kernel, &options, out),
+        |r, out| crate::onnx::forms::avg_pool2d(r, input, kernel, &options, out),
     )
 }
 
@@ -660,7 +660,7 @@ pub fn adaptive_avg_pool2d(input: &Tensor, output_size: impl Into<Size2>) -> Res
     let size: Size2 = output_size.into();
     crate::onnx::trace::traced(
         || adaptive_avg_pool2d_untraced(input, size),
-        |r, out| crate::onnx::export::adaptive_avg_pool2d(r, input, out),
+        |r, out| crate::onnx::forms::adaptive_avg_pool2d(r, input, out),
     )
 }
 

@@ -225,7 +225,7 @@ impl Tensor {
     pub fn linear(&self, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
         crate::onnx::trace::traced(
             || self.linear_untraced(weight, bias),
-            |r, out| crate::onnx::export::linear(r, self, weight, bias, out),
+            |r, out| crate::onnx::forms::linear(r, self, weight, bias, out),
         )
     }
 

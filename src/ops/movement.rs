@@ -25,7 +25,7 @@ impl Tensor {
     pub fn view(&self, shape: impl IntoShape) -> Result<Tensor> {
         crate::onnx::trace::traced(
             || self.view_untraced(shape),
-            |r, out| crate::onnx::export::reshape(r, self, out),
+            |r, out| crate::onnx::forms::reshape(r, self, out),
         )
     }
 
@@ -70,7 +70,7 @@ impl Tensor {
         let perm = dims.to_dims("permute").ok();
         crate::onnx::trace::traced(
             || self.permute_untraced(dims),
-            |r, out| crate::onnx::export::permute(r, self, perm.as_deref(), out),
+            |r, out| crate::onnx::forms::permute(r, self, perm.as_deref(), out),
         )
     }
 
@@ -211,7 +211,7 @@ impl Tensor {
     pub fn expand(&self, shape: impl IntoShape) -> Result<Tensor> {
         crate::onnx::trace::traced(
             || self.expand_untraced(shape),
-            |r, out| crate::onnx::export::expand(r, self, out),
+            |r, out| crate::onnx::forms::expand(r, self, out),
         )
     }
 
@@ -452,7 +452,7 @@ impl Tensor {
     pub fn slice(&self, dim: isize, start: usize, end: usize, step: usize) -> Result<Tensor> {
         crate::onnx::trace::traced(
             || self.slice_untraced(dim, start, end, step),
-            |r, out| crate::onnx::export::slice(r, self, dim, start, end, step, out),
+            |r, out| crate::onnx::forms::slice(r, self, dim, start, end, step, out),
         )
     }
 
@@ -515,7 +515,7 @@ impl Tensor {
     pub fn cat(tensors: &[Tensor], dim: isize) -> Result<Tensor> {
         crate::onnx::trace::traced(
             || Tensor::cat_untraced(tensors, dim),
-            |r, out| crate::onnx::export::cat(r, tensors, dim, out),
+            |r, out| crate::onnx::forms::cat(r, tensors, dim, out),
         )
     }
 

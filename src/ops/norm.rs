@@ -75,9 +75,7 @@ pub fn batch_norm_with(
 ) -> Result<Tensor> {
     crate::onnx::trace::traced(
         || batch_norm_with_untraced(input, running_mean, running_var, options),
-        |r, out| {
-            crate::onnx::export::batch_norm(r, input, running_mean, running_var, &options, out)
-        },
+        |r, out| crate::onnx::forms::batch_norm(r, input, running_mean, running_var, &options, out),
     )
 }
 
@@ -217,7 +215,7 @@ pub fn layer_norm_with(
 ) -> Result<Tensor> {
     crate::onnx::trace::traced(
         || layer_norm_with_untraced(input, normalized_shape, options),
-        |r, out| crate::onnx::export::layer_norm(r, input, normalized_shape, &options, out),
+        |r, out| crate::onnx::forms::layer_norm(r, input, normalized_shape, &options, out),
     )
 }
 

@@ -131,7 +131,7 @@ impl Tensor {
     fn scalar_op(&self, op: BinaryOp, c: Scalar) -> Result<Tensor> {
         crate::onnx::trace::traced(
             || self.scalar_op_untraced(op, c),
-            |r, out| crate::onnx::export::scalar(r, op, self, c.to_f64(), out),
+            |r, out| crate::onnx::forms::scalar(r, op, self, c.to_f64(), out),
         )
     }
 
@@ -218,7 +218,7 @@ impl Tensor {
     pub fn unary(&self, op: UnaryOp) -> Result<Tensor> {
         crate::onnx::trace::traced(
             || self.unary_untraced(op),
-            |r, out| crate::onnx::export::unary(r, op, self, out),
+            |r, out| crate::onnx::forms::unary(r, op, self, out),
         )
     }
 
@@ -274,7 +274,7 @@ impl Tensor {
     pub fn binary(&self, op: BinaryOp, other: &Tensor) -> Result<Tensor> {
         crate::onnx::trace::traced(
             || self.binary_untraced(op, other),
-            |r, out| crate::onnx::export::binary(r, op, self, other, out),
+            |r, out| crate::onnx::forms::binary(r, op, self, other, out),
         )
     }
 
@@ -486,7 +486,7 @@ impl Tensor {
     pub fn where_cond(cond: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
         crate::onnx::trace::traced(
             || Tensor::where_cond_untraced(cond, a, b),
-            |r, out| crate::onnx::export::where_cond(r, cond, a, b, out),
+            |r, out| crate::onnx::forms::where_cond(r, cond, a, b, out),
         )
     }
 

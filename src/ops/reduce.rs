@@ -180,7 +180,7 @@ impl Tensor {
         crate::onnx::trace::traced(
             || self.sum_dims_untraced(dims, keepdim),
             |r, out| {
-                crate::onnx::export::reduce(r, "ReduceSum", self, axes.as_deref(), keepdim, out)
+                crate::onnx::forms::reduce(r, "ReduceSum", self, axes.as_deref(), keepdim, out)
             },
         )
     }
@@ -253,7 +253,7 @@ impl Tensor {
         crate::onnx::trace::traced(
             || self.mean_dims_untraced(dims, keepdim),
             |r, out| {
-                crate::onnx::export::reduce(r, "ReduceMean", self, axes.as_deref(), keepdim, out)
+                crate::onnx::forms::reduce(r, "ReduceMean", self, axes.as_deref(), keepdim, out)
             },
         )
     }

@@ -93,7 +93,7 @@ impl Tensor {
     pub fn contiguous(&self) -> Result<Tensor> {
         crate::onnx::trace::traced(
             || self.contiguous_untraced(),
-            |r, out| crate::onnx::export::identity(r, self, out),
+            |r, out| crate::onnx::forms::identity(r, self, out),
         )
     }
 
@@ -149,7 +149,7 @@ impl Tensor {
     pub fn to_dtype(&self, dtype: DType) -> Result<Tensor> {
         crate::onnx::trace::traced(
             || self.to_dtype_untraced(dtype),
-            |r, out| crate::onnx::export::cast(r, self, out),
+            |r, out| crate::onnx::forms::cast(r, self, out),
         )
     }
 

@@ -3,8 +3,10 @@
 //! wgtorch ops (so that every operator runs on the CPU and every GPU adapter, and is
 //! differentiable for fine-tuning). The families live in `math.rs` (elementwise), `nn.rs`
 //! (convolution, pooling, normalization, matmul), `shape.rs` (movement and shape ops),
+//! `index.rs` (Slice, Gather, GatherND),
 //! `reduce.rs` and `rnn.rs` (LSTM, GRU).
 
+mod index;
 mod math;
 mod nn;
 mod reduce;
@@ -159,9 +161,9 @@ pub(crate) static OPS: &[OpDef] = &[
     shape::UNSQUEEZE,
     shape::CONCAT,
     shape::SPLIT,
-    shape::SLICE,
-    shape::GATHER,
-    shape::GATHER_ND,
+    index::SLICE,
+    index::GATHER,
+    index::GATHER_ND,
     shape::EXPAND,
     shape::TILE,
     shape::RANGE,
