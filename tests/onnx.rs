@@ -878,3 +878,28 @@ fn train_cnn_exports_its_model() {
     );
     let _ = std::fs::remove_file(&path);
 }
+
+/// A forward pass that panics during an export leaves nothing behind: the next export on the
+/// thread starts clean.
+#[test]
+fn export_after_a_panicking_forward_starts_clean() {
+    let dev = Device::Cpu;
+    let fc = Linear::new(4, 2, &dev).unwrap();
+    let x = Tensor::randn([3, 4], &dev).unwrap();
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        wgtorch::onnx::export_bytes(
+            &fc,
+            std::slice::from_ref(&x),
+            |_| panic!("boom"),
+            ExportOptions::default(),
+        )
+    }));
+    assert!(panicked.is_err());
+    let bytes = wgtorch::onnx::export_bytes(
+        &fc,
+        &[x],
+        |xs| Ok(vec![fc.forward(&xs[0])?]),
+        ExportOptions::default(),
+    );
+    assert!(bytes.is_ok(), "{:?}", bytes.err());
+}

@@ -288,9 +288,17 @@ pub(crate) fn capture(
     }
     TRACER.with(|t| *t.borrow_mut() = Some(tracer));
     ACTIVE.fetch_add(1, Ordering::Relaxed);
+    /// Ends the capture however `f` ends (a panic included): the thread's recorder is taken
+    /// down and the global count restored, so the next export starts clean.
     struct Stop;
+    impl Stop {
+        fn take(&self) -> Option<Tracer> {
+            TRACER.with(|t| t.try_borrow_mut().ok().and_then(|mut t| t.take()))
+        }
+    }
     impl Drop for Stop {
         fn drop(&mut self) {
+            self.take();
             ACTIVE.fetch_sub(1, Ordering::Relaxed);
         }
     }
@@ -299,10 +307,10 @@ pub(crate) fn capture(
         let _grad = crate::enable_grad();
         f(&handles)
     };
+    let tracer = stop
+        .take()
+        .ok_or_else(|| Error::msg("ONNX export: the recorder was lost"))?;
     drop(stop);
-    let tracer = TRACER
-        .with(|t| t.borrow_mut().take())
-        .expect("the capture's tracer");
     Ok((out?, tracer))
 }
 
