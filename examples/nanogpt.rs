@@ -65,7 +65,7 @@ pub struct CausalSelfAttention {
 
 impl CausalSelfAttention {
     pub fn new(config: &GPTConfig, dev: &Device) -> Result<Self> {
-        if config.n_embd % config.n_head != 0 {
+        if !config.n_embd.is_multiple_of(config.n_head) {
             return Err(Error::msg("n_embd must be divisible by n_head"));
         }
         Ok(CausalSelfAttention {

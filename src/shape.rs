@@ -428,7 +428,7 @@ pub fn infer_shape(op: &'static str, shape: &[isize], numel_in: usize) -> Result
             ));
         }
         Some(i) => {
-            if known == 0 || numel_in % known != 0 {
+            if known == 0 || !numel_in.is_multiple_of(known) {
                 return Err(Error::shape(
                     op,
                     format!("shape '{shape:?}' is invalid for input of size {numel_in}"),

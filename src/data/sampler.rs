@@ -124,7 +124,7 @@ impl DistributedSampler {
 
     /// Indices per rank and epoch (PyTorch's `num_samples`).
     pub fn num_samples(&self) -> usize {
-        if self.drop_last && self.len % self.num_replicas != 0 {
+        if self.drop_last && !self.len.is_multiple_of(self.num_replicas) {
             // PyTorch's ceil((len - num_replicas) / num_replicas), which is len / num_replicas
             // (0 when there are fewer samples than ranks).
             self.len / self.num_replicas

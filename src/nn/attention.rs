@@ -299,7 +299,7 @@ impl MultiheadAttention {
         options: MultiheadAttentionOptions,
         dev: &Device,
     ) -> Result<MultiheadAttention> {
-        if num_heads == 0 || embed_dim % num_heads != 0 {
+        if num_heads == 0 || !embed_dim.is_multiple_of(num_heads) {
             return Err(Error::arg(MHA, format!("embed_dim must be divisible by num_heads (embed_dim {embed_dim}, num_heads {num_heads})")));
         }
         if !(0.0..=1.0).contains(&options.dropout) {

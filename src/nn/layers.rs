@@ -179,13 +179,13 @@ impl Conv2d {
         if groups == 0 {
             return Err(Error::arg("Conv2d", "groups must be a positive integer"));
         }
-        if in_channels % groups != 0 {
+        if !in_channels.is_multiple_of(groups) {
             return Err(Error::arg(
                 "Conv2d",
                 "in_channels must be divisible by groups",
             ));
         }
-        if out_channels % groups != 0 {
+        if !out_channels.is_multiple_of(groups) {
             return Err(Error::arg(
                 "Conv2d",
                 "out_channels must be divisible by groups",

@@ -423,7 +423,7 @@ impl GpuContext {
         let buf = self.alloc(op, bytes.len() as u64)?;
         if !bytes.is_empty() {
             let mut padded;
-            let data = if bytes.len() % 4 != 0 {
+            let data = if !bytes.len().is_multiple_of(4) {
                 padded = bytes.to_vec();
                 padded.resize(bytes.len().next_multiple_of(4), 0);
                 &padded[..]

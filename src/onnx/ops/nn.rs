@@ -224,7 +224,7 @@ impl Window {
         }
         let s = self.strides[i];
         let mut out = (padded - span) / s + 1;
-        if self.ceil && (padded - span) % s != 0 {
+        if self.ceil && !(padded - span).is_multiple_of(s) {
             out += 1;
             if (out - 1) * s >= size + self.begin[i] {
                 out -= 1;
