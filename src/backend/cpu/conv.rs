@@ -1,10 +1,11 @@
-//! CPU convolution: one sample at a time, in parallel over the batch. Each task unfolds its
-//! sample into a reused buffer (`C*kh*kw × Ho*Wo`, never the whole batch's columns) and runs one
-//! packed GEMM on it; 1×1 stride-1 unpadded convolutions skip the unfold. The backward pair uses
-//! the same per-sample columns: `dW = Σ_n dY[n] · cols[n]ᵀ` (one accumulator per task, summed at
-//! the end) and `dX[n] = fold(Wᵀ · dY[n])`.
+//! CPU convolution: one GEMM per sample, in parallel over the batch (and inside each GEMM when
+//! the batch is small). The unfolded sample (`C*kh*kw × Ho*Wo`) is never written out: the GEMM
+//! packs it straight from the image ([`Unfold`]); 1×1 stride-1 unpadded convolutions read the
+//! sample as it is. The weight gradient packs the same unfolded columns transposed,
+//! `dW = Σ_n dY[n] · cols[n]ᵀ` (one accumulator per group of samples, summed in order), and the
+//! input gradient folds `Wᵀ · dY[n]` back into the image.
 
-use super::matmul::{gemm, Gemm};
+use super::gemm::{gemm, gemm_src, Gemm, Source, Strided, Transposed};
 use super::{pool, with_cpu, CpuElem, CpuStorage};
 use crate::dtype::Elem;
 use crate::ops::ConvGeom;
@@ -124,26 +125,31 @@ fn forward<T: Gemm>(x: &[T], w: &[T], bias: Option<&[T]>, g: &ConvGeom, o: usize
     if l == 0 || o == 0 {
         return out;
     }
-    out.par_chunks_mut(o * l).enumerate().for_each_init(
-        || cols(g, k, l),
-        |cols, (n, y)| {
-            let xn = &x[n * chw..(n + 1) * chw];
-            let cols: &[T] = if is_pointwise(g) {
-                xn
-            } else {
-                im2col(xn, g, cols);
-                cols
-            };
-            if let Some(b) = bias {
-                for (row, &bv) in y.chunks_mut(l).zip(b) {
-                    row.fill(bv);
-                }
+    let (w, kern) = (rows(w, k), T::kernel(o, l));
+    out.par_chunks_mut(o * l).enumerate().for_each(|(n, y)| {
+        let xn = &x[n * chw..(n + 1) * chw];
+        if let Some(b) = bias {
+            for (row, &bv) in y.chunks_mut(l).zip(b) {
+                row.fill(bv);
             }
-            let beta = if bias.is_some() { T::one() } else { T::zero() };
-            gemm(o, k, l, w, [k, 1], cols, [l, 1], beta, y, l);
-        },
-    );
+        }
+        let beta = if bias.is_some() { T::one() } else { T::zero() };
+        if is_pointwise(g) {
+            gemm_src(o, k, l, &w, &rows(xn, l), beta, y, l, kern);
+        } else {
+            gemm_src(o, k, l, &w, &Unfold { x: xn, g }, beta, y, l, kern);
+        }
+    });
     out
+}
+
+/// A row-major matrix with `cols` columns.
+fn rows<T>(data: &[T], cols: usize) -> Strided<'_, T> {
+    Strided {
+        data,
+        rs: cols,
+        cs: 1,
+    }
 }
 
 fn backward_input<T: Gemm>(gy: &[T], w: &[T], g: &ConvGeom, o: usize) -> Vec<T> {
@@ -174,24 +180,35 @@ fn backward_weight<T: Gemm>(gy: &[T], x: &[T], g: &ConvGeom, o: usize) -> Vec<T>
     if l == 0 {
         return zero();
     }
+    let kern = T::kernel(o, k);
     // Fixed groups of samples, one accumulator each, summed in order: the result does not depend
     // on how rayon schedules the groups (training runs are reproducible).
     const GROUP: usize = 4;
     let parts: Vec<Vec<T>> = (0..g.n.div_ceil(GROUP))
         .into_par_iter()
         .map(|gi| {
-            let (mut acc, mut cols) = (zero(), cols(g, k, l));
+            let mut acc = zero();
             for n in gi * GROUP..((gi + 1) * GROUP).min(g.n) {
                 let xn = &x[n * chw..(n + 1) * chw];
-                let c: &[T] = if is_pointwise(g) {
-                    xn
+                // dY[n] [o, l] · colsᵀ [l, k], accumulated; the columns are unfolded as they
+                // are packed.
+                let gyn = rows(&gy[n * o * l..(n + 1) * o * l], l);
+                if is_pointwise(g) {
+                    gemm_src(
+                        o,
+                        l,
+                        k,
+                        &gyn,
+                        &Transposed(rows(xn, l)),
+                        T::one(),
+                        &mut acc,
+                        k,
+                        kern,
+                    );
                 } else {
-                    im2col(xn, g, &mut cols);
-                    &cols
-                };
-                // dY[n] [o, l] · colsᵀ [l, k], accumulated.
-                let gyn = &gy[n * o * l..(n + 1) * o * l];
-                gemm(o, l, k, gyn, [l, 1], c, [1, l], T::one(), &mut acc, k);
+                    let cols = Transposed(Unfold { x: xn, g });
+                    gemm_src(o, l, k, &gyn, &cols, T::one(), &mut acc, k, kern);
+                }
             }
             acc
         })
@@ -203,6 +220,113 @@ fn backward_weight<T: Gemm>(gy: &[T], x: &[T], g: &ConvGeom, o: usize) -> Vec<T>
         pool::give_back(p);
     }
     total
+}
+
+/// One sample's unfolded input, `[C*kh*kw, Ho*Wo]` (row `(c, ki, kj)`, column `(oh, ow)`), read
+/// straight from the sample `[C, H, W]` while the GEMM packs it.
+struct Unfold<'a, T> {
+    x: &'a [T],
+    g: &'a ConvGeom,
+}
+
+impl<T: Gemm> Unfold<'_, T> {
+    /// The channel plane and kernel offsets of row `r`.
+    fn parts(&self, r: usize) -> (&[T], usize, usize) {
+        let (g, hw) = (self.g, self.g.h * self.g.w);
+        let c = r / (g.kh * g.kw);
+        (&self.x[c * hw..(c + 1) * hw], (r / g.kw) % g.kh, r % g.kw)
+    }
+}
+
+impl<T: Gemm> Source<T> for Unfold<'_, T> {
+    fn row(&self, r: usize, c0: usize, out: &mut [T]) {
+        let g = self.g;
+        let (plane, ki, kj) = self.parts(r);
+        // The output columns that read the input (the same for every output row) and the input
+        // column of the first of them.
+        let (lo, hi) = col_span(g, kj);
+        let first = ((lo * g.sw + kj * g.dw) as isize - g.pw as isize).max(0) as usize;
+        let mut done = 0;
+        while done < out.len() {
+            let p = c0 + done;
+            let (oh, ow0) = (p / g.wo, p % g.wo);
+            let ow1 = g.wo.min(ow0 + out.len() - done);
+            let dst = &mut out[done..done + ow1 - ow0];
+            done += ow1 - ow0;
+            let h = (oh * g.sh + ki * g.dh) as isize - g.ph as isize;
+            if h < 0 || h >= g.h as isize {
+                dst.fill(T::zero());
+                continue;
+            }
+            // Columns ow0..ow1, of which lo..hi read the input.
+            let (a, b) = (lo.clamp(ow0, ow1), hi.clamp(ow0, ow1));
+            dst[..a - ow0].fill(T::zero());
+            dst[b - ow0..].fill(T::zero());
+            if a < b {
+                let src = &plane[h as usize * g.w + first + (a - lo) * g.sw..];
+                let inside = &mut dst[a - ow0..b - ow0];
+                if g.sw == 1 {
+                    copy_short(inside, &src[..b - a]);
+                } else {
+                    for (d, &v) in inside.iter_mut().zip(src.iter().step_by(g.sw)) {
+                        *d = v;
+                    }
+                }
+            }
+        }
+    }
+
+    fn col(&self, c: usize, r0: usize, out: &mut [T]) {
+        let g = self.g;
+        let (oh, ow) = (c / g.wo, c % g.wo);
+        for (i, o) in out.iter_mut().enumerate() {
+            let (plane, ki, kj) = self.parts(r0 + i);
+            *o = match row_span(g, ki, kj, oh) {
+                Some((h, lo, hi)) if (lo..hi).contains(&ow) => {
+                    plane[h * g.w + ((ow * g.sw + kj * g.dw) as isize - g.pw as isize) as usize]
+                }
+                _ => T::zero(),
+            };
+        }
+    }
+
+    fn by_rows(&self) -> bool {
+        true
+    }
+}
+
+/// `dst.copy_from_slice(src)` inline for the short runs an unfold copies (a library call per
+/// run of a few elements costs more than the copy).
+#[inline(always)]
+fn copy_short<T: Copy>(dst: &mut [T], src: &[T]) {
+    assert_eq!(dst.len(), src.len(), "copy_short: lengths differ");
+    let (mut d8, s8) = (dst.chunks_exact_mut(8), src.chunks_exact(8));
+    let rest = s8.remainder();
+    for (d, s) in (&mut d8).zip(s8) {
+        let s: &[T; 8] = s.try_into().expect("8 elements");
+        let d: &mut [T; 8] = d.try_into().expect("8 elements");
+        *d = *s;
+    }
+    for (d, &s) in d8.into_remainder().iter_mut().zip(rest) {
+        *d = s;
+    }
+}
+
+/// For kernel offset `(ki, kj)`: the range of output columns `ow` whose input column
+/// `ow*sw + kj*dw - pw` is inside the input.
+fn col_span(g: &ConvGeom, kj: usize) -> (usize, usize) {
+    let off = (kj * g.dw) as isize - g.pw as isize;
+    let lo = if off >= 0 {
+        0
+    } else {
+        ((-off) as usize).div_ceil(g.sw)
+    };
+    let hi = if (g.w as isize) <= off {
+        0
+    } else {
+        ((g.w as isize - off) as usize).div_ceil(g.sw).min(g.wo)
+    };
+    (lo.min(hi), hi)
 }
 
 /// For kernel offset `(ki, kj)` and output row `oh`: the input row, or None when it is padding,
@@ -217,49 +341,11 @@ pub(super) fn row_span(
     if h < 0 || h >= g.h as isize {
         return None;
     }
-    let off = (kj * g.dw) as isize - g.pw as isize;
-    // First ow with ow*sw + off >= 0, and one past the last with ow*sw + off < W.
-    let lo = if off >= 0 {
-        0
-    } else {
-        ((-off) as usize).div_ceil(g.sw)
-    };
-    let hi = if (g.w as isize) <= off {
-        0
-    } else {
-        ((g.w as isize - off) as usize).div_ceil(g.sw).min(g.wo)
-    };
-    Some((h as usize, lo.min(hi), hi))
+    let (lo, hi) = col_span(g, kj);
+    Some((h as usize, lo, hi))
 }
 
-/// Unfold one sample `[C, H, W]` into `cols` `[C*kh*kw, Ho*Wo]` (zeros for padding).
-fn im2col<T: Gemm>(x: &[T], g: &ConvGeom, cols: &mut [T]) {
-    let (l, hw) = (g.ho * g.wo, g.h * g.w);
-    let off = |kj: usize| (kj * g.dw) as isize - g.pw as isize;
-    for (r, row) in cols.chunks_mut(l).enumerate() {
-        let (c, ki, kj) = (r / (g.kh * g.kw), (r / g.kw) % g.kh, r % g.kw);
-        let plane = &x[c * hw..(c + 1) * hw];
-        for (oh, dst) in row.chunks_mut(g.wo).enumerate() {
-            let Some((h, lo, hi)) = row_span(g, ki, kj, oh) else {
-                dst.fill(T::zero());
-                continue;
-            };
-            let src = &plane[h * g.w..(h + 1) * g.w];
-            dst[..lo].fill(T::zero());
-            dst[hi..].fill(T::zero());
-            let first = (lo * g.sw) as isize + off(kj);
-            if g.sw == 1 {
-                dst[lo..hi].copy_from_slice(&src[first as usize..first as usize + hi - lo]);
-            } else {
-                for (i, d) in dst[lo..hi].iter_mut().enumerate() {
-                    *d = src[first as usize + i * g.sw];
-                }
-            }
-        }
-    }
-}
-
-/// Fold `cols` `[C*kh*kw, Ho*Wo]` into one sample `[C, H, W]`, summing overlaps (im2col's adjoint).
+/// Fold `cols` `[C*kh*kw, Ho*Wo]` into one sample `[C, H, W]`, summing overlaps (the unfold's adjoint).
 fn col2im<T: Gemm>(cols: &[T], g: &ConvGeom, x: &mut [T]) {
     let (l, hw) = (g.ho * g.wo, g.h * g.w);
     x.fill(T::zero());

@@ -16,6 +16,7 @@
 
 mod conv;
 mod elementwise;
+mod gemm;
 mod index;
 mod matmul;
 mod norm;
@@ -26,6 +27,27 @@ mod sort;
 pub mod vmath;
 
 pub(crate) use conv::*;
+
+/// The f32 GEMM microkernels that matmul, linear and conv2d use on this CPU: the instruction set
+/// and the register tiles (each product takes the tile that pads its output least), e.g.
+/// `"avx512 12×32, 8×48"`, `"avx2 6×16"` or `"baseline 4×8"`. They follow [`vmath::isa`], so
+/// `WGTORCH_CPU_ISA` forces them too.
+///
+/// ```
+/// let k = wgtorch::backend::cpu::gemm_kernel();
+/// assert!(["avx512 ", "avx2 ", "baseline "].iter().any(|p| k.starts_with(p)), "{k}");
+/// ```
+pub fn gemm_kernel() -> String {
+    use gemm::Gemm;
+    let ks = f32::kernels(vmath::isa());
+    let isa = match ks[0].isa {
+        vmath::Isa::Avx512 => "avx512",
+        vmath::Isa::Avx2 => "avx2",
+        vmath::Isa::Baseline => "baseline",
+    };
+    let tiles: Vec<String> = ks.iter().map(|k| format!("{}×{}", k.mr, k.nr)).collect();
+    format!("{isa} {}", tiles.join(", "))
+}
 pub(crate) use elementwise::*;
 pub(crate) use index::*;
 pub(crate) use matmul::*;

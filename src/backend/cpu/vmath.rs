@@ -280,6 +280,12 @@ fn detect_hw() -> Isa {
     }
 }
 
+/// The widest instruction set this CPU has, whatever `WGTORCH_CPU_ISA` asks for.
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn supported() -> Isa {
+    detect_hw()
+}
+
 fn detect() -> Isa {
     let best = detect_hw();
     match std::env::var("WGTORCH_CPU_ISA").as_deref() {

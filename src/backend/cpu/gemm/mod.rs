@@ -1,0 +1,374 @@
+//! CPU matrix multiply: `C = A·B + beta·C` with packed panels and register-tiled microkernels
+//! for the widest vector instruction set the CPU has (AVX-512F, AVX2 + FMA, or a portable loop;
+//! [`kernel`]), blocked for the caches, and split over rayon only when each task keeps enough
+//! work to gain from it.
+//!
+//! The operands are [`Source`]s, so a convolution packs its unfolded input straight from the
+//! image (`conv.rs`), and a transposed operand is packed from its own layout without a copy.
+//! Products with a single row or column go to a dot-product/axpy path instead (a matrix-vector
+//! product gains nothing from packing).
+//!
+//! Blocking (the BLIS loop order): for each `NC`-column block of B, for each `KC`-deep slice,
+//! pack the `KC×NC` block of B (it stays in L2); for each `MC`-row block of A pack it, then run
+//! the microkernel over every (A panel, B panel) pair, the A panel (`MR×KC`) staying in L1.
+//! Each element of C sums its products in the same order whatever the thread count, so results
+//! do not depend on `RAYON_NUM_THREADS`.
+
+mod kernel;
+mod pack;
+#[cfg(test)]
+mod tests;
+
+pub(crate) use kernel::Kernel;
+pub(crate) use pack::{Source, Strided, Transposed};
+
+use super::vmath::{self, Isa};
+use super::CpuElem;
+use rayon::prelude::*;
+use std::cell::RefCell;
+
+/// Depth of a packed slice.
+const KC: usize = 384;
+/// Rows of A packed at once (a multiple of every kernel's `MR`).
+const MC: usize = 240;
+/// Columns of B packed at once (a multiple of every kernel's `NR`).
+const NC: usize = 384;
+/// Products whose block of C is at most this wide read a row-major A in place.
+const DIRECT_A_MAX_N: usize = 512;
+/// A product is split over threads only into pieces of at least this many multiply-adds (a few
+/// microseconds of work, more than a rayon task costs).
+const MIN_TASK_MACS: usize = 1 << 18;
+
+const _: () = assert!(KC <= pack::MAX_RUN && MC <= pack::MAX_RUN && NC <= pack::MAX_RUN);
+// Whole panels of every kernel (MR 4, 6, 8, 12; NR 8, 16, 32, 48) fit the blocks.
+const _: () = assert!(MC.is_multiple_of(24) && NC.is_multiple_of(96));
+
+/// Float types with GEMM kernels.
+pub(crate) trait Gemm:
+    CpuElem + num_traits::Float + std::ops::AddAssign + Send + Sync + Default
+{
+    /// The microkernels for `isa`, or for the widest set below it that the CPU runs.
+    fn kernels(isa: Isa) -> Vec<Kernel<Self>>;
+
+    /// The microkernel for an `m×n` product on the instruction set in use (`vmath::isa`): of
+    /// the set's kernels, the one that pads C least.
+    fn kernel(m: usize, n: usize) -> Kernel<Self>;
+}
+
+impl Gemm for f32 {
+    fn kernels(isa: Isa) -> Vec<Kernel<f32>> {
+        kernel::f32_kernels(isa)
+    }
+    fn kernel(m: usize, n: usize) -> Kernel<f32> {
+        static KERNELS: std::sync::OnceLock<Vec<Kernel<f32>>> = std::sync::OnceLock::new();
+        kernel::fitted(KERNELS.get_or_init(|| f32::kernels(vmath::isa())), m, n)
+    }
+}
+
+impl Gemm for f64 {
+    fn kernels(_: Isa) -> Vec<Kernel<f64>> {
+        vec![kernel::portable_kernel()]
+    }
+    fn kernel(_: usize, _: usize) -> Kernel<f64> {
+        kernel::portable_kernel()
+    }
+}
+
+/// `c = a·b + beta·c` for an `m×k` by `k×n` product of strided operands: `sa` and `sb` are the
+/// (row, column) strides of `a` and `b` in elements, `c` is row-major with row stride `ldc`.
+/// With `beta = 0` C's old contents are not read (NaN included), as in BLAS.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn gemm<T: Gemm>(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: &[T],
+    sa: [usize; 2],
+    b: &[T],
+    sb: [usize; 2],
+    beta: T,
+    c: &mut [T],
+    ldc: usize,
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    let last = |rows: usize, s: [usize; 2], cols: usize| {
+        (rows.max(1) - 1) * s[0] + (cols.max(1) - 1) * s[1]
+    };
+    assert!(
+        k == 0 || (last(m, sa, k) < a.len() && last(k, sb, n) < b.len()),
+        "gemm: operand out of bounds"
+    );
+    if k > 0 && (m == 1 || n == 1) {
+        check_c(m, n, c.len(), ldc);
+        if m == 1 {
+            gemv(k, n, (a, sa[1]), (b, sb), beta, (c, 1));
+        } else {
+            gemv(k, m, (b, sb[0]), (a, [sa[1], sa[0]]), beta, (c, ldc));
+        }
+        return;
+    }
+    let (a, b) = (
+        Strided {
+            data: a,
+            rs: sa[0],
+            cs: sa[1],
+        },
+        Strided {
+            data: b,
+            rs: sb[0],
+            cs: sb[1],
+        },
+    );
+    gemm_src(m, k, n, &a, &b, beta, c, ldc, T::kernel(m, n));
+}
+
+/// `c` holds an `m×n` matrix with row stride `ldc`.
+fn check_c(m: usize, n: usize, len: usize, ldc: usize) {
+    let need = (m - 1)
+        .checked_mul(ldc)
+        .and_then(|v| v.checked_add(n))
+        .expect("gemm: C's extent overflows");
+    assert!(need <= len && (m == 1 || n <= ldc), "gemm: C out of bounds");
+}
+
+/// A pointer to C that rayon tasks share; each task writes a disjoint block.
+#[derive(Clone, Copy)]
+struct CPtr<T>(*mut T);
+// SAFETY: tasks write disjoint blocks of C (see `gemm_src`), and nothing reads C meanwhile.
+unsafe impl<T> Send for CPtr<T> {}
+unsafe impl<T> Sync for CPtr<T> {}
+
+/// `c = a·b + beta·c` for sources `a` (`m×k`) and `b` (`k×n`) with `kernel`; `c` row-major with
+/// row stride `ldc`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn gemm_src<T: Gemm>(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: &impl Source<T>,
+    b: &impl Source<T>,
+    beta: T,
+    c: &mut [T],
+    ldc: usize,
+    kernel: Kernel<T>,
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    check_c(m, n, c.len(), ldc);
+    // beta = 0 overwrites C in the first slice; another beta other than 1 scales it first.
+    let accumulate = beta != T::zero();
+    if k == 0 || (accumulate && beta != T::one()) {
+        for r in 0..m {
+            let row = &mut c[r * ldc..r * ldc + n];
+            if accumulate {
+                row.iter_mut().for_each(|v| *v = *v * beta);
+            } else {
+                row.fill(T::zero());
+            }
+        }
+        if k == 0 {
+            return;
+        }
+    }
+    // Split the longer side of C into equal pieces (whole tiles), one task each, when each
+    // piece keeps at least MIN_TASK_MACS of work.
+    let macs = m.saturating_mul(n).saturating_mul(k);
+    let pieces = rayon::current_num_threads()
+        .min(macs / MIN_TASK_MACS)
+        .max(1);
+    let by_rows = m >= n;
+    let (len, unit) = if by_rows {
+        (m, kernel.mr)
+    } else {
+        (n, kernel.nr)
+    };
+    let step = len.div_ceil(unit).div_ceil(pieces) * unit;
+    let cp = CPtr(c.as_mut_ptr());
+    let task = |i: usize| {
+        let (p0, p1) = (i * step, ((i + 1) * step).min(len));
+        if p0 >= p1 {
+            return;
+        }
+        let (rows, cols) = if by_rows {
+            (p0..p1, 0..n)
+        } else {
+            (0..m, p0..p1)
+        };
+        // SAFETY: C's extent was checked above; the pieces are disjoint blocks of C.
+        unsafe { block(a, b, k, rows, cols, cp, ldc, accumulate, kernel) };
+    };
+    if pieces == 1 {
+        task(0);
+    } else {
+        (0..pieces).into_par_iter().for_each(task);
+    }
+}
+
+thread_local! {
+    /// Each thread's packing buffers (A and B), kept between calls: a fresh buffer per call
+    /// would fault its pages in every time.
+    static SCRATCH: RefCell<(Vec<u64>, Vec<u64>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+}
+
+/// Run `f` with two zeroed-or-reused scratch slices of `na` and `nb` elements.
+fn with_scratch<T: Gemm, R>(na: usize, nb: usize, f: impl FnOnce(&mut [T], &mut [T]) -> R) -> R {
+    let words = |n: usize| (n * std::mem::size_of::<T>()).div_ceil(8);
+    let view = |v: &mut Vec<u64>, n: usize| -> &mut [T] {
+        if v.len() < words(n) {
+            v.resize(words(n), 0);
+        }
+        // SAFETY: `T` is f32 or f64 (plain old data, alignment ≤ 8) and the words cover `n`.
+        unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut T, n) }
+    };
+    SCRATCH.with(|s| match s.try_borrow_mut() {
+        Ok(mut s) => {
+            let (va, vb) = &mut *s;
+            f(view(va, na), view(vb, nb))
+        }
+        // Re-entered on this thread (not done today): fresh buffers.
+        Err(_) => {
+            let (mut va, mut vb) = (Vec::new(), Vec::new());
+            f(view(&mut va, na), view(&mut vb, nb))
+        }
+    })
+}
+
+/// One task's block of C: rows `rows`, columns `cols`, all of k.
+///
+/// # Safety
+/// `c` addresses the whole `m×n` C (row stride `ldc`) and no other task touches this block.
+#[allow(clippy::too_many_arguments)]
+unsafe fn block<T: Gemm>(
+    a: &impl Source<T>,
+    b: &impl Source<T>,
+    k: usize,
+    rows: std::ops::Range<usize>,
+    cols: std::ops::Range<usize>,
+    c: CPtr<T>,
+    ldc: usize,
+    accumulate: bool,
+    kern: Kernel<T>,
+) {
+    let (mr, nr) = (kern.mr, kern.nr);
+    let kc_max = KC.min(k);
+    let mc_max = MC.min(rows.len().div_ceil(mr) * mr);
+    let nc_max = NC.min(cols.len().div_ceil(nr) * nr);
+    // A row-major A is read in place when C is narrow (each element of A then serves few
+    // columns, and packing it would cost a fair part of using it: a 3×3 convolution at 7×7 ran
+    // 1.7× faster so); otherwise A is packed, which also keeps its rows from evicting one
+    // another from L1 when their stride is a multiple of 4 KiB.
+    let direct = a
+        .strided()
+        .filter(|s| s.cs == 1 && cols.len() <= DIRECT_A_MAX_N);
+    let a_words = if direct.is_some() { 0 } else { mc_max * kc_max };
+    with_scratch::<T, _>(a_words, kc_max * nc_max, |ap, bp| {
+        for jc in cols.clone().step_by(NC) {
+            let nc = NC.min(cols.end - jc);
+            for pc in (0..k).step_by(KC) {
+                let kc = KC.min(k - pc);
+                pack::pack(b, pc, kc, jc, nc, nr, bp);
+                let acc = accumulate || pc > 0;
+                for ic in rows.clone().step_by(MC) {
+                    let mc = MC.min(rows.end - ic);
+                    if direct.is_none() {
+                        pack::pack(&Transposed(a), pc, kc, ic, mc, mr, ap);
+                    }
+                    for ir in (0..mc).step_by(mr) {
+                        let (apanel, sa) = match direct {
+                            Some(s) => (&s.data[(ic + ir) * s.rs + pc..], [s.rs, 1]),
+                            None => (&ap[ir * kc..(ir + mr) * kc], [1, mr]),
+                        };
+                        for jr in (0..nc).step_by(nr) {
+                            let bpanel = &bp[jr * kc..(jr + nr) * kc];
+                            // SAFETY: the tile is inside this task's block (the caller's
+                            // contract), `mr.min(..)` rows and `nr.min(..)` columns.
+                            unsafe {
+                                kern.tile(
+                                    kc,
+                                    apanel,
+                                    sa,
+                                    bpanel,
+                                    c.0.add((ic + ir) * ldc + jc + jr),
+                                    ldc,
+                                    mr.min(mc - ir),
+                                    nr.min(nc - jr),
+                                    acc,
+                                )
+                            };
+                        }
+                    }
+                }
+            }
+        }
+    })
+}
+
+/// `y[j] = beta·y[j] + Σ_kk x[kk]·B[kk, j]` for `j < n`: a matrix-vector product (`x` with
+/// stride `sx`, B with strides `sb`, `y` with stride `sy`), by dot products when B's columns are
+/// contiguous and by row updates otherwise, split over threads when large.
+fn gemv<T: Gemm>(
+    k: usize,
+    n: usize,
+    (x, sx): (&[T], usize),
+    (b, sb): (&[T], [usize; 2]),
+    beta: T,
+    (y, sy): (&mut [T], usize),
+) {
+    let xs: Vec<T> = (0..k).map(|i| x[i * sx]).collect();
+    let mut out = vec![T::zero(); n];
+    let parallel = k.saturating_mul(n) >= 2 * MIN_TASK_MACS;
+    let chunk = if parallel {
+        n.div_ceil(rayon::current_num_threads()).max(1)
+    } else {
+        n
+    };
+    let fill = |ci: usize, part: &mut [T]| {
+        let j0 = ci * chunk;
+        if sb[0] == 1 {
+            for (jj, o) in part.iter_mut().enumerate() {
+                let col = &b[(j0 + jj) * sb[1]..(j0 + jj) * sb[1] + k];
+                *o = dot(&xs, col);
+            }
+        } else {
+            for (kk, &xv) in xs.iter().enumerate() {
+                let at = kk * sb[0] + j0 * sb[1];
+                if sb[1] == 1 {
+                    let row = &b[at..at + part.len()];
+                    part.iter_mut().zip(row).for_each(|(o, &v)| *o += xv * v);
+                } else {
+                    for (jj, o) in part.iter_mut().enumerate() {
+                        *o += xv * b[at + jj * sb[1]];
+                    }
+                }
+            }
+        }
+    };
+    if parallel {
+        out.par_chunks_mut(chunk)
+            .enumerate()
+            .for_each(|(ci, p)| fill(ci, p));
+    } else {
+        fill(0, &mut out);
+    }
+    for (j, v) in out.into_iter().enumerate() {
+        let yj = &mut y[j * sy];
+        *yj = if beta == T::zero() { v } else { beta * *yj + v };
+    }
+}
+
+/// `Σ x[i]·y[i]` over eight running sums (so the loop vectorises).
+fn dot<T: Gemm>(x: &[T], y: &[T]) -> T {
+    let mut s = [T::zero(); 8];
+    let (xc, yc) = (x.chunks_exact(8), y.chunks_exact(8));
+    let (xr, yr) = (xc.remainder(), yc.remainder());
+    for (a, b) in xc.zip(yc) {
+        for i in 0..8 {
+            s[i] += a[i] * b[i];
+        }
+    }
+    let tail = xr.iter().zip(yr).fold(T::zero(), |t, (&a, &b)| t + a * b);
+    ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7])) + tail
+}

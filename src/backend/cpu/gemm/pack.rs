@@ -1,0 +1,222 @@
+//! The GEMM's operands and their packing. An operand is any [`Source`]: a strided view of a
+//! buffer, the transpose of another source, or a convolution's unfolded input computed while it
+//! is packed (so the unfolded matrix is never written out). Packing copies a block of the
+//! operand into consecutive panels, each `kc` groups of `width` elements, zero-padded past the
+//! block's edge, which is the order the microkernels read.
+
+use super::Gemm;
+
+/// A matrix the GEMM reads by rows or by columns.
+pub(crate) trait Source<T>: Sync {
+    /// `out[i] = self[r, c0 + i]`.
+    fn row(&self, r: usize, c0: usize, out: &mut [T]);
+    /// `out[i] = self[r0 + i, c]`.
+    fn col(&self, c: usize, r0: usize, out: &mut [T]);
+    /// Whether rows are the cheaper direction to read.
+    fn by_rows(&self) -> bool;
+    /// The source as a strided view, when it is one (packed by a faster path).
+    fn strided(&self) -> Option<Strided<'_, T>> {
+        None
+    }
+}
+
+impl<T, S: Source<T> + ?Sized> Source<T> for &S {
+    fn row(&self, r: usize, c0: usize, out: &mut [T]) {
+        (**self).row(r, c0, out)
+    }
+    fn col(&self, c: usize, r0: usize, out: &mut [T]) {
+        (**self).col(c, r0, out)
+    }
+    fn by_rows(&self) -> bool {
+        (**self).by_rows()
+    }
+    fn strided(&self) -> Option<Strided<'_, T>> {
+        (**self).strided()
+    }
+}
+
+/// A strided view: element `[r, c]` is `data[r * rs + c * cs]`.
+#[derive(Clone, Copy)]
+pub(crate) struct Strided<'a, T> {
+    /// The elements.
+    pub data: &'a [T],
+    /// Row stride.
+    pub rs: usize,
+    /// Column stride.
+    pub cs: usize,
+}
+
+/// Read `out.len()` elements from `data` starting at `first`, `step` apart.
+#[inline]
+fn gather<T: Copy>(data: &[T], first: usize, step: usize, out: &mut [T]) {
+    if step == 1 {
+        out.copy_from_slice(&data[first..first + out.len()]);
+    } else {
+        for (i, o) in out.iter_mut().enumerate() {
+            *o = data[first + i * step];
+        }
+    }
+}
+
+impl<T: Copy + Sync> Source<T> for Strided<'_, T> {
+    fn row(&self, r: usize, c0: usize, out: &mut [T]) {
+        gather(self.data, r * self.rs + c0 * self.cs, self.cs, out);
+    }
+    fn col(&self, c: usize, r0: usize, out: &mut [T]) {
+        gather(self.data, r0 * self.rs + c * self.cs, self.rs, out);
+    }
+    fn by_rows(&self) -> bool {
+        self.cs == 1 || self.rs != 1
+    }
+    fn strided(&self) -> Option<Strided<'_, T>> {
+        Some(*self)
+    }
+}
+
+/// The transpose of a source: `[r, c]` is the inner source's `[c, r]`.
+pub(crate) struct Transposed<S>(pub S);
+
+impl<T, S: Source<T>> Source<T> for Transposed<S> {
+    fn row(&self, r: usize, c0: usize, out: &mut [T]) {
+        self.0.col(r, c0, out)
+    }
+    fn col(&self, c: usize, r0: usize, out: &mut [T]) {
+        self.0.row(c, r0, out)
+    }
+    fn by_rows(&self) -> bool {
+        !self.0.by_rows()
+    }
+    fn strided(&self) -> Option<Strided<'_, T>> {
+        self.0.strided().map(|s| Strided {
+            data: s.data,
+            rs: s.cs,
+            cs: s.rs,
+        })
+    }
+}
+
+/// The longest run `pack` reads at once: the larger of the blocking's `KC` and `NC`/`MC`.
+pub(super) const MAX_RUN: usize = 512;
+
+/// Pack rows `k0..k0+kc` and columns `n0..n0+n` of `src` into `dst` as `ceil(n / width)`
+/// panels; panel `p` holds `kc` groups of `width` elements (column `n0 + p*width + j` of row
+/// `k0 + kk` at `p*kc*width + kk*width + j`), zero past column `n0 + n`. B is packed as it is;
+/// A is packed as `Transposed(A)`, so its panels run along its rows.
+pub(super) fn pack<T: Gemm>(
+    src: &impl Source<T>,
+    k0: usize,
+    kc: usize,
+    n0: usize,
+    n: usize,
+    width: usize,
+    dst: &mut [T],
+) {
+    assert!(
+        kc <= MAX_RUN && n <= MAX_RUN && dst.len() >= n.div_ceil(width) * kc * width,
+        "gemm: pack block too large"
+    );
+    // The panel width is a constant in each copy, so the copies below compile to vector moves.
+    match width {
+        4 => pack_w::<T, 4>(src, k0, kc, n0, n, dst),
+        6 => pack_w::<T, 6>(src, k0, kc, n0, n, dst),
+        8 => pack_w::<T, 8>(src, k0, kc, n0, n, dst),
+        12 => pack_w::<T, 12>(src, k0, kc, n0, n, dst),
+        16 => pack_w::<T, 16>(src, k0, kc, n0, n, dst),
+        32 => pack_w::<T, 32>(src, k0, kc, n0, n, dst),
+        48 => pack_w::<T, 48>(src, k0, kc, n0, n, dst),
+        _ => panic!("gemm: no kernel has {width}-wide panels"),
+    }
+}
+
+fn pack_w<T: Gemm, const W: usize>(
+    src: &impl Source<T>,
+    k0: usize,
+    kc: usize,
+    n0: usize,
+    n: usize,
+    dst: &mut [T],
+) {
+    let full = n / W;
+    let panels = n.div_ceil(W);
+    if let Some(s) = src.strided() {
+        if kc == 0 || n == 0 {
+            return;
+        }
+        let last = (k0 + kc - 1) * s.rs + (n0 + n - 1) * s.cs;
+        assert!(last < s.data.len(), "gemm: operand out of bounds");
+        if s.cs == 1 {
+            // Rows contiguous: a few rows at a time, each read front to back, so that the
+            // writes go to few places at once (panels are a multiple of 4 KiB apart, which
+            // would evict one another from L1 if every row wrote every panel).
+            const ROWS: usize = 8;
+            for k1 in (0..kc).step_by(ROWS) {
+                for p in 0..panels {
+                    for kk in k1..kc.min(k1 + ROWS) {
+                        let row = &s.data[(k0 + kk) * s.rs + n0..][..n];
+                        let at = p * kc * W + kk * W;
+                        let group: &mut [T; W] = (&mut dst[at..at + W]).try_into().expect("W");
+                        if p < full {
+                            group.copy_from_slice(&row[p * W..(p + 1) * W]);
+                        } else {
+                            let tail = &row[p * W..];
+                            group[..tail.len()].copy_from_slice(tail);
+                            group[tail.len()..].fill(T::zero());
+                        }
+                    }
+                }
+            }
+        } else {
+            // Columns contiguous (or neither): read each column of the block front to back
+            // into its panel (`W` apart, in L1).
+            for p in 0..panels {
+                let panel = &mut dst[p * kc * W..(p + 1) * kc * W];
+                for j in 0..W {
+                    if p * W + j >= n {
+                        panel.chunks_exact_mut(W).for_each(|g| g[j] = T::zero());
+                        continue;
+                    }
+                    let base = k0 * s.rs + (n0 + p * W + j) * s.cs;
+                    for (kk, g) in panel.chunks_exact_mut(W).enumerate() {
+                        // SAFETY: `base + kk*rs` is at most `last` (asserted) for `kk < kc`.
+                        g[j] = unsafe { *s.data.get_unchecked(base + kk * s.rs) };
+                    }
+                }
+            }
+        }
+        return;
+    }
+    let mut run = [T::zero(); MAX_RUN];
+    if src.by_rows() {
+        let run = &mut run[..n];
+        for kk in 0..kc {
+            src.row(k0 + kk, n0, run);
+            for p in 0..panels {
+                let at = p * kc * W + kk * W;
+                let group: &mut [T; W] = (&mut dst[at..at + W]).try_into().expect("W elements");
+                if p < full {
+                    group.copy_from_slice(&run[p * W..(p + 1) * W]);
+                } else {
+                    let tail = &run[p * W..];
+                    group[..tail.len()].copy_from_slice(tail);
+                    group[tail.len()..].fill(T::zero());
+                }
+            }
+        }
+    } else {
+        let run = &mut run[..kc];
+        for j in 0..panels * W {
+            let (p, jj) = (j / W, j % W);
+            let panel = &mut dst[p * kc * W..(p + 1) * kc * W];
+            if j < n {
+                src.col(n0 + j, k0, run);
+                for (group, &v) in panel.chunks_exact_mut(W).zip(run.iter()) {
+                    group[jj] = v;
+                }
+            } else {
+                panel
+                    .chunks_exact_mut(W)
+                    .for_each(|group| group[jj] = T::zero());
+            }
+        }
+    }
+}

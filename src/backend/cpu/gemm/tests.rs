@@ -1,0 +1,196 @@
+//! Every microkernel against a scalar reference, on shapes that cross the blocking (`KC`, `MC`,
+//! `NC`), edge tiles, transposed operands, and each `beta`.
+
+use super::*;
+
+/// A deterministic pseudo-random matrix in [-1, 1).
+fn mat(len: usize, seed: u64) -> Vec<f64> {
+    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..len)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s >> 11) as f64 / (1u64 << 52) as f64 - 1.0
+        })
+        .collect()
+}
+
+/// `beta·c + a·b` in f64, strided as `gemm` takes them.
+#[allow(clippy::too_many_arguments)]
+fn reference(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: &[f64],
+    sa: [usize; 2],
+    b: &[f64],
+    sb: [usize; 2],
+    beta: f64,
+    c: &[f64],
+) -> Vec<f64> {
+    let mut out = vec![0.0; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            let s: f64 = (0..k)
+                .map(|p| a[i * sa[0] + p * sa[1]] * b[p * sb[0] + j * sb[1]])
+                .sum();
+            out[i * n + j] = if beta == 0.0 {
+                s
+            } else {
+                beta * c[i * n + j] + s
+            };
+        }
+    }
+    out
+}
+
+/// Run one product on every path (f32 kernels for each ISA, f64) and compare.
+fn check(m: usize, k: usize, n: usize, ta: bool, tb: bool, beta: f64) {
+    let (a, b) = (mat(m * k, 1), mat(k * n, 2));
+    let c0 = mat(m * n, 3);
+    let sa = if ta { [1, m] } else { [k, 1] };
+    let sb = if tb { [1, k] } else { [n, 1] };
+    let want = reference(m, k, n, &a, sa, &b, sb, beta, &c0);
+    let tol = 1e-5 * (k as f64).sqrt() * 4.0;
+    let (af, bf): (Vec<f32>, Vec<f32>) = (
+        a.iter().map(|&v| v as f32).collect(),
+        b.iter().map(|&v| v as f32).collect(),
+    );
+    for kern in [Isa::Baseline, Isa::Avx2, Isa::Avx512]
+        .into_iter()
+        .flat_map(f32::kernels)
+    {
+        // beta = 0 must ignore C's old contents, NaN included.
+        let mut c: Vec<f32> = if beta == 0.0 {
+            vec![f32::NAN; m * n]
+        } else {
+            c0.iter().map(|&v| v as f32).collect()
+        };
+        let (sra, srb) = (
+            Strided {
+                data: &af[..],
+                rs: sa[0],
+                cs: sa[1],
+            },
+            Strided {
+                data: &bf[..],
+                rs: sb[0],
+                cs: sb[1],
+            },
+        );
+        gemm_src(m, k, n, &sra, &srb, beta as f32, &mut c, n, kern);
+        for (i, (&g, &w)) in c.iter().zip(&want).enumerate() {
+            assert!(
+                (g as f64 - w).abs() <= tol,
+                "{:?} {}×{} kernel, {m}×{k}×{n} ta {ta} tb {tb} beta {beta}: [{i}] {g} vs {w}",
+                kern.isa,
+                kern.mr,
+                kern.nr
+            );
+        }
+    }
+    let mut c = if beta == 0.0 {
+        vec![f64::NAN; m * n]
+    } else {
+        c0.clone()
+    };
+    gemm(m, k, n, &a, sa, &b, sb, beta, &mut c, n);
+    for (i, (&g, &w)) in c.iter().zip(&want).enumerate() {
+        assert!(
+            (g - w).abs() <= 1e-12 * k as f64,
+            "f64 {m}×{k}×{n}: [{i}] {g} vs {w}"
+        );
+    }
+}
+
+#[test]
+fn every_kernel_matches_the_reference() {
+    // Edge tiles in both directions, one full tile, a single slice.
+    check(13, 7, 37, false, false, 0.0);
+    check(12, 5, 32, false, false, 1.0);
+    // Deeper than KC, taller than MC, wider than NC (blocks and their edges).
+    check(250, 300, 9, false, true, 0.5);
+    check(7, 260, 530, true, false, 1.0);
+    check(30, 40, 50, true, true, 0.0);
+    // A row-major A read in place (narrow C) and packed (wide C).
+    check(25, 30, 100, false, false, 1.0);
+    check(25, 30, 600, false, false, 1.0);
+}
+
+#[test]
+fn each_product_takes_the_tile_that_pads_least() {
+    let k = |mr, nr| {
+        let mut k: Kernel<f32> = f32::kernels(Isa::Baseline)[0];
+        (k.mr, k.nr) = (mr, nr);
+        k
+    };
+    let set = [k(12, 32), k(8, 48)];
+    let pick = |m, n| {
+        let f = kernel::fitted(&set, m, n);
+        (f.mr, f.nr)
+    };
+    assert_eq!(pick(64, 3136), (8, 48));
+    assert_eq!(pick(512, 49), (12, 32));
+    assert_eq!(pick(96, 96), (12, 32)); // a tie keeps the first
+}
+
+#[test]
+fn vectors_and_empty_products() {
+    // m = 1 and n = 1 take the matrix-vector path; both layouts of the matrix.
+    for (m, n) in [(1, 300), (300, 1), (1, 1)] {
+        for (ta, tb) in [(false, false), (true, true)] {
+            check(m, 70, n, ta, tb, 0.0);
+            check(m, 70, n, ta, tb, 2.0);
+        }
+    }
+    // k = 0: C = beta·C (beta = 0 writes zeros over NaN).
+    let mut c = vec![f32::NAN; 6];
+    gemm::<f32>(2, 0, 3, &[], [0, 1], &[], [3, 1], 0.0, &mut c, 3);
+    assert_eq!(c, vec![0.0; 6]);
+    let mut c = vec![2.0f32; 6];
+    gemm::<f32>(2, 0, 3, &[], [0, 1], &[], [3, 1], 0.5, &mut c, 3);
+    assert_eq!(c, vec![1.0; 6]);
+}
+
+#[test]
+fn results_do_not_depend_on_the_split() {
+    // Large enough to split over the threads; the same bits as one task.
+    let (m, k, n) = (96, 200, 700);
+    let (a, b): (Vec<f32>, Vec<f32>) = (
+        mat(m * k, 4).iter().map(|&v| v as f32).collect(),
+        mat(k * n, 5).iter().map(|&v| v as f32).collect(),
+    );
+    let one = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    let two = rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .unwrap();
+    let run = |pool: &rayon::ThreadPool| {
+        let mut c = vec![0f32; m * n];
+        pool.install(|| gemm(m, k, n, &a, [k, 1], &b, [n, 1], 0.0, &mut c, n));
+        c
+    };
+    assert_eq!(run(&one), run(&two));
+}
+
+#[test]
+#[should_panic(expected = "gemm: operand out of bounds")]
+fn out_of_bounds_operands_are_refused() {
+    let mut c = vec![0f32; 4];
+    gemm::<f32>(
+        2,
+        3,
+        2,
+        &[0.0; 5],
+        [3, 1],
+        &[0.0; 6],
+        [2, 1],
+        0.0,
+        &mut c,
+        2,
+    );
+}
