@@ -252,13 +252,13 @@ pub(crate) fn col2im(cols: &CpuStorage, g: &ConvGeom) -> CpuStorage {
                 let mut acc = 0.0f64;
                 for ki in 0..g.kh {
                     let hh = (h + g.ph) as isize - (ki * g.dh) as isize;
-                    if hh < 0 || hh as usize % g.sh != 0 || hh as usize / g.sh >= g.ho {
+                    if hh < 0 || !(hh as usize).is_multiple_of(g.sh) || hh as usize / g.sh >= g.ho {
                         continue;
                     }
                     let oh = hh as usize / g.sh;
                     for kj in 0..g.kw {
                         let ww = (w + g.pw) as isize - (kj * g.dw) as isize;
-                        if ww < 0 || ww as usize % g.sw != 0 || ww as usize / g.sw >= g.wo {
+                        if ww < 0 || !(ww as usize).is_multiple_of(g.sw) || ww as usize / g.sw >= g.wo {
                             continue;
                         }
                         let ow = ww as usize / g.sw;
@@ -335,6 +335,10 @@ pub(crate) fn max_pool(x: &CpuStorage, g: &ConvGeom) -> (CpuStorage, CpuStorage)
         let mut out = pool::any(n);
         let rows: Vec<_> = (0..g.ho).map(|oh| tap_range(oh, g.sh, g.dh, g.ph, g.kh, g.h)).collect();
         let cols: Vec<_> = (0..g.wo).map(|ow| tap_range(ow, g.sw, g.dw, g.pw, g.kw, g.w)).collect();
+        // A full window's taps relative to its first, in (ki, kj) order.
+        let offsets: Vec<usize> = (0..g.kh)
+            .flat_map(|ki| (0..g.kw).map(move |kj| ki * g.dh * g.w + kj * g.dw))
+            .collect();
         out.par_chunks_mut(g.ho * g.wo).zip(idx.par_chunks_mut(g.ho * g.wo)).enumerate().for_each(|(plane, (o, ix))| {
             let src = &v[plane * g.h * g.w..(plane + 1) * g.h * g.w];
             let ConvGeom { w: ww, sh, sw, ph, pw, dh, dw, wo, .. } = *g;
@@ -347,13 +351,14 @@ pub(crate) fn max_pool(x: &CpuStorage, g: &ConvGeom) -> (CpuStorage, CpuStorage)
                     kj.clone().map(move |kj| row + ow * sw + kj * dw - pw)
                 })
             };
-            // 2x2 windows at stride 2 without padding (the common case) index directly.
-            let plain2 = g.kh == 2 && g.kw == 2 && sh == 2 && sw == 2 && ph == 0 && pw == 0;
+            // Windows wholly inside the input read fixed offsets from their corner; the others
+            // (padding cut off some taps) enumerate their taps.
+            let (kh, kw) = (g.kh, g.kw);
             for (p, (o, ix)) in o.iter_mut().zip(ix.iter_mut()).enumerate() {
                 let (oh, ow) = (p / wo, p % wo);
-                (*o, *ix) = if plain2 {
-                    let q = 2 * oh * ww + 2 * ow;
-                    window(src, || [q, q + 1, q + ww, q + ww + 1].into_iter())
+                (*o, *ix) = if rows[oh].len() == kh && cols[ow].len() == kw {
+                    let corner = (oh * sh - ph) * ww + ow * sw - pw;
+                    window(src, || offsets.iter().map(move |&d| corner + d))
                 } else {
                     window(src, || taps(oh, ow))
                 };
