@@ -33,8 +33,6 @@ const KC: usize = 384;
 const MC: usize = 240;
 /// Columns of B packed at once (a multiple of every kernel's `NR`).
 const NC: usize = 384;
-/// Products whose block of C is at most this wide read a row-major A in place.
-const DIRECT_A_MAX_N: usize = 512;
 /// A product is split over threads only into pieces of at least this many multiply-adds (a few
 /// microseconds of work, more than a rayon task costs).
 const MIN_TASK_MACS: usize = 1 << 18;
@@ -216,12 +214,16 @@ thread_local! {
 /// Run `f` with two zeroed-or-reused scratch slices of `na` and `nb` elements.
 fn with_scratch<T: Gemm, R>(na: usize, nb: usize, f: impl FnOnce(&mut [T], &mut [T]) -> R) -> R {
     let words = |n: usize| (n * std::mem::size_of::<T>()).div_ceil(8);
+    // Panels start on a cache line (64 bytes): a vector load that straddles two lines costs
+    // about twice as much, and the allocator guarantees only 8 bytes.
     let view = |v: &mut Vec<u64>, n: usize| -> &mut [T] {
-        if v.len() < words(n) {
-            v.resize(words(n), 0);
+        if v.len() < words(n) + 8 {
+            v.resize(words(n) + 8, 0);
         }
-        // SAFETY: `T` is f32 or f64 (plain old data, alignment ≤ 8) and the words cover `n`.
-        unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut T, n) }
+        let skip = v.as_ptr().align_offset(64).min(8);
+        // SAFETY: `T` is f32 or f64 (plain old data, alignment ≤ 8) and the words after `skip`
+        // cover `n` elements.
+        unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().add(skip) as *mut T, n) }
     };
     SCRATCH.with(|s| match s.try_borrow_mut() {
         Ok(mut s) => {
@@ -256,13 +258,13 @@ unsafe fn block<T: Gemm>(
     let kc_max = KC.min(k);
     let mc_max = MC.min(rows.len().div_ceil(mr) * mr);
     let nc_max = NC.min(cols.len().div_ceil(nr) * nr);
-    // A row-major A is read in place when C is narrow (each element of A then serves few
-    // columns, and packing it would cost a fair part of using it: a 3×3 convolution at 7×7 ran
-    // 1.7× faster so); otherwise A is packed, which also keeps its rows from evicting one
-    // another from L1 when their stride is a multiple of 4 KiB.
+    // A row-major A is read in place by the kernels: packing it would cost a fair part of using
+    // it when C is narrow (a 3×3 convolution at 7×7 ran 1.7× faster so), and no less elsewhere
+    // (measured from 256³ to 1024³). Rows a multiple of 4 KiB apart are packed all the same:
+    // the microkernel's rows would share one L1 set and evict one another.
     let direct = a
         .strided()
-        .filter(|s| s.cs == 1 && cols.len() <= DIRECT_A_MAX_N);
+        .filter(|s| s.cs == 1 && !(s.rs * std::mem::size_of::<T>()).is_multiple_of(4096));
     let a_words = if direct.is_some() { 0 } else { mc_max * kc_max };
     with_scratch::<T, _>(a_words, kc_max * nc_max, |ap, bp| {
         for jc in cols.clone().step_by(NC) {
