@@ -128,6 +128,21 @@ pub(super) fn pack<T: Gemm>(
     }
 }
 
+/// Group `p` of a row of the block (`row[p*W..]`, at most `W` elements) into
+/// `dst[at..at + W]`, zero past the row's end.
+#[inline(always)]
+fn put_group<T: Gemm, const W: usize>(dst: &mut [T], at: usize, row: &[T], p: usize) {
+    let group: &mut [T; W] = (&mut dst[at..at + W]).try_into().expect("W elements");
+    let src = &row[p * W..];
+    if src.len() >= W {
+        let src: &[T; W] = src[..W].try_into().expect("W elements");
+        *group = *src;
+    } else {
+        group[..src.len()].copy_from_slice(src);
+        group[src.len()..].fill(T::zero());
+    }
+}
+
 fn pack_w<T: Gemm, const W: usize>(
     src: &impl Source<T>,
     k0: usize,
@@ -136,7 +151,6 @@ fn pack_w<T: Gemm, const W: usize>(
     n: usize,
     dst: &mut [T],
 ) {
-    let full = n / W;
     let panels = n.div_ceil(W);
     if let Some(s) = src.strided() {
         if kc == 0 || n == 0 {
@@ -153,15 +167,7 @@ fn pack_w<T: Gemm, const W: usize>(
                 for p in 0..panels {
                     for kk in k1..kc.min(k1 + ROWS) {
                         let row = &s.data[(k0 + kk) * s.rs + n0..][..n];
-                        let at = p * kc * W + kk * W;
-                        let group: &mut [T; W] = (&mut dst[at..at + W]).try_into().expect("W");
-                        if p < full {
-                            group.copy_from_slice(&row[p * W..(p + 1) * W]);
-                        } else {
-                            let tail = &row[p * W..];
-                            group[..tail.len()].copy_from_slice(tail);
-                            group[tail.len()..].fill(T::zero());
-                        }
+                        put_group::<T, W>(dst, p * kc * W + kk * W, row, p);
                     }
                 }
             }
@@ -191,15 +197,7 @@ fn pack_w<T: Gemm, const W: usize>(
         for kk in 0..kc {
             src.row(k0 + kk, n0, run);
             for p in 0..panels {
-                let at = p * kc * W + kk * W;
-                let group: &mut [T; W] = (&mut dst[at..at + W]).try_into().expect("W elements");
-                if p < full {
-                    group.copy_from_slice(&run[p * W..(p + 1) * W]);
-                } else {
-                    let tail = &run[p * W..];
-                    group[..tail.len()].copy_from_slice(tail);
-                    group[tail.len()..].fill(T::zero());
-                }
+                put_group::<T, W>(dst, p * kc * W + kk * W, run, p);
             }
         }
     } else {
