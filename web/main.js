@@ -1,7 +1,7 @@
 // The demo page: trains the SimpleCNN (WebGPU, or the CPU when the browser has none), plots loss
 // and accuracy, and classifies digits drawn on the canvas. Nothing blocks: every step awaits the
 // GPU, which hands the event loop back to the page between steps.
-import init, { Trainer, run_golden, run_onnx } from "./pkg/wgtorch_web.js";
+import init, { Trainer, run_golden, run_onnx, check_cpu_gemm } from "./pkg/wgtorch_web.js";
 
 const params = new URLSearchParams(location.search);
 const testMode = params.has("test");          // shorter run for the automated browser test
@@ -95,6 +95,9 @@ window.injectDigit = async (k) => {
 
 // For the automated test: PyTorch's golden op cases on this page's device.
 window.runGolden = async () => JSON.parse(await run_golden(await (await fetch("golden/ops.json")).text()));
+
+// For the automated test: the CPU backend's matrix product (SIMD128 kernel) against an f64 reference.
+window.checkCpuGemm = () => JSON.parse(check_cpu_gemm());
 
 // For the automated test: a PyTorch-exported ONNX model run in this page, against PyTorch's outputs.
 window.runOnnx = async (name, tryGpu) => {

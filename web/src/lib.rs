@@ -14,8 +14,10 @@ use wgtorch::nn::{functional as F, ModuleExt};
 use wgtorch::optim::{Adam, Optimizer};
 use wgtorch::{Device, Tensor};
 
+mod bench;
 mod golden;
 mod onnx;
+pub use bench::{check_cpu_gemm, cpu_gemm_kernel, CpuMatmul, OnnxSession};
 pub use golden::run_golden;
 pub use onnx::run_onnx;
 

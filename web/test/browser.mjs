@@ -3,7 +3,9 @@
 // training must reach >= 90% test accuracy, injected held-out digits must be classified
 // correctly, the golden op cases must match PyTorch, and the console must stay free of errors.
 // Run 2 (no switch): offered only SwiftShader, the page must pick its faster CPU path and say
-// why. Run 3: WebGPU unavailable, the page must fall back to the CPU and still train. Every run
+// why. Run 3: WebGPU unavailable, the page must fall back to the CPU and still train,
+// and the wasm CPU backend must match PyTorch's golden op cases and an f64 reference for its
+// matrix product (the SIMD128 kernel). Every run
 // ends with the page profiling 3 steps (wgtorch.profiler in wasm): its top kernels by GPU time
 // come from the adapter's timestamps, or the page says why there are none; the profile's Chrome
 // trace must open in speedscope (a trace viewer from npm, served by this script). Saves
@@ -20,7 +22,7 @@ const webDir = path.resolve(here, "..");
 const goldenDir = process.env.WGTORCH_GOLDEN_DIR || path.resolve(webDir, "../../shared/golden");
 const browserPath = process.env.CHROMIUM || "/usr/bin/chromium";
 const speedscopeDir = path.resolve(webDir, "node_modules/speedscope/dist/release");
-const types = { ".html": "text/html", ".js": "text/javascript", ".wasm": "application/wasm", ".json": "application/json", ".png": "image/png", ".css": "text/css", ".woff2": "font/woff2" };
+const types = { ".html": "text/html", ".js": "text/javascript", ".mjs": "text/javascript", ".wasm": "application/wasm", ".json": "application/json", ".png": "image/png", ".css": "text/css", ".woff2": "font/woff2" };
 // Traces handed to the viewer: /traces/<name>.json.
 const traces = new Map();
 
@@ -125,7 +127,13 @@ async function run(server, mode) {
   await page.screenshot({ path: shot, fullPage: true });
   console.log(`  screenshot: ${shot}`);
   await openTrace(browser, port, p.trace, `browser-${mode}`);
-  if (webgpu) {
+  if (mode === "cpu-fallback") {
+    const g = await page.evaluate(() => window.checkCpuGemm());
+    console.log(`  CPU matmul (${g.kernel}) against an f64 reference: ${g.cases - g.failed.length}/${g.cases} shapes ok`);
+    if (g.failed.length || g.cases < 30) throw new Error(`CPU matmul in wasm: ${g.failed.join("; ")}`);
+  }
+  if (mode !== "auto") {
+    // On WebGPU, and on the CPU backend where WebGPU is unavailable (the wasm SIMD128 kernels).
     const g = await page.evaluate(() => window.runGolden());
     console.log(`  golden ops on ${g.device}: ${g.passed.length} passed, ${g.failed.length} failed`);
     if (g.failed.length) throw new Error(`golden cases failed in the browser: ${g.failed.join(", ")}`);

@@ -30,7 +30,7 @@ pub(crate) use conv::*;
 
 /// The f32 GEMM microkernels that matmul, linear and conv2d use on this CPU: the instruction set
 /// and the register tiles (each product takes the tile that pads its output least), e.g.
-/// `"avx512 12×32, 8×48"`, `"avx2 6×16"` or `"baseline 4×8"`. They follow [`vmath::isa`], so
+/// `"avx512 12×32, 8×48"`, `"avx2 6×16"`, `"baseline 4×8"` or, on wasm, `"simd128 6×8"`. They follow [`vmath::isa`], so
 /// `WGTORCH_CPU_ISA` forces them too.
 ///
 /// ```
@@ -43,6 +43,9 @@ pub fn gemm_kernel() -> String {
     let isa = match ks[0].isa {
         vmath::Isa::Avx512 => "avx512",
         vmath::Isa::Avx2 => "avx2",
+        vmath::Isa::Baseline if cfg!(all(target_arch = "wasm32", target_feature = "simd128")) => {
+            "simd128"
+        }
         vmath::Isa::Baseline => "baseline",
     };
     let tiles: Vec<String> = ks.iter().map(|k| format!("{}×{}", k.mr, k.nr)).collect();

@@ -6,13 +6,17 @@
 //! |---|---|---|
 //! | f32 AVX-512F | 12×32 or 8×48 | 24 accumulators (two or three 16-lane vectors per row), masked edge stores |
 //! | f32 AVX2 + FMA | 6×16 | 12 accumulators (two 8-lane vectors per row) |
+//! | f32 wasm SIMD128 | 6×8 | 12 accumulators (two 4-lane vectors per row), multiply then add |
 //! | f32 / f64 portable | 4×8 | a plain loop the compiler vectorises for the target's baseline |
 //!
 //! The kernel follows `vmath::isa()` (`WGTORCH_CPU_ISA=baseline|avx2|avx512` forces one; a set the
 //! CPU lacks falls back to the widest it has); where a set has two tiles, each product takes the
-//! one that pads C least ([`fitted`]). [`Gemm::kernels`] hands any path to the tests, which
-//! check each against a scalar reference. The SIMD paths fuse multiply and add (one
-//! rounding), the portable one does not, so the paths agree to rounding, not to the bit.
+//! one that pads C least ([`fitted`]). On wasm the SIMD128 kernel is compiled in when the build
+//! enables `simd128` (the workspace's `.cargo/config.toml` does: every browser with WebGPU runs
+//! it). [`Gemm::kernels`] hands any path to the tests, which check each against a scalar
+//! reference (SIMD128's in the browser test). The x86 SIMD paths fuse multiply and add (one
+//! rounding), the portable and SIMD128 ones do not (wasm has no fused multiply-add outside the
+//! relaxed-SIMD proposal), so the paths agree to rounding, not to the bit.
 
 use super::Gemm;
 use crate::backend::cpu::vmath::Isa;
@@ -112,7 +116,16 @@ pub(super) fn f32_kernels(isa: Isa) -> Vec<Kernel<f32>> {
         }
     }
     let _ = isa;
-    vec![portable_kernel()]
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    let kernel = Kernel {
+        mr: 6,
+        nr: 8,
+        isa: Isa::Baseline,
+        run: wasm::simd128::<6, 2>,
+    };
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+    let kernel = portable_kernel();
+    vec![kernel]
 }
 
 /// Of `kernels`, the one that computes the fewest padded elements for an `m×n` C (ties go to
@@ -323,6 +336,69 @@ mod x86 {
             }
             // SAFETY: the caller's contract.
             unsafe { super::store(&t, 16, c, ldc, rows, cols, accumulate) }
+        }
+    }
+}
+
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+mod wasm {
+    use std::arch::wasm32::*;
+
+    /// wasm SIMD128, `MR` rows × `4·NV` columns: per step of k `NV` vector loads of B, `MR`
+    /// splatting loads of A and `MR·NV` multiplies and adds (the engine maps each vector to one register:
+    /// 6×8 keeps 12 accumulators and 3 operands within x86-64's 16).
+    ///
+    /// # Safety
+    /// The panels and `c` as [`super::Kernel::tile`] requires.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn simd128<const MR: usize, const NV: usize>(
+        kc: usize,
+        a: *const f32,
+        sa: [usize; 2],
+        b: *const f32,
+        c: *mut f32,
+        ldc: usize,
+        rows: usize,
+        cols: usize,
+        accumulate: bool,
+    ) {
+        let rowp = super::rows_of::<f32, MR>(a, sa[0], rows);
+        let mut acc = [[f32x4_splat(0.0); NV]; MR];
+        for p in 0..kc {
+            // SAFETY: `p < kc` groups of `4·NV` (B); A's rows below `rows` (clamped) at `p`.
+            unsafe {
+                let bp = b.add(p * 4 * NV);
+                let bv: [v128; NV] = std::array::from_fn(|v| v128_load(bp.add(4 * v).cast()));
+                for (r, ap) in acc.iter_mut().zip(&rowp) {
+                    // One instruction (a broadcasting load on x86-64 with AVX), not a load and a
+                    // shuffle.
+                    let x = v128_load32_splat(ap.add(p * sa[1]).cast());
+                    for (acc, &bv) in r.iter_mut().zip(&bv) {
+                        *acc = f32x4_add(*acc, f32x4_mul(x, bv));
+                    }
+                }
+            }
+        }
+        if rows == MR && cols == 4 * NV {
+            for (i, r) in acc.iter().enumerate() {
+                for (v, &x) in r.iter().enumerate() {
+                    // SAFETY: a full tile: row `i` has `4·NV` elements.
+                    unsafe {
+                        let q: *mut v128 = c.add(i * ldc + 4 * v).cast();
+                        let y = if accumulate {
+                            f32x4_add(x, v128_load(q))
+                        } else {
+                            x
+                        };
+                        v128_store(q, y);
+                    }
+                }
+            }
+        } else {
+            // SAFETY: `acc` is `MR` rows of `4·NV` f32 lanes, in lane order in memory.
+            let t = unsafe { std::slice::from_raw_parts(acc.as_ptr().cast::<f32>(), MR * 4 * NV) };
+            // SAFETY: the caller's contract.
+            unsafe { super::store(t, 4 * NV, c, ldc, rows, cols, accumulate) }
         }
     }
 }
