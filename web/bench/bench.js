@@ -8,7 +8,8 @@
 // Query: steps=N timed training steps per engine (default 10), budget=S seconds of timed steps
 // per engine at most (default 60; at least 2 steps run), runs=N inference runs (default 30),
 // models=a,b the ONNX models (default: all of golden/onnx), skip=train,infer,gemm (sections),
-// tfjs,ort (peers) or wgtorch-gpu,wgtorch-cpu.
+// tfjs,ort (peers) or wgtorch-gpu,wgtorch-cpu, extra=a,b more models served under
+// ../onnx-extra/ (the driver's --onnx-dir).
 import init, { Trainer, OnnxSession, CpuMatmul, cpu_gemm_kernel } from "../pkg/wgtorch_web.js";
 
 const params = new URLSearchParams(location.search);
@@ -167,7 +168,7 @@ async function infer(name, model, io, gpu) {
   const peer = { model: name, engine: "onnxruntime-web 1.30", backend: ep };
   try {
     let t = performance.now();
-    const session = await ort.InferenceSession.create(model, { executionProviders: [ep] });
+    const session = await ort.InferenceSession.create(model, { executionProviders: [ep], logSeverityLevel: 3 });
     peer.load_ms = performance.now() - t;
     const feeds = {};
     for (const n of session.inputNames) {
@@ -266,8 +267,14 @@ async function main() {
     const index = await (await fetch("../golden/onnx/index.json")).json().catch(() => null);
     const all = index ? (Array.isArray(index) ? index.map((m) => m.name || m) : Object.keys(index)) : [];
     const models = params.get("models") ? params.get("models").split(",") : all;
-    for (const name of models) {
-      const bytes = async (f) => new Uint8Array(await (await fetch(`../golden/onnx/${f}`)).arrayBuffer());
+    const extra = (params.get("extra") || "").split(",").filter(Boolean);
+    for (const name of [...models, ...extra]) {
+      const base = extra.includes(name) ? "../onnx-extra" : "../golden/onnx";
+      const bytes = async (f) => {
+        const r = await fetch(`${base}/${f}`);
+        if (!r.ok) throw new Error(`${base}/${f}: HTTP ${r.status}`);
+        return new Uint8Array(await r.arrayBuffer());
+      };
       const model = await bytes(`${name}.onnx`), io = await bytes(`${name}.io.safetensors`);
       for (const gpu of adapter ? [true, false] : [false]) {
         say(`inference: ${name} on ${gpu ? "WebGPU" : "the CPU"}…`);

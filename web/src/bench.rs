@@ -10,7 +10,7 @@ fn js(e: wgtorch::Error) -> JsValue {
     JsValue::from_str(&e.to_string())
 }
 
-/// The CPU backend's GEMM kernel in this build (e.g. `"simd128 6×8"`).
+/// The CPU backend's GEMM kernel in this build (e.g. `"simd128 4×8"`).
 #[wasm_bindgen]
 pub fn cpu_gemm_kernel() -> String {
     wgtorch::backend::cpu::gemm_kernel()
@@ -127,7 +127,7 @@ impl OnnxSession {
 }
 
 /// Checks the CPU backend's matrix product in this build (the SIMD128 kernel on wasm) against
-/// an f64 reference, over shapes that cross the kernel's 6×8 tile and the GEMM's cache blocks
+/// an f64 reference, over shapes that cross the kernel's 4×8 tile and the GEMM's cache blocks
 /// (KC 384, MC 240, NC 384), with plain and transposed operands. Resolves to JSON `{ kernel,
 /// cases, failed: ["m×k×n …: max error e > tolerance t"] }`; the browser test requires no
 /// failures.

@@ -3,23 +3,29 @@
 // and writes web-bench-results.json. Fails (exit 1) on errors only: a wgtorch engine that did
 // not run, wgtorch outputs that differ from PyTorch's, a page error. Speed never fails it.
 //
-//   node test/bench.mjs [--steps N] [--budget SECONDS] [--runs N] [--out FILE]
+//   node test/bench.mjs [--steps N] [--budget SECONDS] [--runs N] [--skip LIST] [--out FILE]
+//                       [--onnx-dir DIR --models a,b]
+//
+// `--onnx-dir` adds the named models of DIR (NAME.onnx with NAME.io.safetensors: the native
+// bench's target/onnx-bench/, ResNet-18 at 1×3×224×224 among them) to the golden ones.
 import { serve, launch } from "./browser.mjs";
 import fs from "node:fs";
+import path from "node:path";
 
 const arg = (name, dflt) => { const i = process.argv.indexOf(`--${name}`); return i > 0 ? process.argv[i + 1] : dflt; };
 const steps = arg("steps", "10"), budget = arg("budget", "60"), runs = arg("runs", "30");
 const out = arg("out", "web-bench-results.json");
 const skip = arg("skip", "");
 
-const server = await serve();
+const onnxDir = arg("onnx-dir", null), extra = arg("models", "");
+const server = await serve(onnxDir ? [["/onnx-extra/", path.resolve(onnxDir)]] : []);
 const browser = await launch(true);
 const page = await browser.newPage({ viewport: { width: 1100, height: 900 } });
 const errors = [];
 page.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
 page.on("pageerror", (e) => errors.push(String(e)));
 const t0 = Date.now();
-await page.goto(`http://127.0.0.1:${server.address().port}/bench/index.html?steps=${steps}&budget=${budget}&runs=${runs}&skip=${skip}`);
+await page.goto(`http://127.0.0.1:${server.address().port}/bench/index.html?steps=${steps}&budget=${budget}&runs=${runs}&skip=${skip}${onnxDir ? `&extra=${extra}` : ""}`);
 let last = "";
 for (;;) {
   const r = await page.evaluate(() => window.benchResults);

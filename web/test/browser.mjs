@@ -26,7 +26,8 @@ const types = { ".html": "text/html", ".js": "text/javascript", ".mjs": "text/ja
 // Traces handed to the viewer: /traces/<name>.json.
 const traces = new Map();
 
-export function serve() {
+// `extra`: more [url prefix, folder] mounts (the benchmark's larger ONNX models).
+export function serve(extra = []) {
   const server = http.createServer((req, res) => {
     const url = new URL(req.url, "http://127.0.0.1");
     let file = url.pathname === "/" ? "/index.html" : url.pathname;
@@ -35,7 +36,7 @@ export function serve() {
       res.end(traces.get(file));
       return;
     }
-    const mounts = [["/golden/", goldenDir], ["/speedscope/", speedscopeDir]];
+    const mounts = [["/golden/", goldenDir], ["/speedscope/", speedscopeDir], ...extra];
     const mount = mounts.find(([prefix]) => file.startsWith(prefix));
     const base = mount ? mount[1] : webDir;
     if (mount) file = file.slice(mount[0].length - 1);
