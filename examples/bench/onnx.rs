@@ -326,14 +326,17 @@ pub(crate) fn onnx_bench(
 /// `profile`, the timed runs under `wgtorch::profiler`, whose tables (by op, and by op and input
 /// shape) it prints.
 pub(crate) fn onnx_case(name: &str, dev: &Device, reps: usize, profile: bool) -> Result<()> {
-    if !MODELS.iter().any(|(n, _)| *n == name) {
+    let dir = cache_dir();
+    // Also any other model put there with its io file (e.g. a golden one, to profile it).
+    let placed = dir.join(format!("{name}.onnx")).is_file();
+    if !placed && !MODELS.iter().any(|(n, _)| *n == name) {
         let names: Vec<&str> = MODELS.iter().map(|(n, _)| *n).collect();
         return Err(usage(format!(
-            "--onnx-case takes {}, got {name}",
-            names.join(" or ")
+            "--onnx-case takes {} (or NAME with NAME.onnx and NAME.io.safetensors in {}), got {name}",
+            names.join(" or "),
+            dir.display()
         )));
     }
-    let dir = cache_dir();
     ensure_models(&dir).map_err(usage)?;
     let case = Case::load(&dir, name, dev)?;
     let warmup = if dev.is_gpu() { GPU_WARMUP } else { WARMUP };
