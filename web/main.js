@@ -106,8 +106,8 @@ window.runOnnx = async (name, tryGpu) => {
 };
 
 // WebGPU unless the browser's adapter is a software one (SwiftShader, a fallback adapter): that
-// runs on the CPU too, and trains about 30x slower (batch 64: 3.7 s against 125 ms a step, Dec 1) than wgtorch's own wasm CPU backend, so the
-// page takes the CPU as Device::best() does natively for lavapipe, and says why.
+// runs on the CPU too, and trains about 30x slower than wgtorch's own wasm CPU backend (batch
+// 64: 3.7 s against 125 ms a step, Dec 1), so the page takes the CPU as Device::best() does natively for lavapipe, and says why.
 async function chooseDevice() {
   const adapter = navigator.gpu ? await navigator.gpu.requestAdapter().catch(() => null) : null;
   const info = adapter?.info || {};

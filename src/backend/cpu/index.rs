@@ -353,15 +353,19 @@ pub(crate) fn max_pool(x: &CpuStorage, g: &ConvGeom) -> (CpuStorage, CpuStorage)
             };
             // Windows wholly inside the input read fixed offsets from their corner; the others
             // (padding cut off some taps) enumerate their taps.
+            // Row by row, so that no output divides its index (a division per output cost as
+            // much as its window's four taps on wasm).
             let (kh, kw) = (g.kh, g.kw);
-            for (p, (o, ix)) in o.iter_mut().zip(ix.iter_mut()).enumerate() {
-                let (oh, ow) = (p / wo, p % wo);
-                (*o, *ix) = if rows[oh].len() == kh && cols[ow].len() == kw {
-                    let corner = (oh * sh - ph) * ww + ow * sw - pw;
-                    window(src, || offsets.iter().map(move |&d| corner + d))
-                } else {
-                    window(src, || taps(oh, ow))
-                };
+            for (oh, (o, ix)) in o.chunks_exact_mut(wo).zip(ix.chunks_exact_mut(wo)).enumerate() {
+                let full_rows = rows[oh].len() == kh;
+                for (ow, (o, ix)) in o.iter_mut().zip(ix.iter_mut()).enumerate() {
+                    (*o, *ix) = if full_rows && cols[ow].len() == kw {
+                        let corner = (oh * sh - ph) * ww + ow * sw - pw;
+                        window(src, || offsets.iter().map(move |&d| corner + d))
+                    } else {
+                        window(src, || taps(oh, ow))
+                    };
+                }
             }
         });
         T::wrap(out)
