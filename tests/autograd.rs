@@ -595,3 +595,21 @@ fn leaf_gradients_never_alias() -> Result<()> {
     );
     Ok(())
 }
+
+#[test]
+fn backward_with_a_gradient_on_another_device_is_an_error() -> Result<()> {
+    // A GPU output and a host gradient: an error in PyTorch's words, not a backend panic.
+    let Some(gpu) = common::devices().into_iter().find(|d| d.is_gpu()) else {
+        return Ok(());
+    };
+    let x = Tensor::ones([2, 3], &gpu)?.requires_grad_(true);
+    let y = wgtorch::nn::functional::max_pool2d(&x.reshape([1, 1, 2, 3])?, 2)?;
+    let g = Tensor::ones(y.shape(), &Device::Cpu)?;
+    let e = y.backward_with(Some(&g), false, false).unwrap_err();
+    assert!(
+        e.to_string().contains("expected device gpu:0 but got cpu"),
+        "{e}"
+    );
+    assert!(x.grad().is_none());
+    Ok(())
+}

@@ -265,6 +265,78 @@ fn max_pool_picks_the_first_maximum_and_propagates_nan() -> Result<()> {
 }
 
 #[test]
+fn max_pool_2x2_matches_a_reference_with_ties_nan_and_padding() -> Result<()> {
+    use wgtorch::nn::functional::MaxPool2dOptions;
+    // Values from a small set (ties), with -inf and NaN among them, over odd sizes; strides 1-3
+    // and padding 0-1: every device against a plain reference (first maximum in row-major
+    // order, the first NaN winning), values and the positions the gradient reaches.
+    let (h, w) = (7usize, 9usize);
+    let mut g = wgtorch::Generator::new(11);
+    let v: Vec<f32> = (0..2 * h * w)
+        .map(|_| match g.below(12) {
+            0 => f32::NEG_INFINITY,
+            1 => f32::NAN,
+            k => (k % 4) as f32,
+        })
+        .collect();
+    for (dev, (stride, pad)) in common::devices()
+        .into_iter()
+        .flat_map(|d| [(2, 0), (1, 0), (3, 1), (2, 1)].map(|sp| (d, sp)))
+    {
+        let x = Tensor::from_vec(v.clone(), [1, 2, h, w], &dev)?.requires_grad_(true);
+        let opts = MaxPool2dOptions {
+            stride: Some(stride.into()),
+            padding: pad.into(),
+            ..Default::default()
+        };
+        let y = F::max_pool2d_with(&x, 2, opts)?;
+        let (ho, wo) = (
+            (h + 2 * pad - 2) / stride + 1,
+            (w + 2 * pad - 2) / stride + 1,
+        );
+        assert_eq!(y.shape(), &[1, 2, ho, wo]);
+        let got = y.to_vec::<f32>()?;
+        let mut hits = vec![0f32; v.len()];
+        for c in 0..2 {
+            for oh in 0..ho {
+                for ow in 0..wo {
+                    let (mut best, mut at) = (f32::NEG_INFINITY, usize::MAX);
+                    for (ki, kj) in [(0, 0), (0, 1), (1, 0), (1, 1)] {
+                        let (r, q) = (
+                            (oh * stride + ki) as isize - pad as isize,
+                            (ow * stride + kj) as isize - pad as isize,
+                        );
+                        if r < 0 || q < 0 || r >= h as isize || q >= w as isize {
+                            continue;
+                        }
+                        let i = c * h * w + r as usize * w + q as usize;
+                        if at == usize::MAX
+                            || (v[i] > best && !best.is_nan())
+                            || (v[i].is_nan() && !best.is_nan())
+                        {
+                            (best, at) = (v[i], i);
+                        }
+                    }
+                    let o = got[(c * ho + oh) * wo + ow];
+                    assert!(
+                        o == best || (o.is_nan() && best.is_nan()),
+                        "stride {stride} pad {pad} at {c},{oh},{ow}: {o} vs {best}"
+                    );
+                    hits[at] += 1.0;
+                }
+            }
+        }
+        y.backward_with(Some(&Tensor::ones([1, 2, ho, wo], &dev)?), false, false)?;
+        assert_eq!(
+            x.grad().unwrap().to_vec::<f32>()?,
+            hits,
+            "stride {stride} pad {pad}"
+        );
+    }
+    Ok(())
+}
+
+#[test]
 fn max_and_min_propagate_nan_on_every_device() -> Result<()> {
     for dev in common::devices() {
         let a = Tensor::from_vec(vec![1.0f32, f32::NAN, 3.0, -1.0], [4], &dev)?;

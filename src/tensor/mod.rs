@@ -389,6 +389,14 @@ impl Tensor {
                         self.shape()
                     )));
                 }
+                // A gradient elsewhere would reach the first backward kernel on the wrong device.
+                if g.device() != self.device() {
+                    return Err(Error::Autograd(format!(
+                        "invalid gradient at index 0 - expected device {} but got {}",
+                        self.device(),
+                        g.device()
+                    )));
+                }
                 g.clone()
             }
             None => {
