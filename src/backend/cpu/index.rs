@@ -352,9 +352,8 @@ pub(crate) fn max_pool(x: &CpuStorage, g: &ConvGeom) -> (CpuStorage, CpuStorage)
                 })
             };
             // Windows wholly inside the input read fixed offsets from their corner; the others
-            // (padding cut off some taps) enumerate their taps.
-            // Row by row, so that no output divides its index (a division per output cost as
-            // much as its window's four taps on wasm).
+            // (padding cut off some taps) enumerate their taps. Row by row, so that no output
+            // divides its index (a division per output cost as much as its four taps on wasm).
             let (kh, kw) = (g.kh, g.kw);
             for (oh, (o, ix)) in o.chunks_exact_mut(wo).zip(ix.chunks_exact_mut(wo)).enumerate() {
                 let full_rows = rows[oh].len() == kh;

@@ -30,8 +30,8 @@ pub(crate) use conv::*;
 
 /// The f32 GEMM microkernels that matmul, linear and conv2d use on this CPU: the instruction set
 /// and the register tiles (each product takes the tile that pads its output least), e.g.
-/// `"avx512 12×32, 8×48"`, `"avx2 6×16"`, `"baseline 4×8"` or, on wasm, `"simd128 4×8"`. They follow [`vmath::isa`], so
-/// `WGTORCH_CPU_ISA` forces them too.
+/// `"avx512 12×32, 8×48"`, `"avx2 6×16"`, `"baseline 4×8"` or, on wasm, `"simd128 4×8"`. They
+/// follow [`vmath::isa`], so `WGTORCH_CPU_ISA` forces them too.
 ///
 /// ```
 /// let k = wgtorch::backend::cpu::gemm_kernel();

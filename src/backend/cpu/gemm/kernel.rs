@@ -346,9 +346,9 @@ mod wasm {
 
     /// wasm SIMD128, `MR` rows × `4·NV` columns: per step of k `NV` vector loads of B, `MR`
     /// splatting loads of A and `MR·NV` multiplies and adds. The engine keeps each vector in a
-    /// register where it can (x86-64 has 16, of which V8 keeps some for itself); measured in Node 20 on a Zen 4 (GFLOP/s at
-    /// 256³ and 512³, one thread) 4×8 (8 accumulators) ran 35, where 6×8 ran 25–27, 3×8 31,
-    /// 2×16 27–35, 3×12 20 and 4×4 25.
+    /// register where it can (x86-64 has 16, of which V8 keeps some for itself). Measured in
+    /// Node 20 on a Zen 4 (GFLOP/s at 256³ and 512³, one thread): 4×8 (8 accumulators) ran 35,
+    /// where 6×8 ran 25–27, 3×8 31, 2×16 27–35, 3×12 20 and 4×4 25.
     ///
     /// # Safety
     /// The panels and `c` as [`super::Kernel::tile`] requires.

@@ -132,14 +132,14 @@ pub(super) fn pack<T: Gemm>(
 /// `dst[at..at + W]`, zero past the row's end.
 #[inline(always)]
 fn put_group<T: Gemm, const W: usize>(dst: &mut [T], at: usize, row: &[T], p: usize) {
-    let group: &mut [T; W] = (&mut dst[at..at + W]).try_into().expect("W elements");
+    let group = &mut dst[at..at + W];
     let src = &row[p * W..];
-    if src.len() >= W {
-        let src: &[T; W] = src[..W].try_into().expect("W elements");
-        *group = *src;
-    } else {
-        group[..src.len()].copy_from_slice(src);
-        group[src.len()..].fill(T::zero());
+    match src.first_chunk::<W>() {
+        Some(full) => group.copy_from_slice(full),
+        None => {
+            group[..src.len()].copy_from_slice(src);
+            group[src.len()..].fill(T::zero());
+        }
     }
 }
 
