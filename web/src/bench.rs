@@ -1,14 +1,11 @@
 //! What the benchmark page (`web/bench/`) times besides training: the CPU backend's matrix
 //! product, and ONNX models loaded once and run many times (as onnxruntime-web's sessions are).
 
-use std::path::Path;
+use crate::onnx::{graph_inputs, host_f32, io_tensors};
+use crate::{js, page_device};
 use wasm_bindgen::prelude::*;
 use wgtorch::onnx::Model;
-use wgtorch::{DType, Device, Tensor};
-
-fn js(e: wgtorch::Error) -> JsValue {
-    JsValue::from_str(&e.to_string())
-}
+use wgtorch::{Device, Tensor};
 
 /// The CPU backend's GEMM kernel in this build (e.g. `"simd128 4×8"`).
 #[wasm_bindgen]
@@ -65,28 +62,11 @@ impl OnnxSession {
         io: Vec<u8>,
         try_gpu: bool,
     ) -> Result<OnnxSession, JsValue> {
-        let device = match try_gpu {
-            true => match wgtorch::backend::gpu::init_gpu(0).await {
-                Ok(_) => Device::Gpu(0),
-                Err(_) => Device::Cpu,
-            },
-            false => Device::Cpu,
-        };
+        let device = page_device(try_gpu).await;
         let model = Model::load_bytes(&model, &device).map_err(js)?;
-        let (tensors, _) =
-            wgtorch::io::from_safetensors_bytes(Path::new("io.safetensors"), &io, &Device::Cpu)
-                .map_err(js)?;
-        let inputs = model
-            .inputs()
-            .iter()
-            .map(|s| {
-                tensors
-                    .iter()
-                    .find(|(n, _)| *n == s.name)
-                    .map(|(_, t)| t.clone())
-                    .ok_or_else(|| JsValue::from_str(&format!("no input {s} in the io file")))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let inputs = io_tensors(&io)
+            .and_then(|t| graph_inputs(&model, &t))
+            .map_err(js)?;
         Ok(OnnxSession {
             model,
             device,
@@ -113,13 +93,8 @@ impl OnnxSession {
             .map_err(js)?;
         let outs = self.model.run_async(&inputs).await.map_err(js)?;
         let arr = js_sys::Array::new();
-        for t in outs {
-            let t = if t.dtype() == DType::F32 {
-                t
-            } else {
-                t.to_dtype(DType::F32).map_err(js)?
-            };
-            let v = t.to_vec_async::<f32>().await.map_err(js)?;
+        for t in &outs {
+            let v = host_f32(t).await.map_err(js)?;
             arr.push(&js_sys::Float32Array::from(v.as_slice()));
         }
         Ok(arr)

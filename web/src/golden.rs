@@ -213,10 +213,7 @@ async fn case(c: &Value, dev: &Device) -> Result<Option<bool>> {
 /// resolves to `{"device", "passed": [...], "failed": [...]}` as JSON.
 #[wasm_bindgen]
 pub async fn run_golden(ops_json: String) -> std::result::Result<String, JsValue> {
-    let dev = match wgtorch::backend::gpu::init_gpu(0).await {
-        Ok(_) => Device::Gpu(0),
-        Err(_) => Device::Cpu,
-    };
+    let dev = crate::page_device(true).await;
     let doc: Value =
         serde_json::from_str(&ops_json).map_err(|e| JsValue::from_str(&e.to_string()))?;
     let (mut passed, mut failed) = (Vec::new(), Vec::new());

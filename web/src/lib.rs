@@ -25,6 +25,14 @@ fn js(e: wgtorch::Error) -> JsValue {
     JsValue::from_str(&e.to_string())
 }
 
+/// WebGPU if `try_gpu` and the page has an adapter, else the CPU.
+async fn page_device(try_gpu: bool) -> Device {
+    match try_gpu && wgtorch::backend::gpu::init_gpu(0).await.is_ok() {
+        true => Device::Gpu(0),
+        false => Device::Cpu,
+    }
+}
+
 struct State {
     device: Device,
     backend: String,

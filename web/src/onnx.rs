@@ -7,38 +7,49 @@ use wasm_bindgen::prelude::*;
 use wgtorch::onnx::Model;
 use wgtorch::{DType, Device, Result, Tensor};
 
-async fn host(t: &Tensor) -> Result<Vec<f64>> {
+/// `t` on the host as f32 (converted from its dtype first).
+pub(crate) async fn host_f32(t: &Tensor) -> Result<Vec<f32>> {
     let f = if t.dtype() == DType::F32 {
         t.clone()
     } else {
         t.to_dtype(DType::F32)?
     };
-    Ok(f.to_vec_async::<f32>()
-        .await?
-        .into_iter()
-        .map(f64::from)
-        .collect())
+    f.to_vec_async::<f32>().await
+}
+
+async fn host(t: &Tensor) -> Result<Vec<f64>> {
+    Ok(host_f32(t).await?.into_iter().map(f64::from).collect())
+}
+
+/// The tensors of an io file (safetensors bytes), on the CPU, by name.
+pub(crate) fn io_tensors(io: &[u8]) -> Result<Vec<(String, Tensor)>> {
+    let (tensors, _) =
+        wgtorch::io::from_safetensors_bytes(Path::new("io.safetensors"), io, &Device::Cpu)?;
+    Ok(tensors)
+}
+
+/// The io file's tensors named like `m`'s inputs, in the graph's order.
+pub(crate) fn graph_inputs(m: &Model, tensors: &[(String, Tensor)]) -> Result<Vec<Tensor>> {
+    m.inputs()
+        .iter()
+        .map(|s| find(tensors, &s.name).ok_or_else(|| wgtorch::Error::msg(format!("no input {s}"))))
+        .collect()
+}
+
+fn find(tensors: &[(String, Tensor)], name: &str) -> Option<Tensor> {
+    tensors
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, t)| t.clone())
 }
 
 async fn check(model: &[u8], io: &[u8], dev: &Device) -> Result<serde_json::Value> {
     let m = Model::load_bytes(model, dev)?;
-    let (tensors, _) =
-        wgtorch::io::from_safetensors_bytes(Path::new("io.safetensors"), io, &Device::Cpu)?;
-    let find = |name: &str| {
-        tensors
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, t)| t.clone())
-    };
-    let inputs = m
-        .inputs()
-        .iter()
-        .map(|s| find(&s.name).ok_or_else(|| wgtorch::Error::msg(format!("no input {s}"))))
-        .collect::<Result<Vec<_>>>()?;
-    let outs = m.run_async(&inputs).await?;
+    let tensors = io_tensors(io)?;
+    let outs = m.run_async(&graph_inputs(&m, &tensors)?).await?;
     let mut rows = Vec::new();
     for (spec, ours) in m.outputs().iter().zip(&outs) {
-        let Some(reference) = find(&spec.name) else {
+        let Some(reference) = find(&tensors, &spec.name) else {
             continue;
         };
         let (a, b) = (host(ours).await?, host(&reference).await?);
@@ -66,14 +77,7 @@ pub async fn run_onnx(
     io: Vec<u8>,
     try_gpu: bool,
 ) -> std::result::Result<String, JsValue> {
-    let dev = match try_gpu {
-        true => match wgtorch::backend::gpu::init_gpu(0).await {
-            Ok(_) => Device::Gpu(0),
-            Err(_) => Device::Cpu,
-        },
-        false => Device::Cpu,
-    };
-    check(&model, &io, &dev)
+    check(&model, &io, &crate::page_device(try_gpu).await)
         .await
         .map(|v| v.to_string())
         .map_err(|e| JsValue::from_str(&e.to_string()))
