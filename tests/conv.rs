@@ -1,6 +1,7 @@
 //! conv2d's primitive (per-sample GEMM on the CPU, implicit GEMM on the GPU) against the
 //! differentiable im2col formulation, finite differences in f64, and the GPU against the CPU:
-//! stride, padding, dilation, non-square kernels, 1×1 (the no-unfold path), a batch large enough
+//! stride, padding, dilation, non-square kernels, 1×1 (the no-unfold path), strides and
+//! dilations that split the CPU's input into phases, a padding wider than the image, a batch large enough
 //! to split the GPU's weight gradient, bias and no bias.
 
 mod common;
@@ -32,6 +33,11 @@ const GEOMS: &[Geom] = &[
     (2, 6, 5, 4, 7, 1, 1, [1, 1], [0, 0], [1, 1], true),
     (37, 3, 6, 6, 4, 3, 3, [1, 1], [1, 1], [1, 1], true),
     (1, 1, 3, 3, 2, 3, 3, [2, 2], [1, 1], [1, 1], false),
+    // The CPU's strided layouts: a 7×7 stride-2 stem, stride and dilation mixing phases, and a
+    // padding larger than the image (which takes the plain unfold instead).
+    (1, 3, 16, 15, 4, 7, 7, [2, 2], [3, 3], [1, 1], true),
+    (1, 2, 11, 10, 3, 3, 3, [2, 3], [1, 2], [3, 2], true),
+    (2, 2, 1, 1, 3, 1, 1, [1, 1], [3, 3], [1, 1], true),
 ];
 
 /// Output, input grad, weight grad, bias grad of `sum(conv(x) * r)` for a fixed random `r`.
@@ -265,73 +271,82 @@ fn max_pool_picks_the_first_maximum_and_propagates_nan() -> Result<()> {
 }
 
 #[test]
-fn max_pool_2x2_matches_a_reference_with_ties_nan_and_padding() -> Result<()> {
+fn max_pool_matches_a_reference_with_ties_nan_and_padding() -> Result<()> {
     use wgtorch::nn::functional::MaxPool2dOptions;
-    // Values from a small set (ties), with -inf and NaN among them, over odd sizes; strides 1-3
-    // and padding 0-1: every device against a plain reference (first maximum in row-major
-    // order, the first NaN winning), values and the positions the gradient reaches.
+    // Values from a small set (ties), with -inf among them and NaN in one of the two inputs,
+    // over odd sizes; 2×2 and 3×3 windows, strides 1-3 and padding 0-1: every device against a
+    // plain reference (first maximum in row-major order, the first NaN winning), values and the
+    // positions the gradient reaches.
     let (h, w) = (7usize, 9usize);
     let mut g = wgtorch::Generator::new(11);
-    let v: Vec<f32> = (0..2 * h * w)
-        .map(|_| match g.below(12) {
-            0 => f32::NEG_INFINITY,
-            1 => f32::NAN,
-            k => (k % 4) as f32,
-        })
-        .collect();
-    for (dev, (stride, pad)) in common::devices()
-        .into_iter()
-        .flat_map(|d| [(2, 0), (1, 0), (3, 1), (2, 1)].map(|sp| (d, sp)))
-    {
-        let x = Tensor::from_vec(v.clone(), [1, 2, h, w], &dev)?.requires_grad_(true);
-        let opts = MaxPool2dOptions {
-            stride: Some(stride.into()),
-            padding: pad.into(),
-            ..Default::default()
-        };
-        let y = F::max_pool2d_with(&x, 2, opts)?;
-        let (ho, wo) = (
-            (h + 2 * pad - 2) / stride + 1,
-            (w + 2 * pad - 2) / stride + 1,
-        );
-        assert_eq!(y.shape(), &[1, 2, ho, wo]);
-        let got = y.to_vec::<f32>()?;
-        let mut hits = vec![0f32; v.len()];
-        for c in 0..2 {
-            for oh in 0..ho {
-                for ow in 0..wo {
-                    let (mut best, mut at) = (f32::NEG_INFINITY, usize::MAX);
-                    for (ki, kj) in [(0, 0), (0, 1), (1, 0), (1, 1)] {
-                        let (r, q) = (
-                            (oh * stride + ki) as isize - pad as isize,
-                            (ow * stride + kj) as isize - pad as isize,
+    for with_nan in [true, false] {
+        let v: Vec<f32> = (0..2 * h * w)
+            .map(|_| match g.below(12) {
+                0 => f32::NEG_INFINITY,
+                1 if with_nan => f32::NAN,
+                k => (k % 4) as f32,
+            })
+            .collect();
+        let cases = [
+            (2, 2, 0),
+            (2, 1, 0),
+            (2, 3, 1),
+            (2, 2, 1),
+            (3, 2, 1),
+            (3, 1, 1),
+            (3, 2, 0),
+        ];
+        for (dev, (k, stride, pad)) in common::devices()
+            .into_iter()
+            .flat_map(|d| cases.map(|c| (d, c)))
+        {
+            let x = Tensor::from_vec(v.clone(), [1, 2, h, w], &dev)?.requires_grad_(true);
+            let opts = MaxPool2dOptions {
+                stride: Some(stride.into()),
+                padding: pad.into(),
+                ..Default::default()
+            };
+            let y = F::max_pool2d_with(&x, k, opts)?;
+            let (ho, wo) = (
+                (h + 2 * pad - k) / stride + 1,
+                (w + 2 * pad - k) / stride + 1,
+            );
+            let case = format!("nan {with_nan} k {k} stride {stride} pad {pad} on {dev:?}");
+            assert_eq!(y.shape(), &[1, 2, ho, wo], "{case}");
+            let got = y.to_vec::<f32>()?;
+            let mut hits = vec![0f32; v.len()];
+            for c in 0..2 {
+                for oh in 0..ho {
+                    for ow in 0..wo {
+                        let (mut best, mut at) = (f32::NEG_INFINITY, usize::MAX);
+                        for (ki, kj) in (0..k).flat_map(|ki| (0..k).map(move |kj| (ki, kj))) {
+                            let (r, q) = (
+                                (oh * stride + ki) as isize - pad as isize,
+                                (ow * stride + kj) as isize - pad as isize,
+                            );
+                            if r < 0 || q < 0 || r >= h as isize || q >= w as isize {
+                                continue;
+                            }
+                            let i = c * h * w + r as usize * w + q as usize;
+                            if at == usize::MAX
+                                || (v[i] > best && !best.is_nan())
+                                || (v[i].is_nan() && !best.is_nan())
+                            {
+                                (best, at) = (v[i], i);
+                            }
+                        }
+                        let o = got[(c * ho + oh) * wo + ow];
+                        assert!(
+                            o == best || (o.is_nan() && best.is_nan()),
+                            "{case} at {c},{oh},{ow}: {o} vs {best}"
                         );
-                        if r < 0 || q < 0 || r >= h as isize || q >= w as isize {
-                            continue;
-                        }
-                        let i = c * h * w + r as usize * w + q as usize;
-                        if at == usize::MAX
-                            || (v[i] > best && !best.is_nan())
-                            || (v[i].is_nan() && !best.is_nan())
-                        {
-                            (best, at) = (v[i], i);
-                        }
+                        hits[at] += 1.0;
                     }
-                    let o = got[(c * ho + oh) * wo + ow];
-                    assert!(
-                        o == best || (o.is_nan() && best.is_nan()),
-                        "stride {stride} pad {pad} at {c},{oh},{ow}: {o} vs {best}"
-                    );
-                    hits[at] += 1.0;
                 }
             }
+            y.backward_with(Some(&Tensor::ones([1, 2, ho, wo], &dev)?), false, false)?;
+            assert_eq!(x.grad().unwrap().to_vec::<f32>()?, hits, "{case}");
         }
-        y.backward_with(Some(&Tensor::ones([1, 2, ho, wo], &dev)?), false, false)?;
-        assert_eq!(
-            x.grad().unwrap().to_vec::<f32>()?,
-            hits,
-            "stride {stride} pad {pad}"
-        );
     }
     Ok(())
 }

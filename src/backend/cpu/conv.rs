@@ -125,22 +125,174 @@ fn forward<T: Gemm>(x: &[T], w: &[T], bias: Option<&[T]>, g: &ConvGeom, o: usize
     if l == 0 || o == 0 {
         return out;
     }
-    let (w, kern) = (rows(w, k), T::kernel(o, l));
-    out.par_chunks_mut(o * l).enumerate().for_each(|(n, y)| {
-        let xn = &x[n * chw..(n + 1) * chw];
-        if let Some(b) = bias {
+    let w = rows(w, k);
+    let fill_bias = |y: &mut [T]| match bias {
+        Some(b) => {
             for (row, &bv) in y.chunks_mut(l).zip(b) {
                 row.fill(bv);
             }
+            T::one()
         }
-        let beta = if bias.is_some() { T::one() } else { T::zero() };
+        None => T::zero(),
+    };
+    out.par_chunks_mut(o * l).enumerate().for_each(|(n, y)| {
+        let xn = &x[n * chw..(n + 1) * chw];
         if is_pointwise(g) {
-            gemm_src(o, k, l, &w, &rows(xn, l), beta, y, l, kern);
-        } else {
-            gemm_src(o, k, l, &w, &Unfold { x: xn, g }, beta, y, l, kern);
+            let beta = fill_bias(y);
+            gemm_src(o, k, l, &w, &rows(xn, l), beta, y, l, T::kernel(o, l));
+            return;
+        }
+        let Some(taps) = Taps::new(xn, g) else {
+            let beta = fill_bias(y);
+            gemm_src(
+                o,
+                k,
+                l,
+                &w,
+                &Unfold { x: xn, g },
+                beta,
+                y,
+                l,
+                T::kernel(o, l),
+            );
+            return;
+        };
+        let lq = g.ho * taps.wq;
+        if taps.wq == g.wo {
+            let beta = fill_bias(y);
+            gemm_src(o, k, l, &w, &taps, beta, y, l, T::kernel(o, l));
+            return;
+        }
+        // The product has `wq - wo` extra columns per output row: computed into a buffer and
+        // dropped when the rows are copied out (with the bias added).
+        let mut wide = Cols(pool::any(o * lq));
+        gemm_src(
+            o,
+            k,
+            lq,
+            &w,
+            &taps,
+            T::zero(),
+            &mut wide,
+            lq,
+            T::kernel(o, lq),
+        );
+        for (oc, (dst, src)) in y.chunks_mut(l).zip(wide.chunks(lq)).enumerate() {
+            let bv = bias.map_or(T::zero(), |b| b[oc]);
+            for (d, s) in dst.chunks_mut(g.wo).zip(src.chunks(taps.wq)) {
+                d.iter_mut().zip(s).for_each(|(d, &s)| *d = s + bv);
+            }
         }
     });
     out
+}
+
+/// One sample's input laid out so that every row of its unfolded matrix is one run of memory:
+/// the zero-padded image split into its stride phases (`x[c, i*sh + a - ph, j*sw + b - pw]` for
+/// phase `(a, b)`, `hq × wq` each), where row `(c, ki, kj)` of the unfolded matrix, read over
+/// output rows `wq` wide, starts at phase `(ki*dh % sh, kj*dw % sw)`, row `ki*dh / sh`, column
+/// `kj*dw / sw` of channel `c`. The GEMM then packs each row with one copy, and the columns
+/// `wo..wq` of each output row are computed and dropped. The buffer is about the padded input's
+/// size; the unfolded matrix it stands for is `kh·kw` times larger.
+struct Taps<T: Gemm> {
+    buf: Cols<T>,
+    /// Where row `r` of the unfolded matrix starts in `buf`.
+    offs: Vec<usize>,
+    /// The width of an output row as the GEMM computes it (`wo` plus the dropped columns).
+    wq: usize,
+}
+
+impl<T: Gemm> Taps<T> {
+    /// The layout of sample `x` for `g`, or None when it would be larger than the unfolded
+    /// matrix itself (a large padding or dilation around a small image).
+    fn new(x: &[T], g: &ConvGeom) -> Option<Self> {
+        let hq = g.ho + (g.kh - 1) * g.dh / g.sh;
+        let wq = g.wo + (g.kw - 1) * g.dw / g.sw;
+        // The phases some kernel offset reads, in first-use order.
+        let mut slot = vec![usize::MAX; g.sh * g.sw];
+        let mut phases = Vec::new();
+        for ki in 0..g.kh {
+            for kj in 0..g.kw {
+                let p = (ki * g.dh % g.sh) * g.sw + kj * g.dw % g.sw;
+                if slot[p] == usize::MAX {
+                    slot[p] = phases.len();
+                    phases.push(p);
+                }
+            }
+        }
+        let plane = hq.checked_mul(wq)?;
+        let image = plane.checked_mul(g.c)?;
+        // `wq` elements of slack: the last row's dropped columns read past the last plane.
+        let len = image.checked_mul(phases.len())?.checked_add(wq)?;
+        let unfolded = (g.c * g.kh * g.kw).checked_mul(g.ho * g.wo)?;
+        if len > unfolded.saturating_add(g.c * g.h * g.w) {
+            return None;
+        }
+        let mut buf = Cols(pool::any(len));
+        let (hw, skip) = (g.h * g.w, |b: usize, pad: usize, s: usize| {
+            pad.saturating_sub(b).div_ceil(s)
+        });
+        for (&p, img) in phases.iter().zip(buf.chunks_mut(image)) {
+            let (a, b) = (p / g.sw, p % g.sw);
+            // Columns j whose input column j*sw + b - pw lies inside the image.
+            let lo = skip(b, g.pw, g.sw).min(wq);
+            let hi = (g.w + g.pw).saturating_sub(b).div_ceil(g.sw).clamp(lo, wq);
+            for (c, pl) in img.chunks_mut(plane).enumerate() {
+                for (i, row) in pl.chunks_mut(wq).enumerate() {
+                    let hin = (i * g.sh + a) as isize - g.ph as isize;
+                    if hin < 0 || hin >= g.h as isize {
+                        row.fill(T::zero());
+                        continue;
+                    }
+                    row[..lo].fill(T::zero());
+                    row[hi..].fill(T::zero());
+                    if lo == hi {
+                        continue;
+                    }
+                    let src = &x[c * hw + hin as usize * g.w..][..g.w];
+                    let first = lo * g.sw + b - g.pw;
+                    if g.sw == 1 {
+                        row[lo..hi].copy_from_slice(&src[first..first + hi - lo]);
+                    } else {
+                        let s = src[first..].iter().step_by(g.sw);
+                        row[lo..hi].iter_mut().zip(s).for_each(|(d, &v)| *d = v);
+                    }
+                }
+            }
+        }
+        buf[image * phases.len()..].fill(T::zero());
+        let mut offs = Vec::with_capacity(g.c * g.kh * g.kw);
+        for c in 0..g.c {
+            for ki in 0..g.kh {
+                for kj in 0..g.kw {
+                    let (a, b) = (ki * g.dh % g.sh, kj * g.dw % g.sw);
+                    let s = slot[a * g.sw + b];
+                    offs.push(s * image + c * plane + ki * g.dh / g.sh * wq + kj * g.dw / g.sw);
+                }
+            }
+        }
+        Some(Self { buf, offs, wq })
+    }
+}
+
+impl<T: Gemm> Source<T> for Taps<T> {
+    fn row(&self, r: usize, c0: usize, out: &mut [T]) {
+        out.copy_from_slice(&self.buf[self.offs[r] + c0..][..out.len()]);
+    }
+
+    fn col(&self, c: usize, r0: usize, out: &mut [T]) {
+        for (o, &off) in out.iter_mut().zip(&self.offs[r0..]) {
+            *o = self.buf[off + c];
+        }
+    }
+
+    fn by_rows(&self) -> bool {
+        true
+    }
+
+    fn run(&self, r: usize, c0: usize, n: usize) -> Option<&[T]> {
+        Some(&self.buf[self.offs[r] + c0..][..n])
+    }
 }
 
 /// A row-major matrix with `cols` columns.

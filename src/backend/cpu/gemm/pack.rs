@@ -18,6 +18,11 @@ pub(crate) trait Source<T>: Sync {
     fn strided(&self) -> Option<Strided<'_, T>> {
         None
     }
+    /// Row `r`'s columns `c0..c0 + n` when they lie contiguous in memory (packed straight from
+    /// there instead of through a copy).
+    fn run(&self, _r: usize, _c0: usize, _n: usize) -> Option<&[T]> {
+        None
+    }
 }
 
 impl<T, S: Source<T> + ?Sized> Source<T> for &S {
@@ -32,6 +37,9 @@ impl<T, S: Source<T> + ?Sized> Source<T> for &S {
     }
     fn strided(&self) -> Option<Strided<'_, T>> {
         (**self).strided()
+    }
+    fn run(&self, r: usize, c0: usize, n: usize) -> Option<&[T]> {
+        (**self).run(r, c0, n)
     }
 }
 
@@ -135,7 +143,17 @@ fn put_group<T: Gemm, const W: usize>(dst: &mut [T], at: usize, row: &[T], p: us
     let group = &mut dst[at..at + W];
     let src = &row[p * W..];
     match src.first_chunk::<W>() {
-        Some(full) => group.copy_from_slice(full),
+        // Element by element in 8-wide blocks: `copy_from_slice` of a whole panel-width group
+        // becomes a library call (`memcpy`) per group, which cost more than the copy.
+        Some(full) => {
+            for (d, s) in group.chunks_exact_mut(8).zip(full.chunks_exact(8)) {
+                let s: &[T; 8] = s.try_into().expect("8 elements");
+                let d: &mut [T; 8] = d.try_into().expect("8 elements");
+                *d = *s;
+            }
+            let tail = W / 8 * 8;
+            group[tail..].copy_from_slice(&full[tail..]);
+        }
         None => {
             group[..src.len()].copy_from_slice(src);
             group[src.len()..].fill(T::zero());
@@ -192,7 +210,24 @@ fn pack_w<T: Gemm, const W: usize>(
         return;
     }
     let mut run = [T::zero(); MAX_RUN];
-    if src.by_rows() {
+    if src.run(k0, n0, n).is_some() {
+        // Rows that are runs in memory: grouped as for a strided source above.
+        const ROWS: usize = 8;
+        for k1 in (0..kc).step_by(ROWS) {
+            for p in 0..panels {
+                for kk in k1..kc.min(k1 + ROWS) {
+                    let row = match src.run(k0 + kk, n0, n) {
+                        Some(row) => row,
+                        None => {
+                            src.row(k0 + kk, n0, &mut run[..n]);
+                            &run[..n]
+                        }
+                    };
+                    put_group::<T, W>(dst, p * kc * W + kk * W, row, p);
+                }
+            }
+        }
+    } else if src.by_rows() {
         let run = &mut run[..n];
         for kk in 0..kc {
             src.row(k0 + kk, n0, run);
