@@ -335,11 +335,9 @@ pub(crate) fn max_pool(x: &CpuStorage, g: &ConvGeom) -> (CpuStorage, CpuStorage)
         let mut out = pool::any(n);
         let rows: Vec<_> = (0..g.ho).map(|oh| tap_range(oh, g.sh, g.dh, g.ph, g.kh, g.h)).collect();
         let cols: Vec<_> = (0..g.wo).map(|ow| tap_range(ow, g.sw, g.dw, g.pw, g.kw, g.w)).collect();
-        // A full window's taps relative to its first, in (ki, kj) order.
-        let offsets: Vec<usize> = (0..g.kh)
-            .flat_map(|ki| (0..g.kw).map(move |kj| ki * g.dh * g.w + kj * g.dw))
-            .collect();
-        out.par_chunks_mut(g.ho * g.wo).zip(idx.par_chunks_mut(g.ho * g.wo)).enumerate().for_each(|(plane, (o, ix))| {
+        out.par_chunks_mut(g.ho * g.wo).zip(idx.par_chunks_mut(g.ho * g.wo)).enumerate().for_each_init(
+            || (vec![Default::default(); g.w], vec![0u32; g.w]),
+            |(cmax, cidx), (plane, (o, ix))| {
             let src = &v[plane * g.h * g.w..(plane + 1) * g.h * g.w];
             let ConvGeom { w: ww, sh, sw, ph, pw, dh, dw, wo, .. } = *g;
             // The window's taps in (ki, kj) order: flat input positions, padding skipped.
@@ -351,19 +349,64 @@ pub(crate) fn max_pool(x: &CpuStorage, g: &ConvGeom) -> (CpuStorage, CpuStorage)
                     kj.clone().map(move |kj| row + ow * sw + kj * dw - pw)
                 })
             };
-            // Windows wholly inside the input read fixed offsets from their corner; the others
-            // (padding cut off some taps) enumerate their taps. Row by row, so that no output
-            // divides its index (a division per output cost as much as its four taps on wasm).
-            let (kh, kw) = (g.kh, g.kw);
+            // Separably, row by row of the output: first down each input column over the
+            // window's rows (a vector loop), keeping the first row that holds the column's
+            // maximum; then across each window's columns, where the first maximum in (ki, kj)
+            // order is the one with the smallest flat index among equal values. Rows where NaN
+            // appears take the exact per-window pass instead.
             for (oh, (o, ix)) in o.chunks_exact_mut(wo).zip(ix.chunks_exact_mut(wo)).enumerate() {
-                let full_rows = rows[oh].len() == kh;
+                let mut ks = rows[oh].clone();
+                let Some(k0) = ks.next() else {
+                    o.fill(T::from_acc(<<T as Elem>::Acc as crate::dtype::Real>::of(f64::NEG_INFINITY)));
+                    ix.fill(-1);
+                    continue;
+                };
+                let at = |ki: usize| (oh * sh + ki * dh - ph) * ww;
+                let first = &src[at(k0)..][..ww];
+                let mut nan = false;
+                for (w, ((m, i), &x)) in cmax.iter_mut().zip(cidx.iter_mut()).zip(first).enumerate() {
+                    let x = x.to_acc();
+                    nan |= x.is_nan();
+                    (*m, *i) = (x, (at(k0) + w) as u32);
+                }
+                for ki in ks {
+                    let base = at(ki);
+                    let (row, m, i) = (&src[base..][..ww], &mut cmax[..ww], &mut cidx[..ww]);
+                    // Masks instead of `if`, which the compiler turns into a branch per
+                    // element (mispredicted on data like this) and does not vectorise.
+                    for w in 0..ww {
+                        let x = row[w].to_acc();
+                        nan |= x.is_nan();
+                        let take = 0u32.wrapping_sub((x > m[w]) as u32);
+                        i[w] = (i[w] & !take) | ((base + w) as u32 & take);
+                        m[w] = num_traits::Float::max(m[w], x);
+                    }
+                }
+                if nan {
+                    for (ow, (o, ix)) in o.iter_mut().zip(ix.iter_mut()).enumerate() {
+                        (*o, *ix) = window(src, || taps(oh, ow));
+                    }
+                    continue;
+                }
+                // Across each window's columns: the first maximum in (ki, kj) order is the one
+                // with the smallest flat index among equal values.
                 for (ow, (o, ix)) in o.iter_mut().zip(ix.iter_mut()).enumerate() {
-                    (*o, *ix) = if full_rows && cols[ow].len() == kw {
-                        let corner = (oh * sh - ph) * ww + ow * sw - pw;
-                        window(src, || offsets.iter().map(move |&d| corner + d))
-                    } else {
-                        window(src, || taps(oh, ow))
+                    let mut kj = cols[ow].clone();
+                    let Some(j0) = kj.next() else {
+                        (*o, *ix) = window(src, || taps(oh, ow));
+                        continue;
                     };
+                    let col = |kj: usize| ow * sw + kj * dw - pw;
+                    let (mut best, mut bi) = (cmax[col(j0)], cidx[col(j0)]);
+                    for kj in kj {
+                        let (x, i) = (cmax[col(kj)], cidx[col(kj)]);
+                        // `|` and `&`, not `||` and `&&`: no data-dependent branch.
+                        let take = (x > best) | ((x == best) & (i < bi));
+                        let take = 0u32.wrapping_sub(take as u32);
+                        bi = (bi & !take) | (i & take);
+                        best = num_traits::Float::max(best, x);
+                    }
+                    (*o, *ix) = (T::from_acc(best), bi as i32);
                 }
             }
         });
