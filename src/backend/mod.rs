@@ -248,16 +248,22 @@ impl Storage {
             _ => unreachable!("checked by the optimizer: one device, f32"),
         }
     }
-    pub(crate) fn max_pool(&self, g: &ConvGeom) -> Result<(Storage, Storage)> {
+    /// Max pooling: the maxima and, when `indices` (always on the GPU, whose kernel writes
+    /// both), each window's argmax.
+    pub(crate) fn max_pool(
+        &self,
+        g: &ConvGeom,
+        indices: bool,
+    ) -> Result<(Storage, Option<Storage>)> {
         match self {
             Storage::Cpu(c) => {
                 cpu::reserve("max_pool2d", c.dtype(), g.n * g.c * g.ho * g.wo)?;
-                let (v, i) = cpu::max_pool(c, g);
-                Ok((Storage::Cpu(v), Storage::Cpu(i)))
+                let (v, i) = cpu::max_pool(c, g, indices);
+                Ok((Storage::Cpu(v), i.map(Storage::Cpu)))
             }
             Storage::Gpu(s) => {
                 let (v, i) = gpu::max_pool(s, g)?;
-                Ok((Storage::Gpu(v), Storage::Gpu(i)))
+                Ok((Storage::Gpu(v), Some(Storage::Gpu(i))))
             }
         }
     }

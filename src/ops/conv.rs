@@ -516,10 +516,15 @@ fn max_pool2d_with_untraced(
         dilation,
     )?;
     let x = input.dense()?;
-    let (v, i) = x.storage().max_pool(&g)?;
+    // The argmax is needed only for a backward pass.
+    let grad = crate::autograd::is_grad_enabled() && input.requires_grad();
+    let (v, i) = x.storage().max_pool(&g, grad)?;
     let mut out_shape = lead;
     out_shape.extend([g.ho, g.wo]);
     let out = Tensor::from_storage(v, &out_shape, input.device());
+    let Some(i) = i.filter(|_| grad) else {
+        return Ok(out);
+    };
     let idx = Tensor::from_storage(i, &out_shape, input.device());
     // The rule needs only the argmax, but the input is saved too (and checked), as PyTorch does.
     let saved = (Saved::new(input), Saved::new(&idx), g);

@@ -177,15 +177,22 @@ fn forward<T: Gemm>(x: &[T], w: &[T], bias: Option<&[T]>, g: &ConvGeom, o: usize
             lq,
             T::kernel(o, lq),
         );
-        for (oc, (dst, src)) in y.chunks_mut(l).zip(wide.chunks(lq)).enumerate() {
-            let bv = bias.map_or(T::zero(), |b| b[oc]);
-            for (d, s) in dst.chunks_mut(g.wo).zip(src.chunks(taps.wq)) {
-                d.iter_mut().zip(s).for_each(|(d, &s)| *d = s + bv);
-            }
-        }
+        y.par_chunks_mut(l)
+            .zip(wide.par_chunks(lq))
+            .with_min_len(PAR_ELEMS.div_ceil(l))
+            .enumerate()
+            .for_each(|(oc, (dst, src))| {
+                let bv = bias.map_or(T::zero(), |b| b[oc]);
+                for (d, s) in dst.chunks_mut(g.wo).zip(src.chunks(taps.wq)) {
+                    d.iter_mut().zip(s).for_each(|(d, &s)| *d = s + bv);
+                }
+            });
     });
     out
 }
+
+/// Copies of fewer elements than this stay on one thread.
+const PAR_ELEMS: usize = 1 << 15;
 
 /// One sample's input laid out so that every row of its unfolded matrix is one run of memory:
 /// the zero-padded image split into its stride phases (`x[c, i*sh + a - ph, j*sw + b - pw]` for
@@ -232,12 +239,20 @@ impl<T: Gemm> Taps<T> {
         let (hw, skip) = (g.h * g.w, |b: usize, pad: usize, s: usize| {
             pad.saturating_sub(b).div_ceil(s)
         });
-        for (&p, img) in phases.iter().zip(buf.chunks_mut(image)) {
-            let (a, b) = (p / g.sw, p % g.sw);
-            // Columns j whose input column j*sw + b - pw lies inside the image.
-            let lo = skip(b, g.pw, g.sw).min(wq);
-            let hi = (g.w + g.pw).saturating_sub(b).div_ceil(g.sw).clamp(lo, wq);
-            for (c, pl) in img.chunks_mut(plane).enumerate() {
+        // Plane by plane, in parallel (a lone sample would otherwise lay out its input on one
+        // thread while the other waits for the GEMM).
+        let (planes, slack) = buf.split_at_mut(image * phases.len());
+        slack.fill(T::zero());
+        planes
+            .par_chunks_mut(plane)
+            .with_min_len(PAR_ELEMS.div_ceil(plane))
+            .enumerate()
+            .for_each(|(q, pl)| {
+                let (p, c) = (phases[q / g.c], q % g.c);
+                let (a, b) = (p / g.sw, p % g.sw);
+                // Columns j whose input column j*sw + b - pw lies inside the image.
+                let lo = skip(b, g.pw, g.sw).min(wq);
+                let hi = (g.w + g.pw).saturating_sub(b).div_ceil(g.sw).clamp(lo, wq);
                 for (i, row) in pl.chunks_mut(wq).enumerate() {
                     let hin = (i * g.sh + a) as isize - g.ph as isize;
                     if hin < 0 || hin >= g.h as isize {
@@ -258,9 +273,7 @@ impl<T: Gemm> Taps<T> {
                         row[lo..hi].iter_mut().zip(s).for_each(|(d, &v)| *d = v);
                     }
                 }
-            }
-        }
-        buf[image * phases.len()..].fill(T::zero());
+            });
         let mut offs = Vec::with_capacity(g.c * g.kh * g.kw);
         for c in 0..g.c {
             for ki in 0..g.kh {

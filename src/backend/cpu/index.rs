@@ -326,18 +326,30 @@ fn window<T: Elem, I: Iterator<Item = usize>>(src: &[T], taps: impl Fn() -> I) -
     (T::from_acc(best), at)
 }
 
-/// Max pooling of `[N*C, H, W]` planes: values and the flat index (h * W + w) of each window's
-/// first maximum (NaN wins, as in PyTorch).
-pub(crate) fn max_pool(x: &CpuStorage, g: &ConvGeom) -> (CpuStorage, CpuStorage) {
+/// Max pooling of `[N*C, H, W]` planes: values and, when `indices`, the flat index (h * W + w)
+/// of each window's first maximum (NaN wins, as in PyTorch). Inference skips the indices: they
+/// cost more than the maxima.
+pub(crate) fn max_pool(
+    x: &CpuStorage,
+    g: &ConvGeom,
+    indices: bool,
+) -> (CpuStorage, Option<CpuStorage>) {
     let n = g.n * g.c * g.ho * g.wo;
-    let mut idx = pool::any(n);
+    let plane_out = g.ho * g.wo;
+    let mut idx: Vec<i32> = if indices { pool::any(n) } else { Vec::new() };
     let vals = with_cpu!(x, v, T => {
         let mut out = pool::any(n);
         let rows: Vec<_> = (0..g.ho).map(|oh| tap_range(oh, g.sh, g.dh, g.ph, g.kh, g.h)).collect();
         let cols: Vec<_> = (0..g.wo).map(|ow| tap_range(ow, g.sw, g.dw, g.pw, g.kw, g.w)).collect();
-        out.par_chunks_mut(g.ho * g.wo).zip(idx.par_chunks_mut(g.ho * g.wo)).enumerate().for_each_init(
-            || (vec![Default::default(); g.w], vec![0u32; g.w]),
-            |(cmax, cidx), (plane, (o, ix))| {
+        // Without indices each task writes its plane's indices to a scratch row.
+        let ix_planes: Vec<Option<&mut [i32]>> = if indices {
+            idx.chunks_mut(plane_out.max(1)).map(Some).collect()
+        } else {
+            (0..g.n * g.c).map(|_| None).collect()
+        };
+        out.par_chunks_mut(plane_out.max(1)).zip(ix_planes.into_par_iter()).enumerate().for_each_init(
+            || (vec![Default::default(); g.w], vec![0u32; g.w], vec![0i32; g.wo]),
+            |(cmax, cidx, scratch), (plane, (o, ixp))| {
             let src = &v[plane * g.h * g.w..(plane + 1) * g.h * g.w];
             let ConvGeom { w: ww, sh, sw, ph, pw, dh, dw, wo, .. } = *g;
             // The window's taps in (ki, kj) order: flat input positions, padding skipped.
@@ -349,12 +361,17 @@ pub(crate) fn max_pool(x: &CpuStorage, g: &ConvGeom) -> (CpuStorage, CpuStorage)
                     kj.clone().map(move |kj| row + ow * sw + kj * dw - pw)
                 })
             };
+            let mut ixp = ixp;
             // Separably, row by row of the output: first down each input column over the
             // window's rows (a vector loop), keeping the first row that holds the column's
             // maximum; then across each window's columns, where the first maximum in (ki, kj)
             // order is the one with the smallest flat index among equal values. Rows where NaN
             // appears take the exact per-window pass instead.
-            for (oh, (o, ix)) in o.chunks_exact_mut(wo).zip(ix.chunks_exact_mut(wo)).enumerate() {
+            for (oh, o) in o.chunks_exact_mut(wo).enumerate() {
+                let ix: &mut [i32] = match ixp.as_deref_mut() {
+                    Some(p) => &mut p[oh * wo..(oh + 1) * wo],
+                    None => &mut scratch[..],
+                };
                 let mut ks = rows[oh].clone();
                 let Some(k0) = ks.next() else {
                     o.fill(T::from_acc(<<T as Elem>::Acc as crate::dtype::Real>::of(f64::NEG_INFINITY)));
@@ -374,12 +391,20 @@ pub(crate) fn max_pool(x: &CpuStorage, g: &ConvGeom) -> (CpuStorage, CpuStorage)
                     let (row, m, i) = (&src[base..][..ww], &mut cmax[..ww], &mut cidx[..ww]);
                     // Masks instead of `if`, which the compiler turns into a branch per
                     // element (mispredicted on data like this) and does not vectorise.
-                    for w in 0..ww {
-                        let x = row[w].to_acc();
-                        nan |= x.is_nan();
-                        let take = 0u32.wrapping_sub((x > m[w]) as u32);
-                        i[w] = (i[w] & !take) | ((base + w) as u32 & take);
-                        m[w] = num_traits::Float::max(m[w], x);
+                    if indices {
+                        for w in 0..ww {
+                            let x = row[w].to_acc();
+                            nan |= x.is_nan();
+                            let take = 0u32.wrapping_sub((x > m[w]) as u32);
+                            i[w] = (i[w] & !take) | ((base + w) as u32 & take);
+                            m[w] = num_traits::Float::max(m[w], x);
+                        }
+                    } else {
+                        for w in 0..ww {
+                            let x = row[w].to_acc();
+                            nan |= x.is_nan();
+                            m[w] = num_traits::Float::max(m[w], x);
+                        }
                     }
                 }
                 if nan {
@@ -398,13 +423,19 @@ pub(crate) fn max_pool(x: &CpuStorage, g: &ConvGeom) -> (CpuStorage, CpuStorage)
                     };
                     let col = |kj: usize| ow * sw + kj * dw - pw;
                     let (mut best, mut bi) = (cmax[col(j0)], cidx[col(j0)]);
-                    for kj in kj {
-                        let (x, i) = (cmax[col(kj)], cidx[col(kj)]);
-                        // `|` and `&`, not `||` and `&&`: no data-dependent branch.
-                        let take = (x > best) | ((x == best) & (i < bi));
-                        let take = 0u32.wrapping_sub(take as u32);
-                        bi = (bi & !take) | (i & take);
-                        best = num_traits::Float::max(best, x);
+                    if indices {
+                        for kj in kj {
+                            let (x, i) = (cmax[col(kj)], cidx[col(kj)]);
+                            // `|` and `&`, not `||` and `&&`: no data-dependent branch.
+                            let take = (x > best) | ((x == best) & (i < bi));
+                            let take = 0u32.wrapping_sub(take as u32);
+                            bi = (bi & !take) | (i & take);
+                            best = num_traits::Float::max(best, x);
+                        }
+                    } else {
+                        for kj in kj {
+                            best = num_traits::Float::max(best, cmax[col(kj)]);
+                        }
                     }
                     (*o, *ix) = (T::from_acc(best), bi as i32);
                 }
@@ -412,7 +443,7 @@ pub(crate) fn max_pool(x: &CpuStorage, g: &ConvGeom) -> (CpuStorage, CpuStorage)
         });
         T::wrap(out)
     });
-    (vals, CpuStorage::I32(idx))
+    (vals, indices.then(|| CpuStorage::I32(idx)))
 }
 
 /// Scatter the output gradient of max pooling back to the argmax positions.
