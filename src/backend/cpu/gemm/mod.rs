@@ -36,6 +36,9 @@ const NC: usize = 384;
 /// A product is split over threads only into pieces of at least this many multiply-adds (a few
 /// microseconds of work, more than a rayon task costs).
 const MIN_TASK_MACS: usize = 1 << 18;
+/// Pieces per thread when C is split by columns (each piece packs only its own columns of B):
+/// a thread the host preempts then holds up less of the product.
+const SPLIT_COLS: usize = 4;
 
 const _: () = assert!(KC <= pack::MAX_RUN && MC <= pack::MAX_RUN && NC <= pack::MAX_RUN);
 // Whole panels of every kernel (MR 4, 6, 8, 12; NR 8, 16, 32, 48) fit the blocks.
@@ -174,10 +177,11 @@ pub(crate) fn gemm_src<T: Gemm>(
     // Split the longer side of C into equal pieces (whole tiles), one task each, when each
     // piece keeps at least MIN_TASK_MACS of work.
     let macs = m.saturating_mul(n).saturating_mul(k);
-    let pieces = rayon::current_num_threads()
+    let by_rows = m >= n;
+    let per_thread = if by_rows { 1 } else { SPLIT_COLS };
+    let pieces = (rayon::current_num_threads() * per_thread)
         .min(macs / MIN_TASK_MACS)
         .max(1);
-    let by_rows = m >= n;
     let (len, unit) = if by_rows {
         (m, kernel.mr)
     } else {
