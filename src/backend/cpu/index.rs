@@ -443,7 +443,7 @@ pub(crate) fn max_pool(
         });
         T::wrap(out)
     });
-    (vals, indices.then(|| CpuStorage::I32(idx)))
+    (vals, indices.then_some(CpuStorage::I32(idx)))
 }
 
 /// Scatter the output gradient of max pooling back to the argmax positions.
