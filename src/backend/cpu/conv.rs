@@ -288,6 +288,39 @@ impl<T: Gemm> Taps<T> {
     }
 }
 
+/// [`Taps`] read over the output's own columns (`wo` per output row, none dropped): the weight
+/// gradient's transposed B, where a dropped column would multiply a zero gradient by whatever
+/// input it reads (∞ · 0 is NaN).
+struct Compact<'a, T: Gemm> {
+    taps: &'a Taps<T>,
+    g: &'a ConvGeom,
+}
+
+impl<T: Gemm> Source<T> for Compact<'_, T> {
+    fn row(&self, r: usize, c0: usize, out: &mut [T]) {
+        let (wo, wq, base) = (self.g.wo, self.taps.wq, self.taps.offs[r]);
+        let mut done = 0;
+        while done < out.len() {
+            let (oh, ow) = ((c0 + done) / wo, (c0 + done) % wo);
+            let n = (wo - ow).min(out.len() - done);
+            let src = &self.taps.buf[base + oh * wq + ow..][..n];
+            copy_short(&mut out[done..done + n], src);
+            done += n;
+        }
+    }
+
+    fn col(&self, c: usize, r0: usize, out: &mut [T]) {
+        let at = c / self.g.wo * self.taps.wq + c % self.g.wo;
+        for (o, &off) in out.iter_mut().zip(&self.taps.offs[r0..]) {
+            *o = self.taps.buf[off + at];
+        }
+    }
+
+    fn by_rows(&self) -> bool {
+        true
+    }
+}
+
 impl<T: Gemm> Source<T> for Taps<T> {
     fn row(&self, r: usize, c0: usize, out: &mut [T]) {
         out.copy_from_slice(&self.buf[self.offs[r] + c0..][..out.len()]);
@@ -355,10 +388,18 @@ fn backward_weight<T: Gemm>(gy: &[T], x: &[T], g: &ConvGeom, o: usize) -> Vec<T>
             let mut acc = zero();
             for n in gi * GROUP..((gi + 1) * GROUP).min(g.n) {
                 let xn = &x[n * chw..(n + 1) * chw];
-                // dY[n] [o, l] · colsᵀ [l, k], accumulated; the columns are unfolded as they
-                // are packed.
+                // dY[n] [o, l] · colsᵀ [l, k], accumulated; the columns are packed from the
+                // sample's phase layout (or unfolded as they are packed).
                 let gyn = rows(&gy[n * o * l..(n + 1) * o * l], l);
-                if is_pointwise(g) {
+                let taps = if is_pointwise(g) {
+                    None
+                } else {
+                    Taps::new(xn, g)
+                };
+                if let Some(taps) = &taps {
+                    let cols = Transposed(Compact { taps, g });
+                    gemm_src(o, l, k, &gyn, &cols, T::one(), &mut acc, k, kern);
+                } else if is_pointwise(g) {
                     gemm_src(
                         o,
                         l,
