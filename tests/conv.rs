@@ -379,3 +379,40 @@ fn max_and_min_propagate_nan_on_every_device() -> Result<()> {
     }
     Ok(())
 }
+
+#[test]
+fn inputs_no_window_reads_do_not_reach_the_result() -> Result<()> {
+    // Stride 2 over 8 columns and 10 rows with a 3×3 kernel reads columns 0-6 and rows 0-8: an
+    // infinity in column 7 (and a NaN in row 9) must not reach the output or either gradient,
+    // though the CPU's phase layout holds both next to values it does read.
+    let _seed = common::seed_lock();
+    wgtorch::manual_seed(9);
+    for dev in common::devices() {
+        let mut v = Tensor::randn([2, 3, 10, 8], &Device::Cpu)?.to_vec::<f32>()?;
+        for plane in 0..6 {
+            for r in 0..10 {
+                v[plane * 80 + r * 8 + 7] = f32::INFINITY;
+            }
+            v[plane * 80 + 9 * 8 + 2] = f32::NAN;
+        }
+        let x = Tensor::from_vec(v, [2, 3, 10, 8], &dev)?.requires_grad_(true);
+        let w = Tensor::randn([4, 3, 3, 3], &dev)?.requires_grad_(true);
+        let opts = F::Conv2dFuncOptions {
+            stride: 2.into(),
+            ..Default::default()
+        };
+        let y = F::conv2d_with(&x, &w, None, opts)?;
+        assert_eq!(y.shape(), &[2, 4, 4, 3]);
+        y.sum_all()?.backward()?;
+        let finite =
+            |t: &Tensor| -> Result<bool> { Ok(t.to_vec::<f32>()?.iter().all(|v| v.is_finite())) };
+        assert!(finite(&y)?, "output on {dev:?}");
+        assert!(finite(&w.grad().unwrap())?, "weight gradient on {dev:?}");
+        let gx = x.grad().unwrap().to_vec::<f32>()?;
+        assert!(
+            gx.iter().all(|v| v.is_finite()),
+            "input gradient on {dev:?}"
+        );
+    }
+    Ok(())
+}
