@@ -5,7 +5,7 @@
 //! `dW = Σ_n dY[n] · cols[n]ᵀ` (one accumulator per group of samples, summed in order), and the
 //! input gradient folds `Wᵀ · dY[n]` back into the image.
 
-use super::gemm::{gemm, gemm_src, Gemm, Source, Strided, Transposed};
+use super::gemm::{copy_short, gemm, gemm_src, Gemm, Source, Strided, Transposed};
 use super::{pool, with_cpu, CpuElem, CpuStorage};
 use crate::dtype::Elem;
 use crate::ops::ConvGeom;
@@ -498,23 +498,6 @@ impl<T: Gemm> Source<T> for Unfold<'_, T> {
 
     fn by_rows(&self) -> bool {
         true
-    }
-}
-
-/// `dst.copy_from_slice(src)` inline for the short runs an unfold copies (a library call per
-/// run of a few elements costs more than the copy).
-#[inline(always)]
-fn copy_short<T: Copy>(dst: &mut [T], src: &[T]) {
-    assert_eq!(dst.len(), src.len(), "copy_short: lengths differ");
-    let (mut d8, s8) = (dst.chunks_exact_mut(8), src.chunks_exact(8));
-    let rest = s8.remainder();
-    for (d, s) in (&mut d8).zip(s8) {
-        let s: &[T; 8] = s.try_into().expect("8 elements");
-        let d: &mut [T; 8] = d.try_into().expect("8 elements");
-        *d = *s;
-    }
-    for (d, &s) in d8.into_remainder().iter_mut().zip(rest) {
-        *d = s;
     }
 }
 

@@ -20,7 +20,7 @@ mod pack;
 mod tests;
 
 pub(crate) use kernel::Kernel;
-pub(crate) use pack::{Source, Strided, Transposed};
+pub(crate) use pack::{copy_short, Source, Strided, Transposed};
 
 use super::vmath::{self, Isa};
 use super::CpuElem;

@@ -103,6 +103,23 @@ impl<T, S: Source<T>> Source<T> for Transposed<S> {
     }
 }
 
+/// `dst.copy_from_slice(src)` inline, in 8-element blocks, for the short runs that packing and
+/// unfolding copy (a library call per run of a few dozen elements costs more than the copy).
+#[inline(always)]
+pub(crate) fn copy_short<T: Copy>(dst: &mut [T], src: &[T]) {
+    assert_eq!(dst.len(), src.len(), "copy_short: lengths differ");
+    let (mut d8, s8) = (dst.chunks_exact_mut(8), src.chunks_exact(8));
+    let rest = s8.remainder();
+    for (d, s) in (&mut d8).zip(s8) {
+        let s: &[T; 8] = s.try_into().expect("8 elements");
+        let d: &mut [T; 8] = d.try_into().expect("8 elements");
+        *d = *s;
+    }
+    for (d, &s) in d8.into_remainder().iter_mut().zip(rest) {
+        *d = s;
+    }
+}
+
 /// The longest run `pack` reads at once: the larger of the blocking's `KC` and `NC`/`MC`.
 pub(super) const MAX_RUN: usize = 512;
 
@@ -143,17 +160,9 @@ fn put_group<T: Gemm, const W: usize>(dst: &mut [T], at: usize, row: &[T], p: us
     let group = &mut dst[at..at + W];
     let src = &row[p * W..];
     match src.first_chunk::<W>() {
-        // Element by element in 8-wide blocks: `copy_from_slice` of a whole panel-width group
-        // becomes a library call (`memcpy`) per group, which cost more than the copy.
-        Some(full) => {
-            for (d, s) in group.chunks_exact_mut(8).zip(full.chunks_exact(8)) {
-                let s: &[T; 8] = s.try_into().expect("8 elements");
-                let d: &mut [T; 8] = d.try_into().expect("8 elements");
-                *d = *s;
-            }
-            let tail = W / 8 * 8;
-            group[tail..].copy_from_slice(&full[tail..]);
-        }
+        // `copy_from_slice` of a whole panel-width group becomes a library call (`memcpy`) per
+        // group, which cost more than the copy.
+        Some(full) => copy_short(group, full),
         None => {
             group[..src.len()].copy_from_slice(src);
             group[src.len()..].fill(T::zero());
