@@ -1,9 +1,11 @@
 //! CPU convolution: one GEMM per sample, in parallel over the batch (and inside each GEMM when
 //! the batch is small). The unfolded sample (`C*kh*kw × Ho*Wo`) is never written out: the GEMM
-//! packs it straight from the image ([`Unfold`]); 1×1 stride-1 unpadded convolutions read the
-//! sample as it is. The weight gradient packs the same unfolded columns transposed,
-//! `dW = Σ_n dY[n] · cols[n]ᵀ` (one accumulator per group of samples, summed in order), and the
-//! input gradient folds `Wᵀ · dY[n]` back into the image.
+//! packs its rows from the sample's phase layout ([`Taps`], runs of memory), or unfolds them as it
+//! packs ([`Unfold`], when a padding larger than the image would make the layout bigger than the
+//! unfolded matrix); 1×1 stride-1 unpadded convolutions read the sample as it is. The weight
+//! gradient packs the same columns transposed ([`Compact`]), `dW = Σ_n dY[n] · cols[n]ᵀ` (one
+//! accumulator per group of samples, summed in order), and the input gradient folds
+//! `Wᵀ · dY[n]` back into the image.
 
 use super::gemm::{copy_short, gemm, gemm_src, Gemm, Source, Strided, Transposed};
 use super::{pool, with_cpu, CpuElem, CpuStorage};
@@ -215,9 +217,11 @@ impl<T: Gemm> Taps<T> {
     fn new(x: &[T], g: &ConvGeom) -> Option<Self> {
         let hq = g.ho + (g.kh - 1) * g.dh / g.sh;
         let wq = g.wo + (g.kw - 1) * g.dw / g.sw;
-        // The phases some kernel offset reads, in first-use order.
+        // The phases some kernel offset reads, in first-use order, and each offset's phase slot
+        // with its row and column inside the phase.
         let mut slot = vec![usize::MAX; g.sh * g.sw];
         let mut phases = Vec::new();
+        let mut taps = Vec::with_capacity(g.kh * g.kw);
         for ki in 0..g.kh {
             for kj in 0..g.kw {
                 let p = (ki * g.dh % g.sh) * g.sw + kj * g.dw % g.sw;
@@ -225,6 +229,7 @@ impl<T: Gemm> Taps<T> {
                     slot[p] = phases.len();
                     phases.push(p);
                 }
+                taps.push((slot[p], ki * g.dh / g.sh, kj * g.dw / g.sw));
             }
         }
         let plane = hq.checked_mul(wq)?;
@@ -274,16 +279,12 @@ impl<T: Gemm> Taps<T> {
                     }
                 }
             });
-        let mut offs = Vec::with_capacity(g.c * g.kh * g.kw);
-        for c in 0..g.c {
-            for ki in 0..g.kh {
-                for kj in 0..g.kw {
-                    let (a, b) = (ki * g.dh % g.sh, kj * g.dw % g.sw);
-                    let s = slot[a * g.sw + b];
-                    offs.push(s * image + c * plane + ki * g.dh / g.sh * wq + kj * g.dw / g.sw);
-                }
-            }
-        }
+        let offs = (0..g.c)
+            .flat_map(|c| {
+                taps.iter()
+                    .map(move |&(s, u, v)| s * image + c * plane + u * wq + v)
+            })
+            .collect();
         Some(Self { buf, offs, wq })
     }
 }
