@@ -274,7 +274,8 @@ fn max_pool_picks_the_first_maximum_and_propagates_nan() -> Result<()> {
 fn max_pool_matches_a_reference_with_ties_nan_and_padding() -> Result<()> {
     use wgtorch::nn::functional::MaxPool2dOptions;
     // Values from a small set (ties), with -inf among them and NaN in one of the two inputs,
-    // over odd sizes; 2×2 and 3×3 windows, strides 1-3 and padding 0-1: every device against a
+    // over odd sizes; 2×2 and 3×3 windows, strides 1-3, padding 0-1 and dilation 1-2 (windows
+    // inside the row and windows over the padding): every device against a
     // plain reference (first maximum in row-major order, the first NaN winning), values and the
     // positions the gradient reaches.
     let (h, w) = (7usize, 9usize);
@@ -287,16 +288,19 @@ fn max_pool_matches_a_reference_with_ties_nan_and_padding() -> Result<()> {
                 k => (k % 4) as f32,
             })
             .collect();
+        // (kernel, stride, padding, dilation)
         let cases = [
-            (2, 2, 0),
-            (2, 1, 0),
-            (2, 3, 1),
-            (2, 2, 1),
-            (3, 2, 1),
-            (3, 1, 1),
-            (3, 2, 0),
+            (2, 2, 0, 1),
+            (2, 1, 0, 1),
+            (2, 3, 1, 1),
+            (2, 2, 1, 1),
+            (3, 2, 1, 1),
+            (3, 1, 1, 1),
+            (3, 2, 0, 1),
+            (2, 1, 1, 2),
+            (3, 2, 1, 2),
         ];
-        for (dev, (k, stride, pad)) in common::devices()
+        for (dev, (k, stride, pad, dil)) in common::devices()
             .into_iter()
             .flat_map(|d| cases.map(|c| (d, c)))
         {
@@ -304,14 +308,16 @@ fn max_pool_matches_a_reference_with_ties_nan_and_padding() -> Result<()> {
             let opts = MaxPool2dOptions {
                 stride: Some(stride.into()),
                 padding: pad.into(),
-                ..Default::default()
+                dilation: dil.into(),
             };
             let y = F::max_pool2d_with(&x, k, opts)?;
+            let span = dil * (k - 1) + 1;
             let (ho, wo) = (
-                (h + 2 * pad - k) / stride + 1,
-                (w + 2 * pad - k) / stride + 1,
+                (h + 2 * pad - span) / stride + 1,
+                (w + 2 * pad - span) / stride + 1,
             );
-            let case = format!("nan {with_nan} k {k} stride {stride} pad {pad} on {dev:?}");
+            let case =
+                format!("nan {with_nan} k {k} stride {stride} pad {pad} dil {dil} on {dev:?}");
             assert_eq!(y.shape(), &[1, 2, ho, wo], "{case}");
             let got = y.to_vec::<f32>()?;
             // Without a backward pass the CPU computes the maxima alone: the same values.
@@ -331,8 +337,8 @@ fn max_pool_matches_a_reference_with_ties_nan_and_padding() -> Result<()> {
                         let (mut best, mut at) = (f32::NEG_INFINITY, usize::MAX);
                         for (ki, kj) in (0..k).flat_map(|ki| (0..k).map(move |kj| (ki, kj))) {
                             let (r, q) = (
-                                (oh * stride + ki) as isize - pad as isize,
-                                (ow * stride + kj) as isize - pad as isize,
+                                (oh * stride + ki * dil) as isize - pad as isize,
+                                (ow * stride + kj * dil) as isize - pad as isize,
                             );
                             if r < 0 || q < 0 || r >= h as isize || q >= w as isize {
                                 continue;

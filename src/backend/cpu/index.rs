@@ -1,6 +1,6 @@
 //! CPU indexing kernels: gather, scatter_add, and the im2col/col2im pair behind conv and pooling.
 
-use super::{for_offsets, par_fill, pool, with_cpu, CpuElem, CpuStorage};
+use super::{for_offsets, par_fill, pool, vmath, with_cpu, CpuElem, CpuStorage};
 use crate::dtype::Elem;
 use crate::ops::ConvGeom;
 use crate::shape::{contiguous_strides, Layout};
@@ -347,103 +347,239 @@ pub(crate) fn max_pool(
         } else {
             (0..g.n * g.c).map(|_| None).collect()
         };
-        out.par_chunks_mut(plane_out.max(1)).zip(ix_planes.into_par_iter()).enumerate().for_each_init(
-            || (vec![Default::default(); g.w], vec![0u32; g.w], vec![0i32; g.wo]),
-            |(cmax, cidx, scratch), (plane, (o, ixp))| {
-            let src = &v[plane * g.h * g.w..(plane + 1) * g.h * g.w];
-            let ConvGeom { w: ww, sh, sw, ph, pw, dh, dw, wo, .. } = *g;
-            // The window's taps in (ki, kj) order: flat input positions, padding skipped.
-            let taps = |oh: usize, ow: usize| {
-                let (ki, kj) = (rows[oh].clone(), cols[ow].clone());
-                ki.flat_map(move |ki| {
-                    let row = (oh * sh + ki * dh - ph) * ww;
-                    // kj's range keeps ow * sw + kj * dw >= pw.
-                    kj.clone().map(move |kj| row + ow * sw + kj * dw - pw)
-                })
-            };
-            let mut ixp = ixp;
-            // Separably, row by row of the output: first down each input column over the
-            // window's rows (a vector loop), keeping the first row that holds the column's
-            // maximum; then across each window's columns, where the first maximum in (ki, kj)
-            // order is the one with the smallest flat index among equal values. Rows where NaN
-            // appears take the exact per-window pass instead.
-            for (oh, o) in o.chunks_exact_mut(wo).enumerate() {
-                let ix: &mut [i32] = match ixp.as_deref_mut() {
-                    Some(p) => &mut p[oh * wo..(oh + 1) * wo],
-                    None => &mut scratch[..],
-                };
-                let mut ks = rows[oh].clone();
-                let Some(k0) = ks.next() else {
-                    o.fill(T::from_acc(<<T as Elem>::Acc as crate::dtype::Real>::of(f64::NEG_INFINITY)));
-                    ix.fill(-1);
-                    continue;
-                };
-                let at = |ki: usize| (oh * sh + ki * dh - ph) * ww;
-                let first = &src[at(k0)..][..ww];
-                let mut nan = false;
-                for (w, ((m, i), &x)) in cmax.iter_mut().zip(cidx.iter_mut()).zip(first).enumerate() {
-                    let x = x.to_acc();
-                    nan |= x.is_nan();
-                    (*m, *i) = (x, (at(k0) + w) as u32);
-                }
-                for ki in ks {
-                    let base = at(ki);
-                    let (row, m, i) = (&src[base..][..ww], &mut cmax[..ww], &mut cidx[..ww]);
-                    // Masks instead of `if`, which the compiler turns into a branch per
-                    // element (mispredicted on data like this) and does not vectorise.
-                    if indices {
-                        for w in 0..ww {
-                            let x = row[w].to_acc();
-                            nan |= x.is_nan();
-                            let take = 0u32.wrapping_sub((x > m[w]) as u32);
-                            i[w] = (i[w] & !take) | ((base + w) as u32 & take);
-                            m[w] = num_traits::Float::max(m[w], x);
-                        }
-                    } else {
-                        for w in 0..ww {
-                            let x = row[w].to_acc();
-                            nan |= x.is_nan();
-                            m[w] = num_traits::Float::max(m[w], x);
-                        }
-                    }
-                }
-                if nan {
-                    for (ow, (o, ix)) in o.iter_mut().zip(ix.iter_mut()).enumerate() {
-                        (*o, *ix) = window(src, || taps(oh, ow));
-                    }
-                    continue;
-                }
-                // Across each window's columns: the first maximum in (ki, kj) order is the one
-                // with the smallest flat index among equal values.
-                for (ow, (o, ix)) in o.iter_mut().zip(ix.iter_mut()).enumerate() {
-                    let mut kj = cols[ow].clone();
-                    let Some(j0) = kj.next() else {
-                        (*o, *ix) = window(src, || taps(oh, ow));
-                        continue;
-                    };
-                    let col = |kj: usize| ow * sw + kj * dw - pw;
-                    let (mut best, mut bi) = (cmax[col(j0)], cidx[col(j0)]);
-                    if indices {
-                        for kj in kj {
-                            let (x, i) = (cmax[col(kj)], cidx[col(kj)]);
-                            // `|` and `&`, not `||` and `&&`: no data-dependent branch.
-                            let take = (x > best) | ((x == best) & (i < bi));
-                            let take = 0u32.wrapping_sub(take as u32);
-                            bi = (bi & !take) | (i & take);
-                            best = num_traits::Float::max(best, x);
-                        }
-                    } else {
-                        for kj in kj {
-                            best = num_traits::Float::max(best, cmax[col(kj)]);
-                        }
-                    }
-                    (*o, *ix) = (T::from_acc(best), bi as i32);
-                }
-            }
+        // Output columns whose window lies inside the row (no padding column): without indices
+        // their maxima are read from the row of running maxima over the window's width.
+        let full = |ow: usize| cols[ow].len() == g.kw;
+        let inner = (0..g.wo).find(|&ow| full(ow)).map_or(0..0, |lo| {
+            lo..(lo..g.wo).find(|&ow| !full(ow)).unwrap_or(g.wo)
         });
+        let plan = PoolPlan { rows, cols, inner, indices };
+        out.par_chunks_mut(plane_out.max(1)).zip(ix_planes.into_par_iter()).enumerate().for_each_init(
+            || (vec![Default::default(); g.w], vec![0u32; g.w], vec![0i32; g.wo], vec![Default::default(); g.w]),
+            |(cmax, cidx, scratch, wmax), (plane, (o, ixp))| {
+                let src = &v[plane * g.h * g.w..(plane + 1) * g.h * g.w];
+                let bufs = PoolRows { cmax, cidx, scratch, wmax };
+                pool_plane_widest(src, o, ixp, bufs, g, &plan)
+            });
         T::wrap(out)
     });
     (vals, indices.then_some(CpuStorage::I32(idx)))
+}
+
+/// What every plane of a max pooling shares: each output row's and column's kernel taps inside
+/// the input, the output columns whose window has no padding column, and whether the argmax is
+/// wanted.
+struct PoolPlan {
+    rows: Vec<std::ops::Range<usize>>,
+    cols: Vec<std::ops::Range<usize>>,
+    inner: std::ops::Range<usize>,
+    indices: bool,
+}
+
+/// A task's row buffers for [`pool_plane`]: running maxima down the columns and their flat
+/// indices, indices written when the caller wants none, and maxima across the window's width.
+struct PoolRows<'a, A> {
+    cmax: &'a mut Vec<A>,
+    cidx: &'a mut Vec<u32>,
+    scratch: &'a mut Vec<i32>,
+    wmax: &'a mut Vec<A>,
+}
+
+/// [`pool_plane`] compiled for the widest vector instruction set the CPU has (its loops are too
+/// large for [`vmath::vectorized`] to inline).
+fn pool_plane_widest<T: Elem>(
+    src: &[T],
+    o: &mut [T],
+    ixp: Option<&mut [i32]>,
+    bufs: PoolRows<'_, T::Acc>,
+    g: &ConvGeom,
+    plan: &PoolPlan,
+) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        /// # Safety
+        /// The CPU has AVX-512F, AVX2 and FMA.
+        #[target_feature(enable = "avx512f,avx2,fma")]
+        unsafe fn avx512<T: Elem>(
+            src: &[T],
+            o: &mut [T],
+            ixp: Option<&mut [i32]>,
+            bufs: PoolRows<'_, T::Acc>,
+            g: &ConvGeom,
+            plan: &PoolPlan,
+        ) {
+            pool_plane(src, o, ixp, bufs, g, plan)
+        }
+        if vmath::isa() == vmath::Isa::Avx512 {
+            // SAFETY: `isa` reports AVX-512 only when the CPU has it (with AVX2 and FMA).
+            return unsafe { avx512(src, o, ixp, bufs, g, plan) };
+        }
+    }
+    pool_plane(src, o, ixp, bufs, g, plan)
+}
+
+/// `dst[k] = src[k * S]`.
+#[inline(always)]
+fn pick<T: Elem, const S: usize>(dst: &mut [T], src: &[T::Acc]) {
+    for (d, s) in dst.iter_mut().zip(src.chunks(S)) {
+        *d = T::from_acc(s[0]);
+    }
+}
+
+/// Max pooling of one `[H, W]` plane `src` into `o` (`[Ho, Wo]`) and, when the plan wants them,
+/// `ixp`.
+#[inline(always)]
+fn pool_plane<T: Elem>(
+    src: &[T],
+    o: &mut [T],
+    ixp: Option<&mut [i32]>,
+    bufs: PoolRows<'_, T::Acc>,
+    g: &ConvGeom,
+    plan: &PoolPlan,
+) {
+    use num_traits::Float;
+    let PoolRows {
+        cmax,
+        cidx,
+        scratch,
+        wmax,
+    } = bufs;
+    let PoolPlan {
+        rows,
+        cols,
+        inner,
+        indices,
+    } = plan;
+    let indices = *indices;
+    let ConvGeom {
+        w: ww,
+        sh,
+        sw,
+        ph,
+        pw,
+        dh,
+        dw,
+        wo,
+        ..
+    } = *g;
+    // The window's taps in (ki, kj) order: flat input positions, padding skipped.
+    let taps = |oh: usize, ow: usize| {
+        let (ki, kj) = (rows[oh].clone(), cols[ow].clone());
+        ki.flat_map(move |ki| {
+            let row = (oh * sh + ki * dh - ph) * ww;
+            // kj's range keeps ow * sw + kj * dw >= pw.
+            kj.clone().map(move |kj| row + ow * sw + kj * dw - pw)
+        })
+    };
+    let mut ixp = ixp;
+    // Separably, row by row of the output: first down each input column over the
+    // window's rows (a vector loop), keeping the first row that holds the column's
+    // maximum; then across each window's columns, where the first maximum in (ki, kj)
+    // order is the one with the smallest flat index among equal values. Rows where NaN
+    // appears take the exact per-window pass instead.
+    for (oh, o) in o.chunks_exact_mut(wo).enumerate() {
+        let ix: &mut [i32] = match ixp.as_deref_mut() {
+            Some(p) => &mut p[oh * wo..(oh + 1) * wo],
+            None => &mut scratch[..],
+        };
+        let mut ks = rows[oh].clone();
+        let Some(k0) = ks.next() else {
+            o.fill(T::from_acc(<<T as Elem>::Acc as crate::dtype::Real>::of(
+                f64::NEG_INFINITY,
+            )));
+            ix.fill(-1);
+            continue;
+        };
+        let at = |ki: usize| (oh * sh + ki * dh - ph) * ww;
+        let first = &src[at(k0)..][..ww];
+        let mut nan = false;
+        for (w, ((m, i), &x)) in cmax.iter_mut().zip(cidx.iter_mut()).zip(first).enumerate() {
+            let x = x.to_acc();
+            nan |= x.is_nan();
+            (*m, *i) = (x, (at(k0) + w) as u32);
+        }
+        for ki in ks {
+            let base = at(ki);
+            let (row, m, i) = (&src[base..][..ww], &mut cmax[..ww], &mut cidx[..ww]);
+            // Masks instead of `if`, which the compiler turns into a branch per
+            // element (mispredicted on data like this) and does not vectorise.
+            if indices {
+                for w in 0..ww {
+                    let x = row[w].to_acc();
+                    nan |= x.is_nan();
+                    let take = 0u32.wrapping_sub((x > m[w]) as u32);
+                    i[w] = (i[w] & !take) | ((base + w) as u32 & take);
+                    m[w] = num_traits::Float::max(m[w], x);
+                }
+            } else {
+                for w in 0..ww {
+                    let x = row[w].to_acc();
+                    nan |= x.is_nan();
+                    m[w] = num_traits::Float::max(m[w], x);
+                }
+            }
+        }
+        if nan {
+            for (ow, (o, ix)) in o.iter_mut().zip(ix.iter_mut()).enumerate() {
+                (*o, *ix) = window(src, || taps(oh, ow));
+            }
+            continue;
+        }
+        if !indices && !inner.is_empty() {
+            // wmax[i] = max(cmax[i + kj*dw]) over the window's columns kj (vector loops),
+            // then each inner window's maximum is wmax at its first column.
+            let span = (g.kw - 1) * dw;
+            let len = ww - span;
+            wmax[..len].copy_from_slice(&cmax[..len]);
+            for kj in 1..g.kw {
+                let shifted = &cmax[kj * dw..kj * dw + len];
+                for (m, &x) in wmax[..len].iter_mut().zip(shifted) {
+                    *m = num_traits::Float::max(*m, x);
+                }
+            }
+            // A constant stride, so that the compiler vectorises the strided reads.
+            let first = inner.start * sw - pw;
+            let dst = &mut o[inner.clone()];
+            match sw {
+                1 => pick::<T, 1>(dst, &wmax[first..]),
+                2 => pick::<T, 2>(dst, &wmax[first..]),
+                _ => {
+                    for (k, d) in dst.iter_mut().enumerate() {
+                        *d = T::from_acc(wmax[first + k * sw]);
+                    }
+                }
+            }
+        }
+        // Across each window's columns: the first maximum in (ki, kj) order is the one
+        // with the smallest flat index among equal values.
+        let todo = if indices { 0..0 } else { inner.clone() };
+        let (left, right) = (0..todo.start, todo.end.max(todo.start)..wo);
+        for ow in left.chain(right) {
+            let (o, ix) = (&mut o[ow], &mut ix[ow]);
+            let mut kj = cols[ow].clone();
+            let Some(j0) = kj.next() else {
+                (*o, *ix) = window(src, || taps(oh, ow));
+                continue;
+            };
+            let col = |kj: usize| ow * sw + kj * dw - pw;
+            let (mut best, mut bi) = (cmax[col(j0)], cidx[col(j0)]);
+            if indices {
+                for kj in kj {
+                    let (x, i) = (cmax[col(kj)], cidx[col(kj)]);
+                    // `|` and `&`, not `||` and `&&`: no data-dependent branch.
+                    let take = (x > best) | ((x == best) & (i < bi));
+                    let take = 0u32.wrapping_sub(take as u32);
+                    bi = (bi & !take) | (i & take);
+                    best = num_traits::Float::max(best, x);
+                }
+            } else {
+                for kj in kj {
+                    best = num_traits::Float::max(best, cmax[col(kj)]);
+                }
+            }
+            (*o, *ix) = (T::from_acc(best), bi as i32);
+        }
+    }
 }
 
 /// Scatter the output gradient of max pooling back to the argmax positions.
