@@ -168,10 +168,11 @@ fn main() -> Result<()> {
     let (m, outputs, compared) = check(&args.model, &args.io, &dev, args.rtol, args.atol)?;
     let (nodes, folded) = m.node_counts();
     eprintln!(
-        "{}: {} (opset {}), {nodes} nodes ({folded} folded at load), on {}",
+        "{}: {} (opset {}), {nodes} nodes ({folded} folded at load, {} fused into a convolution), on {}",
         args.model.display(),
         m.producer(),
         m.opset(),
+        m.fused_nodes(),
         dev.describe()
     );
     for c in &compared {

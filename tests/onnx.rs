@@ -296,6 +296,79 @@ fn fine_tuning_matches_the_native_module() {
     }
 }
 
+#[test]
+fn conv_relu_chains_fuse_where_nothing_else_reads_them() {
+    // tests/onnx/conv_relu_fusion: four Conv → [Add →] Relu chains fuse (7 nodes: the residual
+    // as the Add's second or first operand, computed after the Conv, and a Conv without bias or
+    // residual); a Conv whose output is also a graph output and one with a broadcast residual stay
+    // as they are. onnxruntime's outputs are checked by own_models_cover_every_required_op; here
+    // the fused run must equal, bit for bit, the same graph run op by op (a trainable load, whose
+    // parameters need gradients, runs each op) on the CPU, and match it on every device, NaN and
+    // infinities included.
+    let path = own_dir().join("conv_relu_fusion.onnx");
+    let frozen = Model::load(&path, &Device::Cpu).unwrap();
+    assert_eq!(frozen.fused_nodes(), 7, "{frozen:?}");
+    let trainable = Model::load_trainable(&path, &Device::Cpu).unwrap();
+    let mut io = wgtorch::io::load(
+        own_dir().join("conv_relu_fusion.io.safetensors"),
+        &Device::Cpu,
+    )
+    .unwrap()
+    .into_iter()
+    .filter(|(n, _)| n.starts_with("input."))
+    .map(|(_, t)| t)
+    .collect::<Vec<_>>();
+    // NaN, an infinity and -0 in the image (NaN stays NaN through the relu; 0·inf is NaN too).
+    let mut x = io[0].to_vec::<f32>().unwrap();
+    (x[5], x[40], x[77]) = (f32::NAN, f32::INFINITY, -0.0);
+    io[0] = Tensor::from_vec(x, io[0].shape(), &Device::Cpu).unwrap();
+    let bits = |t: &Tensor| -> Vec<u32> {
+        t.to_vec::<f32>()
+            .unwrap()
+            .iter()
+            .map(|v| if v.is_nan() { u32::MAX } else { v.to_bits() })
+            .collect()
+    };
+    let fused = frozen.run(&io).unwrap();
+    let by_ops = trainable.run(&io).unwrap();
+    assert_eq!(fused.len(), 7);
+    for (k, (a, b)) in fused.iter().zip(&by_ops).enumerate() {
+        assert_eq!(a.shape(), b.shape(), "output.{k}");
+        assert_eq!(
+            bits(a),
+            bits(b),
+            "output.{k}: fused and op-by-op results differ"
+        );
+        assert!(
+            a.to_vec::<f32>().unwrap().iter().any(|v| v.is_nan()),
+            "output.{k}"
+        );
+    }
+    // Gradients reach the parameters through a fused node of the trainable model.
+    by_ops[0].sum_all().unwrap().backward().unwrap();
+    let grads: Vec<String> = trainable
+        .named_parameters()
+        .iter()
+        .filter(|(_, p)| p.grad().is_some())
+        .map(|(n, _)| n.clone())
+        .collect();
+    assert_eq!(grads, ["W", "B"]);
+    for dev in common::devices().into_iter().filter(Device::is_gpu) {
+        let m = Model::load(&path, &dev).unwrap();
+        let ins: Vec<Tensor> = io.iter().map(|t| t.to(&dev).unwrap()).collect();
+        for (k, (a, b)) in m.run(&ins).unwrap().iter().zip(&fused).enumerate() {
+            let (a, b) = (a.to_vec::<f32>().unwrap(), b.to_vec::<f32>().unwrap());
+            for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+                assert!(
+                    x == y || (x.is_nan() && y.is_nan()) || (x - y).abs() <= 1e-5 * (1.0 + y.abs()),
+                    "output.{k}[{i}] on {}: {x} vs {y}",
+                    dev.describe()
+                );
+            }
+        }
+    }
+}
+
 // ---- hostile and wrong models ----
 
 fn simple_cnn_proto() -> proto::ModelProto {

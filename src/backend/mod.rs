@@ -57,6 +57,42 @@ fn gpair<'a>(a: &'a Storage, b: &'a Storage) -> (&'a GpuStorage, &'a GpuStorage)
     }
 }
 
+/// What a forward convolution applies to each output element before storing it: `conv + bias`,
+/// then `+ residual` (a dense tensor of the output's shape and dtype), then `relu`. ONNX import
+/// fuses a convolution's following residual `Add` and `Relu` so, on the CPU: one pass over the
+/// output instead of three.
+pub(crate) struct ConvEpilogue<'a, R = Storage> {
+    /// Added to the output.
+    pub residual: Option<&'a R>,
+    /// `max(y, 0)` last, NaN and -0 kept (as `relu`).
+    pub relu: bool,
+}
+
+impl<R> Clone for ConvEpilogue<'_, R> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<R> Copy for ConvEpilogue<'_, R> {}
+impl<R> Default for ConvEpilogue<'_, R> {
+    fn default() -> Self {
+        ConvEpilogue {
+            residual: None,
+            relu: false,
+        }
+    }
+}
+
+impl<'a, R> ConvEpilogue<'a, R> {
+    /// The same epilogue over another form of the residual.
+    pub(crate) fn map<S>(self, f: impl FnOnce(&'a R) -> &'a S) -> ConvEpilogue<'a, S> {
+        ConvEpilogue {
+            residual: self.residual.map(f),
+            relu: self.relu,
+        }
+    }
+}
+
 impl Storage {
     /// Where the storage lives and the bytes it holds (a GPU buffer's pooled size class).
     pub(crate) fn footprint(&self) -> (crate::Device, usize) {
@@ -278,11 +314,13 @@ impl Storage {
             _ => unreachable!("devices checked by the op layer"),
         }
     }
-    /// Convolution of `self` `[N, C, H, W]` with `w` `[O, C, kh, kw]` plus `bias` `[O]` (all dense).
+    /// Convolution of `self` `[N, C, H, W]` with `w` `[O, C, kh, kw]` plus `bias` `[O]` (all dense),
+    /// then the epilogue (CPU only: the op layer composes it from ops on a GPU).
     pub(crate) fn conv2d(
         &self,
         w: &Storage,
         bias: Option<&Storage>,
+        epi: ConvEpilogue<'_>,
         g: &ConvGeom,
         o: usize,
     ) -> Result<Storage> {
@@ -290,9 +328,15 @@ impl Storage {
             (Storage::Cpu(x), Storage::Cpu(w)) => {
                 cpu::reserve("conv2d", x.dtype(), g.n * o * g.ho * g.wo)?;
                 let b = bias.map(|b| pair(b, b).0);
-                Ok(Storage::Cpu(cpu::conv2d(x, w, b, g, o)))
+                let epi = epi.map(|r| pair(r, r).0);
+                Ok(Storage::Cpu(cpu::conv2d(x, w, b, epi, g, o)))
             }
             (Storage::Gpu(x), Storage::Gpu(w)) => {
+                if epi.residual.is_some() || epi.relu {
+                    return Err(crate::Error::msg(
+                        "internal: conv2d's fused epilogue is computed by separate ops on a GPU",
+                    ));
+                }
                 let b = bias.map(|b| gpair(b, b).0);
                 Ok(Storage::Gpu(gpu::conv2d(x, w, b, g, o)?))
             }

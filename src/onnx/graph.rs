@@ -56,6 +56,9 @@ pub(crate) struct Graph {
     pub initializers: Vec<usize>,
     /// Nodes whose outputs were all computed at load.
     pub folded: Vec<bool>,
+    /// Nodes whose work a later node does (a `Conv` and `Add` that the `Relu` after them runs as
+    /// one fused convolution): skipped at run time.
+    pub fused: Vec<bool>,
     /// The index of the last node reading each value (`usize::MAX`: a graph output or unused).
     pub last_use: Vec<usize>,
 }
@@ -210,6 +213,7 @@ impl Graph {
                 .trim()
                 .to_string(),
             folded: vec![false; nodes.len()],
+            fused: vec![false; nodes.len()],
             last_use: vec![usize::MAX; b.values.len()],
             values: b.values,
             consts: b.consts,
@@ -222,8 +226,99 @@ impl Graph {
         for (vi, &id) in g.output.iter().zip(&graph.outputs) {
             check_declared(&graph.values[id], vi)?;
         }
+        graph.fuse_conv_epilogues();
         graph.plan_liveness();
         Ok(graph)
+    }
+
+    /// Whether node `k` runs (it was neither folded at load nor fused into a later node).
+    pub fn runs(&self, k: usize) -> bool {
+        !self.folded[k] && !self.fused[k]
+    }
+
+    /// Rewrites each `Conv → Relu` and `Conv → Add(·, residual) → Relu` chain whose intermediate
+    /// values have no other reader into one fused convolution at the `Relu`'s place
+    /// (`ops::nn::CONV_RELU`, inputs `[X, W, B, residual]`), which the CPU computes in one pass
+    /// over the output ([`crate::ops::conv2d_fused`]). The `Add`'s other operand must have the
+    /// convolution output's static shape, else the chain is left as it is.
+    fn fuse_conv_epilogues(&mut self) {
+        let n = self.nodes.len();
+        let mut producer = vec![usize::MAX; self.values.len()];
+        let mut readers = vec![0usize; self.values.len()];
+        for k in (0..n).filter(|&k| !self.folded[k]) {
+            for &o in self.nodes[k].outputs.iter().flatten() {
+                producer[o] = k;
+            }
+            for &i in self.nodes[k].inputs.iter().flatten() {
+                readers[i] += 1;
+            }
+        }
+        for &o in &self.outputs {
+            readers[o] += 1; // a graph output is read by the caller
+        }
+        // The node that produces `v` alone for one reader, if it is an op of `op_type`.
+        let single = |v: usize, op_type: &str, nodes: &[Node], fused: &[bool]| {
+            let p = producer[v];
+            (p != usize::MAX && readers[v] == 1 && !fused[p] && nodes[p].op_type == op_type)
+                .then_some(p)
+        };
+        let conv4d = |p: usize, g: &Graph| {
+            let x = g.nodes[p].inputs.first().copied().flatten();
+            x.and_then(|x| g.values[x].info.shape.as_ref())
+                .is_some_and(|s| s.len() == 4)
+        };
+        for k in 0..n {
+            if self.folded[k] || self.nodes[k].op_type != "Relu" {
+                continue;
+            }
+            let Some(Some(x)) = self.nodes[k].inputs.first().copied() else {
+                continue;
+            };
+            let (conv, add, residual) = if let Some(c) = single(x, "Conv", &self.nodes, &self.fused)
+            {
+                (c, None, None)
+            } else if let Some(a) = single(x, "Add", &self.nodes, &self.fused) {
+                let ins: Vec<Option<usize>> = self.nodes[a].inputs.clone();
+                let same = |u: usize, v: usize| {
+                    let (iu, iv) = (&self.values[u].info, &self.values[v].info);
+                    iu.dtype == iv.dtype && iu.shape.is_some() && iu.shape == iv.shape
+                };
+                let pick = [(0, 1), (1, 0)].into_iter().find_map(|(c, r)| {
+                    let (cv, rv) = (
+                        ins.get(c).copied().flatten()?,
+                        ins.get(r).copied().flatten()?,
+                    );
+                    let p = single(cv, "Conv", &self.nodes, &self.fused)?;
+                    same(cv, rv).then_some((p, rv))
+                });
+                match pick {
+                    Some((p, rv)) => (p, Some(a), Some(rv)),
+                    None => continue,
+                }
+            } else {
+                continue;
+            };
+            if !conv4d(conv, self) || self.folded[conv] {
+                continue;
+            }
+            let c = &self.nodes[conv];
+            let mut inputs = c.inputs.clone();
+            inputs.resize(3, None);
+            inputs.push(residual);
+            let fused = Node {
+                name: c.name.clone(),
+                op_type: c.op_type.clone(),
+                def: &ops::nn::CONV_RELU,
+                inputs,
+                outputs: self.nodes[k].outputs.clone(),
+                attrs: c.attrs.clone(),
+            };
+            self.fused[conv] = true;
+            if let Some(a) = add {
+                self.fused[a] = true;
+            }
+            self.nodes[k] = fused;
+        }
     }
 
     /// Shape inference and constant folding, in execution order.
@@ -276,7 +371,7 @@ impl Graph {
     /// The last reader of each value, so that the executor frees intermediates early.
     fn plan_liveness(&mut self) {
         for (k, n) in self.nodes.iter().enumerate() {
-            if self.folded[k] {
+            if !self.runs(k) {
                 continue;
             }
             for &i in n.inputs.iter().flatten() {

@@ -131,7 +131,7 @@ impl Model {
         // What the run reads: inputs of nodes that were not folded, and graph outputs.
         let mut read = vec![false; graph.values.len()];
         for (k, n) in graph.nodes.iter().enumerate() {
-            if !graph.folded[k] {
+            if graph.runs(k) {
                 n.inputs.iter().flatten().for_each(|&i| read[i] = true);
             }
         }
@@ -219,6 +219,19 @@ impl Model {
             self.graph.nodes.len(),
             self.graph.folded.iter().filter(|&&f| f).count(),
         )
+    }
+
+    /// How many nodes run inside a later one: the `Conv` (and residual `Add`) of each
+    /// `Conv → [Add →] Relu` chain, which runs as one fused convolution at the `Relu`.
+    ///
+    /// ```no_run
+    /// # fn main() -> wgtorch::Result<()> {
+    /// let m = wgtorch::onnx::Model::load("resnet18.onnx", &wgtorch::Device::Cpu)?;
+    /// println!("{} of {} nodes fused", m.fused_nodes(), m.node_counts().0);
+    /// # Ok(()) }
+    /// ```
+    pub fn fused_nodes(&self) -> usize {
+        self.graph.fused.iter().filter(|&&f| f).count()
     }
 
     /// The device the model runs on: its parameters' (after `to_device`) or the one it was
@@ -309,7 +322,7 @@ impl Model {
             });
         }
         for (k, node) in g.nodes.iter().enumerate() {
-            if g.folded[k] {
+            if !g.runs(k) {
                 continue;
             }
             let mut ins: Vec<Option<Tensor>> = node

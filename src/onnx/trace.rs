@@ -223,6 +223,12 @@ pub(crate) fn traced(
     Ok(out)
 }
 
+/// Whether an export capture runs (on any thread): ops that fuse others then run them one by one,
+/// so that each is recorded.
+pub(crate) fn capturing() -> bool {
+    ACTIVE.load(Ordering::Relaxed) != 0
+}
+
 /// Enters an op: `None` (one relaxed load) unless a capture runs on this thread.
 #[inline]
 pub(crate) fn scope() -> Option<Scope> {

@@ -3,7 +3,7 @@
 
 use crate::autograd::{record, Saved};
 use crate::shape::checked_numel;
-use crate::{Error, Result, Tensor};
+use crate::{DType, Error, Result, Tensor};
 
 /// Geometry of a 2-D sliding window over `[N, C, H, W]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -197,19 +197,72 @@ pub fn conv2d_with(
     options: Conv2dFuncOptions,
 ) -> Result<Tensor> {
     crate::onnx::trace::traced(
-        || conv2d_with_untraced(input, weight, bias, options),
+        || conv2d_with_untraced(input, weight, bias, options, ConvEpilogue::default()),
         |r, out| crate::onnx::forms::conv2d(r, input, weight, bias, &options, out),
     )
 }
 
-/// [`conv2d_with`] itself; the public function records it for ONNX export.
+/// `relu(conv2d(input, weight, bias) + residual)`, the residual and the relu each optional, in one
+/// pass over the output on the CPU (the epilogue of the convolution's copy-out) when nothing needs
+/// a gradient. With autograd, autocast or an export capture in force, on a GPU, or for other
+/// dtypes than f32 and f64 it runs the ops themselves; the values are the same either way (the
+/// additions in the same order). ONNX import runs `Conv → Relu` and `Conv → Add → Relu` chains
+/// with it.
+pub(crate) fn conv2d_fused(
+    input: &Tensor,
+    weight: &Tensor,
+    bias: Option<&Tensor>,
+    options: Conv2dFuncOptions,
+    residual: Option<&Tensor>,
+    relu: bool,
+) -> Result<Tensor> {
+    let grads = crate::autograd::is_grad_enabled()
+        && [Some(input), Some(weight), bias, residual]
+            .into_iter()
+            .flatten()
+            .any(Tensor::requires_grad);
+    let dt = input.dtype();
+    let fusable = !grads
+        && !input.device().is_gpu()
+        && matches!(dt, DType::F32 | DType::F64)
+        && [Some(weight), bias, residual]
+            .into_iter()
+            .flatten()
+            .all(|t| t.dtype() == dt && t.device() == input.device())
+        && crate::amp::autocast_dtype(&input.device()).is_none()
+        && !crate::onnx::trace::capturing();
+    if !fusable {
+        let mut y = conv2d_with(input, weight, bias, options)?;
+        if let Some(r) = residual {
+            y = y.add(r)?;
+        }
+        return if relu { y.relu() } else { Ok(y) };
+    }
+    conv2d_with_untraced(
+        input,
+        weight,
+        bias,
+        options,
+        ConvEpilogue { residual, relu },
+    )
+}
+
+/// [`conv2d_with`] itself, then the epilogue (applied by ops after the convolution where the
+/// backend does not fuse it); the public function records it for ONNX export.
 fn conv2d_with_untraced(
     input: &Tensor,
     weight: &Tensor,
     bias: Option<&Tensor>,
     options: Conv2dFuncOptions,
+    epi: ConvEpilogue<'_, Tensor>,
 ) -> Result<Tensor> {
-    let _p = crate::profiler::op("conv2d", &[input, weight]);
+    let name = match (epi.residual.is_some(), epi.relu) {
+        (false, false) => "conv2d",
+        (false, true) => "conv2d_relu",
+        (true, false) => "conv2d_add",
+        (true, true) => "conv2d_add_relu",
+    };
+    let _p = crate::profiler::op(name, &[input, weight]);
     let Conv2dFuncOptions {
         stride: Size2(stride),
         padding: Size2(padding),
@@ -241,7 +294,7 @@ fn conv2d_with_untraced(
     }
     checked_numel("conv2d", &[g.n, o, g.ho, g.wo])?;
     if groups == 1 {
-        return conv2d_dense(input, weight, bias, g, o);
+        return conv2d_dense(input, weight, bias, g, o, epi);
     }
     let cols = input.im2col(&g, 0.0)?; // [N, C*kh*kw, L]
     let k = cg * kh * kw;
@@ -256,9 +309,40 @@ fn conv2d_with_untraced(
         .reshape([groups, o / groups, g.n, l])?
         .permute([2, 0, 1, 3])?
         .reshape([g.n, o, g.ho, g.wo])?;
-    match bias {
-        Some(b) => y.add(&b.reshape([1, o, 1, 1])?),
-        None => Ok(y),
+    let y = match bias {
+        Some(b) => y.add(&b.reshape([1, o, 1, 1])?)?,
+        None => y,
+    };
+    epi.apply(y)
+}
+
+/// What [`conv2d_fused`] applies after the convolution: `+ residual`, then `relu`.
+struct ConvEpilogue<'a, R> {
+    residual: Option<&'a R>,
+    relu: bool,
+}
+
+impl<R> Default for ConvEpilogue<'_, R> {
+    fn default() -> Self {
+        ConvEpilogue {
+            residual: None,
+            relu: false,
+        }
+    }
+}
+
+impl ConvEpilogue<'_, Tensor> {
+    /// The epilogue by ops.
+    fn apply(self, y: Tensor) -> Result<Tensor> {
+        let y = match self.residual {
+            Some(r) => y.add(r)?,
+            None => y,
+        };
+        if self.relu {
+            y.relu()
+        } else {
+            Ok(y)
+        }
     }
 }
 
@@ -272,6 +356,7 @@ fn conv2d_dense(
     bias: Option<&Tensor>,
     g: ConvGeom,
     o: usize,
+    epi: ConvEpilogue<'_, Tensor>,
 ) -> Result<Tensor> {
     for t in [Some(weight), bias].into_iter().flatten() {
         input.same_device("conv2d", t)?;
@@ -300,13 +385,44 @@ fn conv2d_dense(
     }
     let (x, w) = (input.dense()?, weight.dense()?);
     let b = bias.map(Tensor::dense).transpose()?;
+    let shape = [g.n, o, g.ho, g.wo];
+    // The backend fuses the epilogue on the CPU when the residual needs no broadcast; what it
+    // does not fuse runs as ops after it. A fused epilogue has no backward here: `conv2d_fused`
+    // asks for one only when nothing needs a gradient.
+    let fused = !input.device().is_gpu()
+        && epi
+            .residual
+            .is_none_or(|r| r.shape() == shape && r.dtype() == input.dtype());
+    let (fused, rest) = if fused {
+        (epi, ConvEpilogue::default())
+    } else {
+        (ConvEpilogue::default(), epi)
+    };
+    if (fused.residual.is_some() || fused.relu)
+        && crate::autograd::is_grad_enabled()
+        && [Some(input), Some(weight), bias, fused.residual]
+            .into_iter()
+            .flatten()
+            .any(Tensor::requires_grad)
+    {
+        return Err(Error::msg(
+            "internal: conv2d's fused epilogue has no backward; it is asked for only without grad",
+        ));
+    }
+    let r = fused.residual.map(Tensor::dense).transpose()?;
+    let r = r.as_ref().map(|r| r.storage());
     let s = x.storage().conv2d(
         &w.storage(),
         b.as_ref().map(|b| b.storage()).as_deref(),
+        crate::backend::ConvEpilogue {
+            residual: r.as_deref(),
+            relu: fused.relu,
+        },
         &g,
         o,
     )?;
-    let out = Tensor::from_storage(s, &[g.n, o, g.ho, g.wo], input.device());
+    drop(r);
+    let out = Tensor::from_storage(s, &shape, input.device());
     let mut inputs = vec![input, weight];
     inputs.extend(bias);
     let saved = (
@@ -317,7 +433,7 @@ fn conv2d_dense(
         bias.is_some(),
         [input.requires_grad(), weight.requires_grad()],
     );
-    Ok(record(out, "conv2d", &inputs, saved, |saved, gy| {
+    let y = record(out, "conv2d", &inputs, saved, |saved, gy| {
         let (x, w, g, o, has_bias, need) = saved;
         // Both are read whatever needs a gradient, as PyTorch saves both.
         let (x, w, o) = (x.get()?.dense()?, w.get()?.dense()?, *o);
@@ -335,7 +451,9 @@ fn conv2d_dense(
                 // weights (its gather needs no divisibility tests).
                 Some(gt) if dev.is_gpu() => {
                     let wt = w.transpose(0, 1)?.flip([2, 3])?.dense()?;
-                    let gx = gy.storage().conv2d(&wt.storage(), None, &gt, g.c)?;
+                    let gx =
+                        gy.storage()
+                            .conv2d(&wt.storage(), None, Default::default(), &gt, g.c)?;
                     Some(gx)
                 }
                 _ => Some(gy.storage().conv2d_backward_input(&w.storage(), g, o)?),
@@ -352,7 +470,8 @@ fn conv2d_dense(
             grads.push(Some(gy.sum_dims([0, 2, 3], false)?));
         }
         Ok(grads)
-    }))
+    });
+    rest.apply(y)
 }
 
 /// For stride 1, the input gradient is a forward convolution of the output gradient with the
@@ -705,4 +824,74 @@ fn adaptive_avg_pool2d_untraced(input: &Tensor, output_size: impl Into<Size2>) -
         rows.push(Tensor::stack(&cols, -1)?);
     }
     Tensor::stack(&rows, -2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Device;
+
+    /// The fused epilogue equals the ops it replaces, bit for bit, on every CPU convolution path:
+    /// a 1×1 (the sample read as it is), a 3×1 (the phase layout as wide as the output), 3×3 with
+    /// padding and stride 2 (the wide product copied out), and a padding wider than the image (the
+    /// unfold), in f32 and f64, with NaN, infinities and -0 in the input.
+    #[test]
+    fn conv2d_fused_equals_the_ops_it_replaces() -> Result<()> {
+        let dev = Device::Cpu;
+        // (kernel, stride, padding)
+        let cases = [
+            ((1, 1), 1, 0),
+            ((3, 1), 1, 0),
+            ((3, 3), 2, 1),
+            ((2, 2), 1, 3),
+        ];
+        for dt in [DType::F32, DType::F64] {
+            for ((kh, kw), s, p) in cases {
+                let mut xv: Vec<f64> = (0..2 * 3 * 5 * 6)
+                    .map(|i| ((i * 37 % 23) as f64 - 11.0) / 7.0)
+                    .collect();
+                (xv[3], xv[50], xv[71]) = (f64::NAN, f64::NEG_INFINITY, -0.0);
+                let x = Tensor::from_vec(xv, [2, 3, 5, 6], &dev)?.to_dtype(dt)?;
+                let w = Tensor::randn([4, 3, kh, kw], &dev)?.to_dtype(dt)?;
+                let b = Tensor::randn([4], &dev)?.to_dtype(dt)?;
+                let opts = Conv2dFuncOptions {
+                    stride: s.into(),
+                    padding: p.into(),
+                    ..Default::default()
+                };
+                let y = conv2d_with(&x, &w, Some(&b), opts)?;
+                let r = Tensor::randn(y.shape(), &dev)?.to_dtype(dt)?;
+                for (residual, relu) in [(None, true), (Some(&r), false), (Some(&r), true)] {
+                    for bias in [None, Some(&b)] {
+                        let fused = conv2d_fused(&x, &w, bias, opts, residual, relu)?;
+                        let mut want = conv2d_with(&x, &w, bias, opts)?;
+                        if let Some(r) = residual {
+                            want = want.add(r)?;
+                        }
+                        if relu {
+                            want = want.relu()?;
+                        }
+                        let bits = |t: &Tensor| -> Result<Vec<u64>> {
+                            Ok(t.to_dtype(DType::F64)?
+                                .to_vec::<f64>()?
+                                .iter()
+                                .map(|v| if v.is_nan() { u64::MAX } else { v.to_bits() })
+                                .collect())
+                        };
+                        let case = format!(
+                            "{dt:?} k {kh}x{kw} s {s} p {p} residual {} relu {relu} bias {}",
+                            residual.is_some(),
+                            bias.is_some()
+                        );
+                        assert_eq!(bits(&fused)?, bits(&want)?, "{case}");
+                        assert!(
+                            bits(&want)?.contains(&u64::MAX),
+                            "{case}: no NaN reached the output"
+                        );
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
 }

@@ -611,6 +611,45 @@ def conv_auto_pad(g):
     return _conv_auto_pad_graph(g)
 
 
+def _fusion_check(model, inputs, outputs):
+    inits = {t.name: torch.from_numpy(numpy_helper.to_array(t).copy()) for t in model.graph.initializer}
+    x, r = inputs
+    w, b, w2, rb = inits["W"], inits["B"], inits["W2"], inits["RB"]
+    c = F.conv2d(x, w, b, padding=1)
+    expected = [torch.relu(c + r), torch.relu(F.conv2d(x, w2, None, stride=2, padding=1)), torch.relu(c), c,
+                torch.relu(c + rb), torch.relu(r + c), torch.relu(c + r * 2.0)]
+    return max_diff(expected, outputs)
+
+
+@helper_model("conv_relu_fusion", "Conv -> [Add ->] Relu chains that wgtorch fuses at load (residual second, first, "
+              "computed after the Conv; no bias, stride 2) and ones it must leave (Conv output also a graph output, "
+              "a broadcast residual)", _fusion_check, expect_ops={"Conv", "Add", "Relu", "Mul"})
+def conv_relu_fusion(g):
+    x = torch.randn(2, 3, 6, 7, generator=g)
+    r = torch.randn(2, 4, 6, 7, generator=g)
+    w = (torch.randn(4, 3, 3, 3, generator=g) * 0.3).numpy()
+    b = (torch.randn(4, generator=g) * 0.1).numpy()
+    w2 = (torch.randn(5, 3, 3, 3, generator=g) * 0.3).numpy()
+    rb = (torch.randn(1, 4, 1, 1, generator=g)).numpy()
+    conv = lambda out: helper.make_node("Conv", ["input.0", "W", "B"], [out], pads=[1, 1, 1, 1])
+    nodes = [
+        conv("c1"), helper.make_node("Add", ["c1", "input.1"], ["a1"]), helper.make_node("Relu", ["a1"], ["output.0"]),
+        helper.make_node("Conv", ["input.0", "W2"], ["c2"], pads=[1, 1, 1, 1], strides=[2, 2]),
+        helper.make_node("Relu", ["c2"], ["output.1"]),
+        conv("output.3"), helper.make_node("Relu", ["output.3"], ["output.2"]),
+        conv("c4"), helper.make_node("Add", ["c4", "RB"], ["a4"]), helper.make_node("Relu", ["a4"], ["output.4"]),
+        conv("c5"), helper.make_node("Add", ["input.1", "c5"], ["a5"]), helper.make_node("Relu", ["a5"], ["output.5"]),
+        conv("c6"), helper.make_node("Mul", ["input.1", "two"], ["r6"]), helper.make_node("Add", ["c6", "r6"], ["a6"]),
+        helper.make_node("Relu", ["a6"], ["output.6"]),
+    ]
+    inits = [_tensor("W", w), _tensor("B", b), _tensor("W2", w2), _tensor("RB", rb),
+             _tensor("two", np.array(2.0, dtype=np.float32))]
+    shape = [2, 4, 6, 7]
+    outs = [_vi("output.0", shape), _vi("output.1", [2, 5, 3, 4])] + [_vi(f"output.{k}", shape) for k in range(2, 7)]
+    model = _make_model(nodes, [_vi("input.0", [2, 3, 6, 7]), _vi("input.1", shape)], outs, inits, "conv_relu_fusion")
+    return model, [x, r]
+
+
 def _gemm_check(model, inputs, outputs):
     inits = {t.name: torch.from_numpy(numpy_helper.to_array(t).copy()) for t in model.graph.initializer}
     a, a2 = inputs

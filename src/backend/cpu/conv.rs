@@ -9,25 +9,28 @@
 
 use super::gemm::{copy_short, gemm, gemm_src, Gemm, Source, Strided, Transposed};
 use super::{pool, with_cpu, CpuElem, CpuStorage};
+use crate::backend::ConvEpilogue;
 use crate::dtype::Elem;
 use crate::ops::ConvGeom;
 use rayon::prelude::*;
 
-/// `y = conv(x, w) + bias`: `x` `[N, C, H, W]`, `w` `[O, C, kh, kw]`, bias `[O]`, all contiguous
-/// and of one dtype. Returns `[N, O, Ho, Wo]`.
+/// `y = conv(x, w) + bias`, then the epilogue: `x` `[N, C, H, W]`, `w` `[O, C, kh, kw]`, bias
+/// `[O]`, all contiguous and of one dtype (the residual too). Returns `[N, O, Ho, Wo]`.
 pub(crate) fn conv2d(
     x: &CpuStorage,
     w: &CpuStorage,
     bias: Option<&CpuStorage>,
+    epi: ConvEpilogue<'_, CpuStorage>,
     g: &ConvGeom,
     o: usize,
 ) -> CpuStorage {
+    let relu = epi.relu;
     widen(
         x,
         w,
-        bias,
-        |x, w, b| forward(x, w, b, g, o),
-        |x, w, b| forward(x, w, b, g, o),
+        [bias, epi.residual],
+        |x, w, [b, r]| forward(x, w, b, (r, relu), g, o),
+        |x, w, [b, r]| forward(x, w, b, (r, relu), g, o),
     )
 }
 
@@ -41,7 +44,7 @@ pub(crate) fn conv2d_backward_input(
     widen(
         gy,
         w,
-        None,
+        [None, None],
         |gy, w, _| backward_input(gy, w, g, o),
         |gy, w, _| backward_input(gy, w, g, o),
     )
@@ -57,33 +60,36 @@ pub(crate) fn conv2d_backward_weight(
     widen(
         gy,
         x,
-        None,
+        [None, None],
         |gy, x, _| backward_weight(gy, x, g, o),
         |gy, x, _| backward_weight(gy, x, g, o),
     )
 }
 
+/// Optional operands of one dtype (a bias, a residual).
+type Extra<'a, T> = [Option<&'a [T]>; 2];
+
 /// Run the f32 or f64 kernel on storages of that type; half types widen to f32 and round the
-/// result once (as matmul does).
+/// result once (as matmul does; the epilogue of a fused convolution included).
 fn widen(
     a: &CpuStorage,
     b: &CpuStorage,
-    c: Option<&CpuStorage>,
-    f32k: impl Fn(&[f32], &[f32], Option<&[f32]>) -> Vec<f32>,
-    f64k: impl Fn(&[f64], &[f64], Option<&[f64]>) -> Vec<f64>,
+    extra: [Option<&CpuStorage>; 2],
+    f32k: impl Fn(&[f32], &[f32], Extra<'_, f32>) -> Vec<f32>,
+    f64k: impl Fn(&[f64], &[f64], Extra<'_, f64>) -> Vec<f64>,
 ) -> CpuStorage {
     match (a, b) {
         (CpuStorage::F32(a), CpuStorage::F32(b)) => {
-            CpuStorage::F32(f32k(a, b, c.and_then(f32::slice)))
+            CpuStorage::F32(f32k(a, b, extra.map(|c| c.and_then(f32::slice))))
         }
         (CpuStorage::F64(a), CpuStorage::F64(b)) => {
-            CpuStorage::F64(f64k(a, b, c.and_then(f64::slice)))
+            CpuStorage::F64(f64k(a, b, extra.map(|c| c.and_then(f64::slice))))
         }
         _ => with_cpu!(a, av, T => {
             let wide = |v: &[T]| v.iter().map(|x| x.to_f64() as f32).collect::<Vec<f32>>();
             let bv = T::slice(b).expect("conv2d: operands share a dtype");
-            let cv = c.map(|c| wide(T::slice(c).expect("conv2d: bias shares the dtype")));
-            let out = f32k(&wide(av), &wide(bv), cv.as_deref());
+            let cv = extra.map(|c| c.map(|c| wide(T::slice(c).expect("conv2d: operands share a dtype"))));
+            let out = f32k(&wide(av), &wide(bv), [cv[0].as_deref(), cv[1].as_deref()]);
             T::wrap(out.into_iter().map(|v| T::from_f64(v as f64)).collect())
         }),
     }
@@ -121,12 +127,54 @@ fn is_pointwise(g: &ConvGeom) -> bool {
     g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0
 }
 
-fn forward<T: Gemm>(x: &[T], w: &[T], bias: Option<&[T]>, g: &ConvGeom, o: usize) -> Vec<T> {
+/// `(residual, relu)`: see [`ConvEpilogue`].
+type Epi<'a, T> = (Option<&'a [T]>, bool);
+
+/// `max(y, 0)` when `relu` (NaN and -0 kept, as `relu` does), else `y`.
+#[inline(always)]
+fn act<T: Gemm>(y: T, relu: bool) -> T {
+    if relu && y < T::zero() {
+        T::zero()
+    } else {
+        y
+    }
+}
+
+fn forward<T: Gemm>(
+    x: &[T],
+    w: &[T],
+    bias: Option<&[T]>,
+    (residual, relu): Epi<'_, T>,
+    g: &ConvGeom,
+    o: usize,
+) -> Vec<T> {
     let (k, l, chw) = (g.c * g.kh * g.kw, g.ho * g.wo, g.c * g.h * g.w);
     let mut out = pool::any(g.n * o * l);
     if l == 0 || o == 0 {
         return out;
     }
+    if let Some(r) = residual {
+        assert_eq!(r.len(), out.len(), "conv2d: residual of the output's size");
+    }
+    // The epilogue over a sample's output `y` (sample `n`) where the GEMM wrote it in place.
+    let epilogue = |n: usize, y: &mut [T]| {
+        if residual.is_none() && !relu {
+            return;
+        }
+        y.par_chunks_mut(l)
+            .enumerate()
+            .with_min_len(PAR_ELEMS.div_ceil(l))
+            .for_each(|(oc, row)| {
+                let at = (n * o + oc) * l;
+                match residual {
+                    Some(r) => row
+                        .iter_mut()
+                        .zip(&r[at..at + l])
+                        .for_each(|(y, &r)| *y = act(*y + r, relu)),
+                    None => row.iter_mut().for_each(|y| *y = act(*y, relu)),
+                }
+            });
+    };
     let w = rows(w, k);
     let fill_bias = |y: &mut [T]| match bias {
         Some(b) => {
@@ -142,6 +190,7 @@ fn forward<T: Gemm>(x: &[T], w: &[T], bias: Option<&[T]>, g: &ConvGeom, o: usize
         if is_pointwise(g) {
             let beta = fill_bias(y);
             gemm_src(o, k, l, &w, &rows(xn, l), beta, y, l, T::kernel(o, l));
+            epilogue(n, y);
             return;
         }
         let Some(taps) = Taps::new(xn, g) else {
@@ -157,16 +206,18 @@ fn forward<T: Gemm>(x: &[T], w: &[T], bias: Option<&[T]>, g: &ConvGeom, o: usize
                 l,
                 T::kernel(o, l),
             );
+            epilogue(n, y);
             return;
         };
         let lq = g.ho * taps.wq;
         if taps.wq == g.wo {
             let beta = fill_bias(y);
             gemm_src(o, k, l, &w, &taps, beta, y, l, T::kernel(o, l));
+            epilogue(n, y);
             return;
         }
         // The product has `wq - wo` extra columns per output row: computed into a buffer and
-        // dropped when the rows are copied out (with the bias added).
+        // dropped when the rows are copied out (with the bias added and the epilogue applied).
         let mut wide = Cols(pool::any(o * lq));
         gemm_src(
             o,
@@ -185,8 +236,28 @@ fn forward<T: Gemm>(x: &[T], w: &[T], bias: Option<&[T]>, g: &ConvGeom, o: usize
             .enumerate()
             .for_each(|(oc, (dst, src))| {
                 let bv = bias.map_or(T::zero(), |b| b[oc]);
-                for (d, s) in dst.chunks_mut(g.wo).zip(src.chunks(taps.wq)) {
-                    d.iter_mut().zip(s).for_each(|(d, &s)| *d = s + bv);
+                let rows = dst.chunks_mut(g.wo).zip(src.chunks(taps.wq));
+                match residual {
+                    Some(r) => {
+                        let r = &r[(n * o + oc) * l..][..l];
+                        for ((d, s), r) in rows.zip(r.chunks(g.wo)) {
+                            for ((d, &s), &r) in d.iter_mut().zip(s).zip(r) {
+                                *d = act((s + bv) + r, relu);
+                            }
+                        }
+                    }
+                    None if relu => {
+                        for (d, s) in rows {
+                            d.iter_mut()
+                                .zip(s)
+                                .for_each(|(d, &s)| *d = act(s + bv, relu));
+                        }
+                    }
+                    None => {
+                        for (d, s) in rows {
+                            d.iter_mut().zip(s).for_each(|(d, &s)| *d = s + bv);
+                        }
+                    }
                 }
             });
     });

@@ -8,7 +8,7 @@
 
 mod index;
 mod math;
-mod nn;
+pub(crate) mod nn;
 mod reduce;
 mod rnn;
 mod shape;

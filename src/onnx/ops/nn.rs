@@ -391,7 +391,26 @@ pub(super) const CONV: OpDef = OpDef {
         }
         Ok(vec![infer_window(ctx, x, kernel, Some(m))?])
     },
-    run: |ctx, xs| {
+    run: |ctx, xs| conv(ctx, xs, None, false),
+};
+
+/// A `Conv` with the `Add` of a residual (input 3, optional) and the `Relu` that followed it in
+/// the file, fused at load (`Graph::fuse_conv_epilogues`); not an ONNX operator of its own.
+pub(crate) const CONV_RELU: OpDef = OpDef {
+    name: "Conv",
+    host_inputs: &[],
+    infer: CONV.infer,
+    run: |ctx, xs| conv(ctx, xs, xs.get(3).and_then(Option::as_ref), true),
+};
+
+/// `Conv`'s output, then `+ residual` and `relu` when asked ([`crate::ops::conv2d_fused`]).
+fn conv(
+    ctx: &Ctx,
+    xs: &[Option<Tensor>],
+    residual: Option<&Tensor>,
+    relu: bool,
+) -> Result<Vec<Tensor>> {
+    {
         let (x, w) = (need(ctx, xs, 0)?, need(ctx, xs, 1)?);
         let bias = xs.get(2).and_then(Option::as_ref);
         let (x, one_d) = as_2d(ctx, x)?;
@@ -420,9 +439,16 @@ pub(super) const CONV: OpDef = OpDef {
             dilation: [win.dilations[0], win.dilations[1]].into(),
             groups: ctx.i("group", 1)? as usize,
         };
-        Ok(vec![restore(F::conv2d_with(&x, &w, bias, opts)?, one_d)?])
-    },
-};
+        let y = match (residual, relu) {
+            (None, false) => F::conv2d_with(&x, &w, bias, opts)?,
+            _ if one_d => {
+                return Err(ctx.err("internal: a 1-D convolution is never fused"));
+            }
+            _ => crate::ops::conv2d_fused(&x, &w, bias, opts, residual, relu)?,
+        };
+        Ok(vec![restore(y, one_d)?])
+    }
+}
 
 /// `MaxPool` (the `Indices` output is not supported; `ceil_mode` pads the end with -inf).
 pub(super) const MAX_POOL: OpDef = OpDef {
