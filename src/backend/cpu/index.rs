@@ -418,6 +418,23 @@ fn pool_plane_widest<T: Elem>(
     pool_plane(src, o, ixp, bufs, g, plan)
 }
 
+/// The larger of `a` and `b` where neither is NaN (rows with NaN take the exact per-window pass).
+/// On wasm a compare and a select, which vectorises (`f32::max` is a library call there: wasm's
+/// own `max` propagates NaN); elsewhere `max`, one instruction (a select over a running maximum
+/// in memory becomes a masked store on AVX-512, which the next row's load cannot forward from).
+#[inline(always)]
+fn larger<A: num_traits::Float>(a: A, b: A) -> A {
+    if cfg!(target_arch = "wasm32") {
+        if b > a {
+            b
+        } else {
+            a
+        }
+    } else {
+        a.max(b)
+    }
+}
+
 /// `dst[k] = src[k * S]`.
 #[inline(always)]
 fn pick<T: Elem, const S: usize>(dst: &mut [T], src: &[T::Acc]) {
@@ -509,13 +526,13 @@ fn pool_plane<T: Elem>(
                     nan |= x.is_nan();
                     let take = 0u32.wrapping_sub((x > m[w]) as u32);
                     i[w] = (i[w] & !take) | ((base + w) as u32 & take);
-                    m[w] = num_traits::Float::max(m[w], x);
+                    m[w] = larger(m[w], x);
                 }
             } else {
                 for w in 0..ww {
                     let x = row[w].to_acc();
                     nan |= x.is_nan();
-                    m[w] = num_traits::Float::max(m[w], x);
+                    m[w] = larger(m[w], x);
                 }
             }
         }
@@ -534,7 +551,7 @@ fn pool_plane<T: Elem>(
             for kj in 1..g.kw {
                 let shifted = &cmax[kj * dw..kj * dw + len];
                 for (m, &x) in wmax[..len].iter_mut().zip(shifted) {
-                    *m = num_traits::Float::max(*m, x);
+                    *m = larger(*m, x);
                 }
             }
             // A constant stride, so that the compiler vectorises the strided reads.
@@ -570,11 +587,11 @@ fn pool_plane<T: Elem>(
                     let take = (x > best) | ((x == best) & (i < bi));
                     let take = 0u32.wrapping_sub(take as u32);
                     bi = (bi & !take) | (i & take);
-                    best = num_traits::Float::max(best, x);
+                    best = larger(best, x);
                 }
             } else {
                 for kj in kj {
-                    best = num_traits::Float::max(best, cmax[col(kj)]);
+                    best = larger(best, cmax[col(kj)]);
                 }
             }
             (*o, *ix) = (T::from_acc(best), bi as i32);
