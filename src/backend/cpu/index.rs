@@ -355,10 +355,10 @@ pub(crate) fn max_pool(
         });
         let plan = PoolPlan { rows, cols, inner, indices };
         out.par_chunks_mut(plane_out.max(1)).zip(ix_planes.into_par_iter()).enumerate().for_each_init(
-            || (vec![Default::default(); g.w], vec![0u32; g.w], vec![0i32; g.wo], vec![Default::default(); g.w]),
-            |(cmax, cidx, scratch, wmax), (plane, (o, ixp))| {
+            || (vec![Default::default(); g.w], vec![0u32; g.w], vec![0i32; g.wo], vec![Default::default(); g.w], vec![0u32; g.w]),
+            |(cmax, cidx, scratch, wmax, widx), (plane, (o, ixp))| {
                 let src = &v[plane * g.h * g.w..(plane + 1) * g.h * g.w];
-                let bufs = PoolRows { cmax, cidx, scratch, wmax };
+                let bufs = PoolRows { cmax, cidx, scratch, wmax, widx };
                 pool_plane_widest(src, o, ixp, bufs, g, &plan)
             });
         T::wrap(out)
@@ -377,12 +377,14 @@ struct PoolPlan {
 }
 
 /// A task's row buffers for [`pool_plane`]: running maxima down the columns and their flat
-/// indices, indices written when the caller wants none, and maxima across the window's width.
+/// indices, indices written when the caller wants none, and maxima across the window's width
+/// with their indices.
 struct PoolRows<'a, A> {
     cmax: &'a mut Vec<A>,
     cidx: &'a mut Vec<u32>,
     scratch: &'a mut Vec<i32>,
     wmax: &'a mut Vec<A>,
+    widx: &'a mut Vec<u32>,
 }
 
 /// [`pool_plane`] compiled for the widest vector instruction set the CPU has (its loops are too
@@ -435,6 +437,55 @@ fn larger<A: num_traits::Float>(a: A, b: A) -> A {
     }
 }
 
+/// `m[i]`, `ix[i]`: the maximum of `cmax[i + kj*dw]` over `kj < K` and its index `cidx[..]`, the
+/// smallest index among equal maxima (the first in the window's row-major order: `cidx` holds
+/// each column's first row with its maximum). Compares and selects in registers, one store per
+/// element, so the loop vectorises (a select written back over a running maximum in memory
+/// becomes masked stores). No NaN here (rows with NaN take the exact per-window pass).
+#[inline(always)]
+fn window_argmax<A: num_traits::Float, const K: usize>(
+    cmax: &[A],
+    cidx: &[u32],
+    dw: usize,
+    m: &mut [A],
+    ix: &mut [u32],
+) {
+    let n = m.len();
+    let ix = &mut ix[..n];
+    let tap = |kj: usize| {
+        cmax[kj * dw..kj * dw + n]
+            .iter()
+            .zip(&cidx[kj * dw..kj * dw + n])
+    };
+    /// The later tap `(x, xi)` wins over `(best, bi)` when larger, or equal at a smaller index.
+    #[inline(always)]
+    fn fold<A: num_traits::Float>((best, bi): (A, u32), (x, xi): (A, u32)) -> (A, u32) {
+        if (x > best) | ((x == best) & (xi < bi)) {
+            (x, xi)
+        } else {
+            (best, bi)
+        }
+    }
+    // Each output written once from the taps (a select stored over a value read from the same
+    // place would become a masked store).
+    let out = m.iter_mut().zip(ix.iter_mut());
+    match K {
+        2 => {
+            for ((mo, io), ((&a, &ai), (&b, &bi))) in out.zip(tap(0).zip(tap(1))) {
+                (*mo, *io) = fold((a, ai), (b, bi));
+            }
+        }
+        _ => {
+            debug_assert_eq!(K, 3, "window_argmax: 2- or 3-wide windows");
+            for ((mo, io), (((&a, &ai), (&b, &bi)), (&c, &ci))) in
+                out.zip(tap(0).zip(tap(1)).zip(tap(2)))
+            {
+                (*mo, *io) = fold(fold((a, ai), (b, bi)), (c, ci));
+            }
+        }
+    }
+}
+
 /// `dst[k] = src[k * S]`.
 #[inline(always)]
 fn pick<T: Elem, const S: usize>(dst: &mut [T], src: &[T::Acc]) {
@@ -460,6 +511,7 @@ fn pool_plane<T: Elem>(
         cidx,
         scratch,
         wmax,
+        widx,
     } = bufs;
     let PoolPlan {
         rows,
@@ -542,16 +594,26 @@ fn pool_plane<T: Elem>(
             }
             continue;
         }
-        if !indices && !inner.is_empty() {
-            // wmax[i] = max(cmax[i + kj*dw]) over the window's columns kj (vector loops),
-            // then each inner window's maximum is wmax at its first column.
+        // The windows inside the row, by vector loops over the row: wmax[i] (and widx[i]) is the
+        // maximum over the window that starts at column i, then each inner window reads its own.
+        // With indices, for 2- and 3-wide windows (the others take the loop below).
+        let vector = !inner.is_empty() && (!indices || matches!(g.kw, 2 | 3));
+        if vector {
             let span = (g.kw - 1) * dw;
             let len = ww - span;
-            wmax[..len].copy_from_slice(&cmax[..len]);
-            for kj in 1..g.kw {
-                let shifted = &cmax[kj * dw..kj * dw + len];
-                for (m, &x) in wmax[..len].iter_mut().zip(shifted) {
-                    *m = larger(*m, x);
+            if indices {
+                let (m, i) = (&mut wmax[..len], &mut widx[..len]);
+                match g.kw {
+                    2 => window_argmax::<_, 2>(cmax, cidx, dw, m, i),
+                    _ => window_argmax::<_, 3>(cmax, cidx, dw, m, i),
+                }
+            } else {
+                wmax[..len].copy_from_slice(&cmax[..len]);
+                for kj in 1..g.kw {
+                    let shifted = &cmax[kj * dw..kj * dw + len];
+                    for (m, &x) in wmax[..len].iter_mut().zip(shifted) {
+                        *m = larger(*m, x);
+                    }
                 }
             }
             // A constant stride, so that the compiler vectorises the strided reads.
@@ -566,10 +628,15 @@ fn pool_plane<T: Elem>(
                     }
                 }
             }
+            if indices {
+                for (k, d) in ix[inner.clone()].iter_mut().enumerate() {
+                    *d = widx[first + k * sw] as i32;
+                }
+            }
         }
         // Across each window's columns: the first maximum in (ki, kj) order is the one
         // with the smallest flat index among equal values.
-        let todo = if indices { 0..0 } else { inner.clone() };
+        let todo = if vector { inner.clone() } else { 0..0 };
         let (left, right) = (0..todo.start, todo.end.max(todo.start)..wo);
         for ow in left.chain(right) {
             let (o, ix) = (&mut o[ow], &mut ix[ow]);
