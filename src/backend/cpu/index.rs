@@ -1,6 +1,6 @@
 //! CPU indexing kernels: gather, scatter_add, and the im2col/col2im pair behind conv and pooling.
 
-use super::{for_offsets, par_fill, pool, vmath, with_cpu, CpuElem, CpuStorage};
+use super::{for_offsets, par_fill, pool, with_cpu, CpuElem, CpuStorage};
 use crate::dtype::Elem;
 use crate::ops::ConvGeom;
 use crate::shape::{contiguous_strides, Layout};
@@ -388,7 +388,7 @@ struct PoolRows<'a, A> {
 }
 
 /// [`pool_plane`] compiled for the widest vector instruction set the CPU has (its loops are too
-/// large for [`vmath::vectorized`] to inline).
+/// large for `vmath::vectorized` to inline).
 fn pool_plane_widest<T: Elem>(
     src: &[T],
     o: &mut [T],
@@ -412,7 +412,7 @@ fn pool_plane_widest<T: Elem>(
         ) {
             pool_plane(src, o, ixp, bufs, g, plan)
         }
-        if vmath::isa() == vmath::Isa::Avx512 {
+        if super::vmath::isa() == super::vmath::Isa::Avx512 {
             // SAFETY: `isa` reports AVX-512 only when the CPU has it (with AVX2 and FMA).
             return unsafe { avx512(src, o, ixp, bufs, g, plan) };
         }
