@@ -18,6 +18,7 @@
 
 mod clamp;
 mod conv;
+mod conv_fused;
 mod distance;
 mod einsum;
 pub(crate) mod elementwise;
@@ -42,6 +43,7 @@ mod tri;
 mod views;
 
 pub use conv::*;
+pub(crate) use conv_fused::conv2d_fused;
 pub use distance::*;
 pub use elementwise::{BinaryOp, UnaryOp};
 pub use finite::NanToNumOptions;
