@@ -256,16 +256,42 @@ impl Graph {
         for &o in &self.outputs {
             readers[o] += 1; // a graph output is read by the caller
         }
-        // The node that produces `v` alone for one reader, if it is an op of `op_type`.
-        let single = |v: usize, op_type: &str, nodes: &[Node], fused: &[bool]| {
+        // Nodes this pass wrote (a fused convolution is no plain `Conv`: a `Relu` after it stays).
+        let mut made = vec![false; n];
+        // The node that produces `v` alone for one reader, if it is an op of `op_type` from the
+        // file.
+        let single = |v: usize, op_type: &str, nodes: &[Node], fused: &[bool], made: &[bool]| {
             let p = producer[v];
-            (p != usize::MAX && readers[v] == 1 && !fused[p] && nodes[p].op_type == op_type)
-                .then_some(p)
+            let plain = p != usize::MAX && !fused[p] && !made[p];
+            (plain && readers[v] == 1 && nodes[p].op_type == op_type).then_some(p)
         };
         let conv4d = |p: usize, g: &Graph| {
             let x = g.nodes[p].inputs.first().copied().flatten();
             x.and_then(|x| g.values[x].info.shape.as_ref())
                 .is_some_and(|s| s.len() == 4)
+        };
+        // The residual operand has the convolution output's static shape and dtype (no broadcast).
+        let values = &self.values;
+        let same = |u: usize, v: usize| {
+            let (iu, iv) = (&values[u].info, &values[v].info);
+            iu.dtype == iv.dtype && iu.shape.is_some() && iu.shape == iv.shape
+        };
+        // The chain ending in a `Relu` that reads `x`: (Conv, Add, residual).
+        type Chain = (usize, Option<usize>, Option<usize>);
+        let chain = |x: usize, nodes: &[Node], fused: &[bool], made: &[bool]| -> Option<Chain> {
+            if let Some(c) = single(x, "Conv", nodes, fused, made) {
+                return Some((c, None, None));
+            }
+            let a = single(x, "Add", nodes, fused, made)?;
+            let ins = &nodes[a].inputs;
+            [(0, 1), (1, 0)].into_iter().find_map(|(c, r)| {
+                let (cv, rv) = (
+                    ins.get(c).copied().flatten()?,
+                    ins.get(r).copied().flatten()?,
+                );
+                let p = single(cv, "Conv", nodes, fused, made)?;
+                same(cv, rv).then_some((p, Some(a), Some(rv)))
+            })
         };
         for k in 0..n {
             if self.folded[k] || self.nodes[k].op_type != "Relu" {
@@ -274,28 +300,7 @@ impl Graph {
             let Some(Some(x)) = self.nodes[k].inputs.first().copied() else {
                 continue;
             };
-            let (conv, add, residual) = if let Some(c) = single(x, "Conv", &self.nodes, &self.fused)
-            {
-                (c, None, None)
-            } else if let Some(a) = single(x, "Add", &self.nodes, &self.fused) {
-                let ins: Vec<Option<usize>> = self.nodes[a].inputs.clone();
-                let same = |u: usize, v: usize| {
-                    let (iu, iv) = (&self.values[u].info, &self.values[v].info);
-                    iu.dtype == iv.dtype && iu.shape.is_some() && iu.shape == iv.shape
-                };
-                let pick = [(0, 1), (1, 0)].into_iter().find_map(|(c, r)| {
-                    let (cv, rv) = (
-                        ins.get(c).copied().flatten()?,
-                        ins.get(r).copied().flatten()?,
-                    );
-                    let p = single(cv, "Conv", &self.nodes, &self.fused)?;
-                    same(cv, rv).then_some((p, rv))
-                });
-                match pick {
-                    Some((p, rv)) => (p, Some(a), Some(rv)),
-                    None => continue,
-                }
-            } else {
+            let Some((conv, add, residual)) = chain(x, &self.nodes, &self.fused, &made) else {
                 continue;
             };
             if !conv4d(conv, self) || self.folded[conv] {
@@ -318,6 +323,7 @@ impl Graph {
                 self.fused[a] = true;
             }
             self.nodes[k] = fused;
+            made[k] = true;
         }
     }
 

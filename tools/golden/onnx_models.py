@@ -617,13 +617,15 @@ def _fusion_check(model, inputs, outputs):
     w, b, w2, rb = inits["W"], inits["B"], inits["W2"], inits["RB"]
     c = F.conv2d(x, w, b, padding=1)
     expected = [torch.relu(c + r), torch.relu(F.conv2d(x, w2, None, stride=2, padding=1)), torch.relu(c), c,
-                torch.relu(c + rb), torch.relu(r + c), torch.relu(c + r * 2.0)]
+                torch.relu(c + rb), torch.relu(r + c), torch.relu(c + r * 2.0),
+                torch.relu(torch.relu(c + r)) - 0.5]
     return max_diff(expected, outputs)
 
 
 @helper_model("conv_relu_fusion", "Conv -> [Add ->] Relu chains that wgtorch fuses at load (residual second, first, "
               "computed after the Conv; no bias, stride 2) and ones it must leave (Conv output also a graph output, "
-              "a broadcast residual)", _fusion_check, expect_ops={"Conv", "Add", "Relu", "Mul"})
+              "a broadcast residual, a Relu after a fused chain)", _fusion_check,
+              expect_ops={"Conv", "Add", "Relu", "Mul", "Sub"})
 def conv_relu_fusion(g):
     x = torch.randn(2, 3, 6, 7, generator=g)
     r = torch.randn(2, 4, 6, 7, generator=g)
@@ -641,11 +643,14 @@ def conv_relu_fusion(g):
         conv("c5"), helper.make_node("Add", ["input.1", "c5"], ["a5"]), helper.make_node("Relu", ["a5"], ["output.5"]),
         conv("c6"), helper.make_node("Mul", ["input.1", "two"], ["r6"]), helper.make_node("Add", ["c6", "r6"], ["a6"]),
         helper.make_node("Relu", ["a6"], ["output.6"]),
+        # a Relu (after a Sub) reading a fused chain's Relu: the chain fuses, the later Relu does not
+        conv("c7"), helper.make_node("Add", ["c7", "input.1"], ["a7"]), helper.make_node("Relu", ["a7"], ["r7"]),
+        helper.make_node("Relu", ["r7"], ["rr7"]), helper.make_node("Sub", ["rr7", "half"], ["output.7"]),
     ]
     inits = [_tensor("W", w), _tensor("B", b), _tensor("W2", w2), _tensor("RB", rb),
-             _tensor("two", np.array(2.0, dtype=np.float32))]
+             _tensor("two", np.array(2.0, dtype=np.float32)), _tensor("half", np.array(0.5, dtype=np.float32))]
     shape = [2, 4, 6, 7]
-    outs = [_vi("output.0", shape), _vi("output.1", [2, 5, 3, 4])] + [_vi(f"output.{k}", shape) for k in range(2, 7)]
+    outs = [_vi("output.0", shape), _vi("output.1", [2, 5, 3, 4])] + [_vi(f"output.{k}", shape) for k in range(2, 8)]
     model = _make_model(nodes, [_vi("input.0", [2, 3, 6, 7]), _vi("input.1", shape)], outs, inits, "conv_relu_fusion")
     return model, [x, r]
 
