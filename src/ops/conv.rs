@@ -1,8 +1,8 @@
 //! conv2d and pooling, lowered to im2col + matmul / reductions (im2col's adjoint, col2im, is its
 //! backward).
 
-use super::conv_fused::ConvEpilogue;
 use crate::autograd::{record, Saved};
+use crate::backend::ConvEpilogue;
 use crate::shape::checked_numel;
 use crate::{Error, Result, Tensor};
 

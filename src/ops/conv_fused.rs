@@ -2,6 +2,7 @@
 //! on the CPU ([`conv2d_fused`], which ONNX import runs for `Conv → [Add →] Relu` chains).
 
 use super::conv::conv2d_with_untraced;
+use crate::backend::ConvEpilogue;
 use crate::nn::functional::{conv2d_with, Conv2dFuncOptions};
 use crate::{DType, Result, Tensor};
 
@@ -50,24 +51,9 @@ pub(crate) fn conv2d_fused(
     )
 }
 
-/// What [`conv2d_fused`] applies after the convolution: `+ residual`, then `relu`.
-pub(super) struct ConvEpilogue<'a, R> {
-    pub residual: Option<&'a R>,
-    pub relu: bool,
-}
-
-impl<R> Default for ConvEpilogue<'_, R> {
-    fn default() -> Self {
-        ConvEpilogue {
-            residual: None,
-            relu: false,
-        }
-    }
-}
-
 impl ConvEpilogue<'_, Tensor> {
-    /// The epilogue by ops.
-    pub fn apply(self, y: Tensor) -> Result<Tensor> {
+    /// [`conv2d_fused`]'s epilogue by ops: `+ residual`, then `relu`.
+    pub(crate) fn apply(self, y: Tensor) -> Result<Tensor> {
         let y = match self.residual {
             Some(r) => y.add(r)?,
             None => y,

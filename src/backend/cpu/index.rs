@@ -353,27 +353,35 @@ pub(crate) fn max_pool(
         let inner = (0..g.wo).find(|&ow| full(ow)).map_or(0..0, |lo| {
             lo..(lo..g.wo).find(|&ow| !full(ow)).unwrap_or(g.wo)
         });
-        let plan = PoolPlan { rows, cols, inner, indices };
+        let plan = PoolPlan { g: *g, rows, cols, inner, indices };
         out.par_chunks_mut(plane_out.max(1)).zip(ix_planes.into_par_iter()).enumerate().for_each_init(
             || (vec![Default::default(); g.w], vec![0u32; g.w], vec![0i32; g.wo], vec![Default::default(); g.w], vec![0u32; g.w]),
             |(cmax, cidx, scratch, wmax, widx), (plane, (o, ixp))| {
                 let src = &v[plane * g.h * g.w..(plane + 1) * g.h * g.w];
                 let bufs = PoolRows { cmax, cidx, scratch, wmax, widx };
-                pool_plane_widest(src, o, ixp, bufs, g, &plan)
+                pool_plane_widest(Plane { src, o, ixp }, bufs, &plan)
             });
         T::wrap(out)
     });
     (vals, indices.then_some(CpuStorage::I32(idx)))
 }
 
-/// What every plane of a max pooling shares: each output row's and column's kernel taps inside
-/// the input, the output columns whose window has no padding column, and whether the argmax is
-/// wanted.
+/// What every plane of a max pooling shares: the geometry, each output row's and column's kernel
+/// taps inside the input, the output columns whose window has no padding column, and whether the
+/// argmax is wanted.
 struct PoolPlan {
+    g: ConvGeom,
     rows: Vec<std::ops::Range<usize>>,
     cols: Vec<std::ops::Range<usize>>,
     inner: std::ops::Range<usize>,
     indices: bool,
+}
+
+/// One plane's input (`[H, W]`), output (`[Ho, Wo]`) and, when the plan wants them, indices.
+struct Plane<'a, T> {
+    src: &'a [T],
+    o: &'a mut [T],
+    ixp: Option<&'a mut [i32]>,
 }
 
 /// A task's row buffers for [`pool_plane`]: running maxima down the columns and their flat
@@ -389,35 +397,25 @@ struct PoolRows<'a, A> {
 
 /// [`pool_plane`] compiled for the widest vector instruction set the CPU has (its loops are too
 /// large for `vmath::vectorized` to inline).
-fn pool_plane_widest<T: Elem>(
-    src: &[T],
-    o: &mut [T],
-    ixp: Option<&mut [i32]>,
-    bufs: PoolRows<'_, T::Acc>,
-    g: &ConvGeom,
-    plan: &PoolPlan,
-) {
+fn pool_plane_widest<T: Elem>(plane: Plane<'_, T>, bufs: PoolRows<'_, T::Acc>, plan: &PoolPlan) {
     #[cfg(target_arch = "x86_64")]
     {
         /// # Safety
         /// The CPU has AVX-512F, AVX2 and FMA.
         #[target_feature(enable = "avx512f,avx2,fma")]
         unsafe fn avx512<T: Elem>(
-            src: &[T],
-            o: &mut [T],
-            ixp: Option<&mut [i32]>,
+            plane: Plane<'_, T>,
             bufs: PoolRows<'_, T::Acc>,
-            g: &ConvGeom,
             plan: &PoolPlan,
         ) {
-            pool_plane(src, o, ixp, bufs, g, plan)
+            pool_plane(plane, bufs, plan)
         }
         if super::vmath::isa() == super::vmath::Isa::Avx512 {
             // SAFETY: `isa` reports AVX-512 only when the CPU has it (with AVX2 and FMA).
-            return unsafe { avx512(src, o, ixp, bufs, g, plan) };
+            return unsafe { avx512(plane, bufs, plan) };
         }
     }
-    pool_plane(src, o, ixp, bufs, g, plan)
+    pool_plane(plane, bufs, plan)
 }
 
 /// The larger of `a` and `b` where neither is NaN (rows with NaN take the exact per-window pass).
@@ -494,18 +492,11 @@ fn pick<T: Elem, const S: usize>(dst: &mut [T], src: &[T::Acc]) {
     }
 }
 
-/// Max pooling of one `[H, W]` plane `src` into `o` (`[Ho, Wo]`) and, when the plan wants them,
-/// `ixp`.
+/// Max pooling of one plane.
 #[inline(always)]
-fn pool_plane<T: Elem>(
-    src: &[T],
-    o: &mut [T],
-    ixp: Option<&mut [i32]>,
-    bufs: PoolRows<'_, T::Acc>,
-    g: &ConvGeom,
-    plan: &PoolPlan,
-) {
+fn pool_plane<T: Elem>(plane: Plane<'_, T>, bufs: PoolRows<'_, T::Acc>, plan: &PoolPlan) {
     use num_traits::Float;
+    let Plane { src, o, ixp } = plane;
     let PoolRows {
         cmax,
         cidx,
@@ -514,6 +505,7 @@ fn pool_plane<T: Elem>(
         widx,
     } = bufs;
     let PoolPlan {
+        g,
         rows,
         cols,
         inner,
