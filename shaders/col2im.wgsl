@@ -1,27 +1,26 @@
 // col2im: fold columns [N, C*kh*kw, Ho*Wo] back to [N, C, H, W], summing overlaps (the adjoint of
-// im2col), one invocation per output element: deterministic, no atomics. Geometry in meta:
-// [n_out, N, C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, Ho, Wo, pad_bits]
+// im2col), one invocation per output element: deterministic, no atomics. params: WindowParams
 // bindings: 1 src, 2 dst
 {{DECLS}}
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
     let e = linear_id(wid, lid);
-    if (e >= params[0]) {
+    if (e >= params.total) {
         return;
     }
-    let H = params[3];
-    let W = params[4];
-    let kh = params[5];
-    let kw = params[6];
-    let sh = params[7];
-    let sw = params[8];
-    let ph = params[9];
-    let pw = params[10];
-    let dh = params[11];
-    let dw = params[12];
-    let Ho = params[13];
-    let Wo = params[14];
+    let H = params.g.h;
+    let W = params.g.w;
+    let kh = params.g.kh;
+    let kw = params.g.kw;
+    let sh = params.g.sh;
+    let sw = params.g.sw;
+    let ph = params.g.ph;
+    let pw = params.g.pw;
+    let dh = params.g.dh;
+    let dw = params.g.dw;
+    let Ho = params.g.ho;
+    let Wo = params.g.wo;
     let kk = kh * kw;
     let L = Ho * Wo;
     let nc = e / (H * W);

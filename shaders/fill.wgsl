@@ -1,12 +1,12 @@
-// dst[i] = value. params: [n, value bits (in the compute type)]
+// dst[i] = value. params: FillParams
 // bindings: 1 dst
 {{DECLS}}
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
     let i = linear_id(wid, lid);
-    if (i >= params[0]) {
+    if (i >= params.n) {
         return;
     }
-    st_dst(i, bitcast<{{C}}>(params[1]));
+    st_dst(i, bitcast<{{C}}>(params.bits));
 }

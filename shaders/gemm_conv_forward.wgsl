@@ -3,7 +3,7 @@
 // Y[b]^T [Ho*Wo, O] = cols(X[b])^T [Ho*Wo, C*kh*kw] . W^T [C*kh*kw, O], with the columns read
 // straight from the input. a = input, b = weight; the result is stored as Y[b] [O, Ho*Wo] and
 // the bias is added in the epilogue. Positions as in gemm_strided.wgsl.
-// params from 3: [N, C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, Ho, Wo, O, nb]
+// params: ConvGemmParams
 // Output pixel: the sample's input offset and the window's top-left corner (may be negative).
 struct RowPos {
     base: u32,
@@ -20,45 +20,45 @@ struct KPos {
     kj: u32,
 }
 fn row_pos(bi: u32, r: u32) -> RowPos {
-    let Wo = params[16];
-    return RowPos(bi * params[4] * params[5] * params[6], i32((r / Wo) * params[9]) - i32(params[11]), i32((r % Wo) * params[10]) - i32(params[12]));
+    let Wo = params.g.wo;
+    return RowPos(bi * params.g.c * params.g.h * params.g.w, i32((r / Wo) * params.g.sh) - i32(params.g.ph), i32((r % Wo) * params.g.sw) - i32(params.g.pw));
 }
 fn col_pos(bi: u32, c: u32) -> ColPos {
-    return c * params[2];
+    return c * params.k;
 }
 fn k_pos(bi: u32, k: u32) -> KPos {
-    let kw = params[8];
-    let kk = params[7] * kw;
-    return KPos(k, (k / kk) * params[5] * params[6], (k % kk) / kw, k % kw);
+    let kw = params.g.kw;
+    let kk = params.g.kh * kw;
+    return KPos(k, (k / kk) * params.g.h * params.g.w, (k % kk) / kw, k % kw);
 }
 fn k_next(p: KPos) -> KPos {
     var q = p;
     q.k = q.k + 1u;
     q.kj = q.kj + 1u;
-    if (q.kj == params[8]) {
+    if (q.kj == params.g.kw) {
         q.kj = 0u;
         q.ki = q.ki + 1u;
-        if (q.ki == params[7]) {
+        if (q.ki == params.g.kh) {
             q.ki = 0u;
-            q.plane = q.plane + params[5] * params[6];
+            q.plane = q.plane + params.g.h * params.g.w;
         }
     }
     return q;
 }
 fn load_a(r: RowPos, p: KPos) -> f32 {
     // Negative coordinates wrap to large u32 values, so one comparison per axis bounds them.
-    let h = u32(r.h0 + i32(p.ki * params[13]));
-    let w = u32(r.w0 + i32(p.kj * params[14]));
-    if (h >= params[5] || w >= params[6]) {
+    let h = u32(r.h0 + i32(p.ki * params.g.dh));
+    let w = u32(r.w0 + i32(p.kj * params.g.dw));
+    if (h >= params.g.h || w >= params.g.w) {
         return 0.0;
     }
-    return ld_a(r.base + p.plane + h * params[6] + w);
+    return ld_a(r.base + p.plane + h * params.g.w + w);
 }
 fn load_b(p: KPos, c: ColPos) -> f32 {
     return ld_b(c + p.k);
 }
 fn c_index(bi: u32, r: u32, c: u32) -> u32 {
-    return (bi * params[17] + c) * params[15] * params[16] + r;
+    return (bi * params.o + c) * params.g.ho * params.g.wo + r;
 }
 fn epilogue(r: u32, c: u32, v: f32) -> f32 {
     return v + ld_bias(c);

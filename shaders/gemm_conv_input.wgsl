@@ -4,7 +4,7 @@
 // pixel (h, w) and tap (o, ki, kj) is dY[b, o, oh, ow] with oh*sh = h + ph - ki*dh (zero where no
 // output reads that pixel through that tap). a = output gradient, b = weight; stored as
 // dX[b] [C, H*W]. Positions as in gemm_strided.wgsl.
-// params from 3: [N, C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, Ho, Wo, O, nb]
+// params: ConvGemmParams
 // Input pixel (padded coordinates) and the sample's dY offset.
 struct RowPos {
     base: u32,
@@ -21,44 +21,44 @@ struct KPos {
     kj: u32,
 }
 fn row_pos(bi: u32, r: u32) -> RowPos {
-    let W = params[6];
-    return RowPos(bi * params[17] * params[15] * params[16], i32(r / W + params[11]), i32(r % W + params[12]));
+    let W = params.g.w;
+    return RowPos(bi * params.o * params.g.ho * params.g.wo, i32(r / W + params.g.ph), i32(r % W + params.g.pw));
 }
 fn col_pos(bi: u32, c: u32) -> ColPos {
-    return c * params[7] * params[8];
+    return c * params.g.kh * params.g.kw;
 }
 fn k_pos(bi: u32, k: u32) -> KPos {
-    let kw = params[8];
-    let kk = params[7] * kw;
+    let kw = params.g.kw;
+    let kk = params.g.kh * kw;
     let o = k / kk;
     let kij = k % kk;
-    return KPos(o * params[4] * kk + kij, o * params[15] * params[16], kij / kw, kij % kw);
+    return KPos(o * params.g.c * kk + kij, o * params.g.ho * params.g.wo, kij / kw, kij % kw);
 }
 fn k_next(p: KPos) -> KPos {
     var q = p;
     q.b = q.b + 1u;
     q.kj = q.kj + 1u;
-    if (q.kj == params[8]) {
+    if (q.kj == params.g.kw) {
         q.kj = 0u;
         q.ki = q.ki + 1u;
-        if (q.ki == params[7]) {
+        if (q.ki == params.g.kh) {
             q.ki = 0u;
-            q.b = q.b + (params[4] - 1u) * params[7] * params[8];
-            q.plane = q.plane + params[15] * params[16];
+            q.b = q.b + (params.g.c - 1u) * params.g.kh * params.g.kw;
+            q.plane = q.plane + params.g.ho * params.g.wo;
         }
     }
     return q;
 }
 fn load_a(r: RowPos, p: KPos) -> f32 {
-    let hh = r.h - i32(p.ki * params[13]);
-    let ww = r.w - i32(p.kj * params[14]);
+    let hh = r.h - i32(p.ki * params.g.dh);
+    let ww = r.w - i32(p.kj * params.g.dw);
     if (hh < 0 || ww < 0) {
         return 0.0;
     }
     var oh = u32(hh);
     var ow = u32(ww);
-    let sh = params[9];
-    let sw = params[10];
+    let sh = params.g.sh;
+    let sw = params.g.sw;
     if (sh != 1u) {
         if (oh % sh != 0u) {
             return 0.0;
@@ -71,16 +71,16 @@ fn load_a(r: RowPos, p: KPos) -> f32 {
         }
         ow = ow / sw;
     }
-    if (oh >= params[15] || ow >= params[16]) {
+    if (oh >= params.g.ho || ow >= params.g.wo) {
         return 0.0;
     }
-    return ld_a(r.base + p.plane + oh * params[16] + ow);
+    return ld_a(r.base + p.plane + oh * params.g.wo + ow);
 }
 fn load_b(p: KPos, c: ColPos) -> f32 {
     return ld_b(p.b + c);
 }
 fn c_index(bi: u32, r: u32, c: u32) -> u32 {
-    return (bi * params[4] + c) * params[5] * params[6] + r;
+    return (bi * params.g.c + c) * params.g.h * params.g.w + r;
 }
 fn epilogue(r: u32, c: u32, v: f32) -> f32 {
     return v;

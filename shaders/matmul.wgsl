@@ -7,7 +7,7 @@
 // epilogue(row, col, v). Each launch sums k in [kstart, K) (the launcher splits K where the
 // adapter caps an invocation's loop iterations): the first adds the epilogue, the others add to
 // the stored result.
-// params: [M, N, K, operand parameters..., kstart, K end, grid offset x, y, z]
+// params: MatmulParams or ConvGemmParams (the operands'), both with m, n, k_start, k_end
 // bindings: 1 a, 2 b, 3 c (any float storage; accumulation in f32), then the operands' own
 {{DECLS}}
 {{OPERANDS}}
@@ -19,11 +19,10 @@ var<workgroup> tb: array<array<f32, 64>, 16>;
 
 @compute @workgroup_size(16, 16)
 fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
-    let M = params[0];
-    let N = params[1];
-    let np = arrayLength(&params);
-    let kstart = params[np - 5u];
-    let K = params[np - 4u];
+    let M = params.m;
+    let N = params.n;
+    let kstart = params.k_start;
+    let K = params.k_end;
     let g = group_id(wid);
     let bi = g.z;
     let row0 = g.y * TS;

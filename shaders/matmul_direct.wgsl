@@ -4,18 +4,17 @@
 // epilogue as in matmul.wgsl. Each launch sums k in [k0, k1) (the launcher splits K where the
 // adapter caps an invocation's loop iterations): the first adds the epilogue, the others add
 // to the stored result.
-// params: [M, N, K, operand parameters..., k0, k1, grid offset x, y, z]
+// params: MatmulParams or ConvGemmParams (the operands'), both with m, n, k_start, k_end
 // bindings: 1 a, 2 b, 3 c (any float storage; accumulation in f32), then the operands' own
 {{DECLS}}
 {{OPERANDS}}
 
 @compute @workgroup_size(8, 8)
 fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
-    let M = params[0];
-    let N = params[1];
-    let np = arrayLength(&params);
-    let k0 = params[np - 5u];
-    let k1 = params[np - 4u];
+    let M = params.m;
+    let N = params.n;
+    let k0 = params.k_start;
+    let k1 = params.k_end;
     let g = group_id(wid);
     let bi = g.z;
     let r0 = (g.y * 8u + lid.y) * 4u;

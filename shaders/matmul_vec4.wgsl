@@ -5,8 +5,7 @@
 // scalar kernel, where each load is a gather. {{A_LOAD}} / {{B_LOAD}} pick the layouts.
 // Each launch sums k in [kstart, K) (the launcher splits K where the adapter caps an
 // invocation's loop iterations); launches after the first add to the stored result.
-// params: [M, N, K, off_a, sab, sam, sak, off_b, sbb, sbk, sbn, kstart, K end, grid offset x,
-// y, z] (in floats)
+// params: MatmulParams (offsets and strides in floats)
 
 @group(0) @binding(1) var<storage, read> a: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> b: array<vec4<f32>>;
@@ -14,11 +13,10 @@
 
 @compute @workgroup_size(8, 8)
 fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
-    let M = params[0];
-    let N = params[1];
-    let np = arrayLength(&params);
-    let kstart = params[np - 5u];
-    let K = params[np - 4u];
+    let M = params.m;
+    let N = params.n;
+    let kstart = params.k_start;
+    let K = params.k_end;
     let g = group_id(wid);
     let bi = g.z;
     let r0 = (g.y * 8u + lid.y) * 4u;
@@ -26,12 +24,12 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     if (r0 >= M || c0 >= N) {
         return;
     }
-    let abase = params[3] + bi * params[4];
-    let bbase = params[7] + bi * params[8];
-    let sam = params[5];
-    let sak = params[6];
-    let sbk = params[9];
-    let sbn = params[10];
+    let abase = params.off_a + bi * params.sab;
+    let bbase = params.off_b + bi * params.sbb;
+    let sam = params.sam;
+    let sak = params.sak;
+    let sbk = params.sbk;
+    let sbn = params.sbn;
     // Rows and columns past the edge read the last one and are never stored.
     let ra = vec4<u32>(r0, min(r0 + 1u, M - 1u), min(r0 + 2u, M - 1u), min(r0 + 3u, M - 1u));
     let cb = vec4<u32>(c0, min(c0 + 1u, N - 1u), min(c0 + 2u, N - 1u), min(c0 + 3u, N - 1u));

@@ -1,34 +1,34 @@
 // Gradient of 2-D max pooling, one invocation per input element: the sum of the output gradients
 // whose window picked this element. Deterministic, no atomics.
-// params: [n_in, N, C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, Ho, Wo]
+// params: WindowParams
 // bindings: 1 grad (output gradient), 2 idx (i32), 3 dst
 {{DECLS}}
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
     let e = linear_id(wid, lid);
-    if (e >= params[0]) {
+    if (e >= params.total) {
         return;
     }
-    let H = params[3];
-    let W = params[4];
-    let Ho = params[13];
-    let Wo = params[14];
+    let H = params.g.h;
+    let W = params.g.w;
+    let Ho = params.g.ho;
+    let Wo = params.g.wo;
     let plane = e / (H * W);
     let h = (e % (H * W)) / W;
     let w = e % W;
     let me = i32(h * W + w);
     var acc = 0.0;
-    let sh = params[7];
-    let sw = params[8];
-    if (params[11] == 1u && params[12] == 1u) {
+    let sh = params.g.sh;
+    let sw = params.g.sw;
+    if (params.g.dh == 1u && params.g.dw == 1u) {
         // Undilated: the windows holding padded row h + ph are oh in
         // [ceil((h + ph - kh + 1) / sh), (h + ph) / sh]: a range, found with two divisions
         // instead of a test per tap.
-        let hp = h + params[9];
-        let wp = w + params[10];
-        let oh0 = select(0u, (hp + 1u - params[5] + sh - 1u) / sh, hp + 1u >= params[5]);
-        let ow0 = select(0u, (wp + 1u - params[6] + sw - 1u) / sw, wp + 1u >= params[6]);
+        let hp = h + params.g.ph;
+        let wp = w + params.g.pw;
+        let oh0 = select(0u, (hp + 1u - params.g.kh + sh - 1u) / sh, hp + 1u >= params.g.kh);
+        let ow0 = select(0u, (wp + 1u - params.g.kw + sw - 1u) / sw, wp + 1u >= params.g.kw);
         let oh1 = min(hp / sh + 1u, Ho);
         let ow1 = min(wp / sw + 1u, Wo);
         for (var oh = oh0; oh < oh1; oh = oh + 1u) {
@@ -42,14 +42,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
         st_dst(e, acc);
         return;
     }
-    for (var ki = 0u; ki < params[5]; ki = ki + 1u) {
-        let hh = i32(h + params[9]) - i32(ki * params[11]);
+    for (var ki = 0u; ki < params.g.kh; ki = ki + 1u) {
+        let hh = i32(h + params.g.ph) - i32(ki * params.g.dh);
         if (hh < 0 || u32(hh) % sh != 0u || u32(hh) / sh >= Ho) {
             continue;
         }
         let oh = u32(hh) / sh;
-        for (var kj = 0u; kj < params[6]; kj = kj + 1u) {
-            let ww = i32(w + params[10]) - i32(kj * params[12]);
+        for (var kj = 0u; kj < params.g.kw; kj = kj + 1u) {
+            let ww = i32(w + params.g.pw) - i32(kj * params.g.dw);
             if (ww < 0 || u32(ww) % sw != 0u || u32(ww) / sw >= Wo) {
                 continue;
             }

@@ -1,15 +1,17 @@
-// Shared helpers, prepended to every kernel. `params` is binding 0 of every kernel: sizes, shapes,
-// strides and scalar parameters as u32 words (floats bit-cast).
-@group(0) @binding(0) var<storage, read> params: array<u32>;
+// Shared helpers, prepended to every kernel. `params` is binding 0 of every kernel: its family's
+// parameter struct (generated from src/backend/gpu/params.rs as `Params`), whose `tail` holds the
+// variable-length words (shapes, strides) and, last, the grid offset.
+{{PARAMS}}
+@group(0) @binding(0) var<storage, read> params: Params;
 
-// Storage offset of row-major element `i` for a view whose shape starts at params[shape_at] and whose
-// strides start at params[strides_at] (ndim words each).
+// Storage offset of row-major element `i` for a view whose shape starts at params.tail[shape_at]
+// and whose strides start at params.tail[strides_at] (ndim words each).
 fn offset_of(i: u32, ndim: u32, shape_at: u32, strides_at: u32) -> u32 {
     var rem = i;
     var off = 0u;
     for (var d = i32(ndim) - 1; d >= 0; d = d - 1) {
-        let s = params[shape_at + u32(d)];
-        off = off + (rem % s) * params[strides_at + u32(d)];
+        let s = params.tail[shape_at + u32(d)];
+        off = off + (rem % s) * params.tail[strides_at + u32(d)];
         rem = rem / s;
     }
     return off;
@@ -17,10 +19,10 @@ fn offset_of(i: u32, ndim: u32, shape_at: u32, strides_at: u32) -> u32 {
 
 // The workgroup's position in the whole launch grid. A grid past the adapter's
 // max_compute_workgroups_per_dimension is split into several dispatches (GpuContext::dispatch),
-// each passing the grid position of its first workgroup in the last three params words.
+// each passing the grid position of its first workgroup in the last three words of params.tail.
 fn group_id(wid: vec3<u32>) -> vec3<u32> {
-    let n = arrayLength(&params);
-    return wid + vec3<u32>(params[n - 3u], params[n - 2u], params[n - 1u]);
+    let n = arrayLength(&params.tail);
+    return wid + vec3<u32>(params.tail[n - 3u], params.tail[n - 2u], params.tail[n - 1u]);
 }
 
 // Linear invocation index of a 1-D problem over 256-wide workgroups.
@@ -28,17 +30,13 @@ fn linear_id(wid: vec3<u32>, lid: vec3<u32>) -> u32 {
     return group_id(wid).x * 256u + lid.x;
 }
 
-fn fmeta(i: u32) -> f32 {
-    return bitcast<f32>(params[i]);
-}
-
 // Infinity and NaN built at run time: WGSL rejects them as constant expressions (Tint refuses to
-// compile `bitcast<f32>(0x7f800000u)`), so each reads a `params` word it then masks away.
+// compile `bitcast<f32>(0x7f800000u)`), so each reads the params' length, then masks it away.
 fn inf_f32() -> f32 {
-    return bitcast<f32>(0x7f800000u | (params[0] & 0u));
+    return bitcast<f32>(0x7f800000u | (arrayLength(&params.tail) & 0u));
 }
 fn nan_f32() -> f32 {
-    return bitcast<f32>(0x7fc00000u | (params[0] & 0u));
+    return bitcast<f32>(0x7fc00000u | (arrayLength(&params.tail) & 0u));
 }
 
 // NaN test on the bits: WGSL lets compilers assume floats are never NaN, so `x != x` may fold

@@ -2,7 +2,7 @@
 // slice of the chunk, then a shared-memory tree merges the 256 partials. Long rows are split into
 // `k` chunks whose partials a second pass combines. Arg ops carry the index and keep the first
 // extreme, as PyTorch does.
-// params: [rows * k, chunk, k, n]
+// params: ReduceParams
 // bindings: 1 src, 2 dst
 {{DECLS}}
 
@@ -22,12 +22,12 @@ fn merge(a: {{C}}, ia: u32, b: {{C}}, ib: u32) -> Pair {
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
     let row = group_id(wid).x;
-    let chunk = params[1];
-    let k = params[2];
-    let n = params[3];
+    let chunk = params.chunk;
+    let k = params.k;
+    let n = params.n;
     let t = lid.x;
     var acc = Pair({{INIT}}, NONE);
-    if (row < params[0]) {
+    if (row < params.total) {
         let first = (row % k) * chunk;
         let start = (row / k) * n + first;
         let len = min(chunk, n - first);
@@ -45,7 +45,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
         }
         workgroupBarrier();
     }
-    if (t == 0u && row < params[0]) {
+    if (t == 0u && row < params.total) {
         let p = part[0];
         st_dst(row, {{STORE}});
     }

@@ -2,24 +2,24 @@
 // as (key, index) pairs. The key is an order-preserving u32 of the value's bits: f32 with NaN
 // above +inf and -0 equal to 0 (PyTorch's order), or i32. Padding entries (index >= n) are
 // ordered after every real entry by the compare stage, whatever their key.
-// params: [rows * P, n, P, is_float]
+// params: SortKeysParams
 // bindings: 1 src (f32 or i32 bits), 2 keys, 3 idx
 {{DECLS}}
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
     let t = linear_id(wid, lid);
-    if (t >= params[0]) {
+    if (t >= params.total) {
         return;
     }
-    let n = params[1];
-    let p = params[2];
+    let n = params.n;
+    let p = params.p;
     let row = t / p;
     let c = t % p;
     var key = 0xffffffffu;
     if (c < n) {
         var b = ld_src(row * n + c);
-        if (params[3] == 1u) {
+        if (params.is_float == 1u) {
             let mag = b & 0x7fffffffu;
             if (mag <= 0x7f800000u) {
                 if (mag == 0u) {

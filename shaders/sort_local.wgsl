@@ -2,7 +2,7 @@
 // block of 512 entries (256 pairs; rows shorter than 512 lie whole inside it) and runs, for
 // every k in [k0, k1], the steps j = min(k / 2, 256) ... 1 (j0 for the first k), with a barrier
 // between steps: the same network as sort_step.wgsl, a few dispatches instead of one per step.
-// params: [rows * P / 2, n, P, k0, j0, k1, descending]
+// params: SortLocalParams
 // bindings: 1 keys, 2 idx
 {{DECLS}}
 
@@ -10,19 +10,19 @@ var<workgroup> sk: array<u32, 512>;
 var<workgroup> si: array<u32, 512>;
 
 fn before(ka: u32, ia: u32, kb: u32, ib: u32) -> bool {
-    let n = params[1];
+    let n = params.n;
     if (ia >= n || ib >= n) {
         return ia < ib;
     }
     if (ka != kb) {
-        return select((ka < kb), (ka > kb), params[6] == 1u);
+        return select((ka < kb), (ka > kb), params.descending == 1u);
     }
     return ia < ib;
 }
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
-    let total = params[0] * 2u;
+    let total = params.pairs * 2u;
     let base = group_id(wid).x * 512u;
     let l = lid.x;
     for (var e = l; e < 512u; e = e + 256u) {
@@ -32,11 +32,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
         }
     }
     workgroupBarrier();
-    let p = params[2];
-    var k = params[3];
-    var j = params[4];
+    let p = params.p;
+    var k = params.k0;
+    var j = params.j0;
     loop {
-        if (k > params[5]) {
+        if (k > params.k1) {
             break;
         }
         loop {

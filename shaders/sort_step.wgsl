@@ -1,18 +1,18 @@
 // Bitonic row sort, stage 2 of 3: one compare-exchange step (k, j) of the network over each row's
 // P entries, one invocation per pair. Entries with index >= n are padding, ordered after every
 // real entry; equal keys order by index, so the sort is stable.
-// params: [rows * P / 2, n, P, j, k, descending]
+// params: SortStepParams
 // bindings: 1 keys, 2 idx
 {{DECLS}}
 
 // Whether entry (ka, ia) comes before (kb, ib) in the sorted row.
 fn before(ka: u32, ia: u32, kb: u32, ib: u32) -> bool {
-    let n = params[1];
+    let n = params.n;
     if (ia >= n || ib >= n) {
         return ia < ib;
     }
     if (ka != kb) {
-        return select((ka < kb), (ka > kb), params[5] == 1u);
+        return select((ka < kb), (ka > kb), params.descending == 1u);
     }
     return ia < ib;
 }
@@ -20,12 +20,12 @@ fn before(ka: u32, ia: u32, kb: u32, ib: u32) -> bool {
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
     let t = linear_id(wid, lid);
-    if (t >= params[0]) {
+    if (t >= params.pairs) {
         return;
     }
-    let p = params[2];
-    let j = params[3];
-    let k = params[4];
+    let p = params.p;
+    let j = params.j;
+    let k = params.k;
     let half = p / 2u;
     let row = t / half;
     let h = t % half;

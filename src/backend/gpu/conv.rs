@@ -4,6 +4,7 @@
 
 use super::kernels::{Gemm, GpuType, Kernel};
 use super::matmul::gemm;
+use super::params::{ConvGemmParams, WindowParams};
 use super::{
     cast, check_loop, full, groups, launch, output, reduce_rows, u, GpuContext, GpuStorage,
 };
@@ -11,16 +12,35 @@ use crate::ops::{ConvGeom, ReduceOp};
 use crate::shape::Layout;
 use crate::{DType, Result};
 
-/// `[M, N, K]` followed by the convolution geometry read by `shaders/gemm_conv_*.wgsl`.
-fn conv_meta(mnk: [usize; 3], g: &ConvGeom, o: usize, nb: usize) -> Vec<u32> {
-    let mut v: Vec<u32> = mnk.iter().map(|&x| u(x)).collect();
-    v.extend(
-        [
-            g.n, g.c, g.h, g.w, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.ho, g.wo, o, nb,
-        ]
-        .map(u),
-    );
-    v
+/// One implicit-GEMM convolution product (`shaders/gemm_conv_*.wgsl`): `[M, N, K]` and
+/// `batches` for `kind` over geometry `g` with `o` output channels and `nb` samples per batch
+/// entry.
+#[allow(clippy::too_many_arguments)]
+fn conv_gemm(
+    ctx: &GpuContext,
+    op: &'static str,
+    (kind, t): (Gemm, GpuType),
+    [m, n, k, batches]: [usize; 4],
+    g: &ConvGeom,
+    (o, nb): (usize, usize),
+    bufs: &[&wgpu::Buffer],
+) -> Result<()> {
+    let p = ConvGemmParams {
+        m: u(m),
+        n: u(n),
+        k: u(k),
+        k_start: 0,
+        k_end: 0,
+        g: g.into(),
+        o: u(o),
+        nb: u(nb),
+    };
+    let chunk = |k_start, k_end| ConvGemmParams {
+        k_start,
+        k_end,
+        ..p
+    };
+    gemm(ctx, op, (kind, t), [m, n, k, batches], chunk, bufs)
 }
 
 /// conv2d as an implicit GEMM per sample, with the bias added in the epilogue.
@@ -47,16 +67,8 @@ pub(crate) fn conv2d(
         }
     };
     let bufs = [x.raw(), w.raw(), out.raw(), bias.raw()];
-    let kind = Gemm::ConvForward;
-    gemm(
-        ctx,
-        "conv2d",
-        kind,
-        x.ty(),
-        [l, o, g.n],
-        &conv_meta([l, o, k], g, o, 1),
-        &bufs,
-    )?;
+    let kind = (Gemm::ConvForward, x.ty());
+    conv_gemm(ctx, "conv2d", kind, [l, o, k, g.n], g, (o, 1), &bufs)?;
     Ok(out)
 }
 
@@ -79,13 +91,14 @@ pub(crate) fn conv2d_backward_input(
     }
     let k = o * g.kh * g.kw;
     let bufs = [gy.raw(), w.raw(), out.raw()];
-    gemm(
+    let kind = (Gemm::ConvInput, gy.ty());
+    conv_gemm(
         ctx,
         "conv2d_backward",
-        Gemm::ConvInput,
-        gy.ty(),
-        [hw, g.c, g.n],
-        &conv_meta([hw, g.c, k], g, o, 1),
+        kind,
+        [hw, g.c, k, g.n],
+        g,
+        (o, 1),
         &bufs,
     )?;
     Ok(out)
@@ -118,15 +131,9 @@ pub(crate) fn conv2d_backward_weight(
     };
     let parts = output(ctx, dst, splits * o * k, gy.dtype)?;
     let bufs = [x.raw(), gy.raw(), parts.raw()];
-    gemm(
-        ctx,
-        "conv2d_backward",
-        Gemm::ConvWeight,
-        gy.ty(),
-        [k, o, splits],
-        &conv_meta([k, o, nb * l], g, o, nb),
-        &bufs,
-    )?;
+    let kind = (Gemm::ConvWeight, gy.ty());
+    let mnk = [k, o, nb * l, splits];
+    conv_gemm(ctx, "conv2d_backward", kind, mnk, g, (o, nb), &bufs)?;
     if splits == 1 {
         return Ok(parts);
     }
@@ -152,25 +159,13 @@ fn check_window(ctx: &GpuContext, op: &'static str, g: &ConvGeom) -> Result<()> 
     check_loop(ctx, op, what, g.kh.saturating_mul(g.kw.saturating_add(1)))
 }
 
-fn geom_meta(n: usize, g: &ConvGeom, pad_bits: u32) -> Vec<u32> {
-    vec![
-        u(n),
-        u(g.n),
-        u(g.c),
-        u(g.h),
-        u(g.w),
-        u(g.kh),
-        u(g.kw),
-        u(g.sh),
-        u(g.sw),
-        u(g.ph),
-        u(g.pw),
-        u(g.dh),
-        u(g.dw),
-        u(g.ho),
-        u(g.wo),
-        pad_bits,
-    ]
+/// The window kernels' block: `total` invocations over geometry `g`, im2col's padding `pad`.
+fn window(total: usize, g: &ConvGeom, pad: u32) -> WindowParams {
+    WindowParams {
+        total: u(total),
+        g: g.into(),
+        pad,
+    }
 }
 
 pub(crate) fn im2col(x: &GpuStorage, g: &ConvGeom, pad: f64) -> Result<GpuStorage> {
@@ -181,14 +176,9 @@ pub(crate) fn im2col(x: &GpuStorage, g: &ConvGeom, pad: f64) -> Result<GpuStorag
         GpuType::I32 | GpuType::U32 => pad as i32 as u32,
         _ => (pad as f32).to_bits(),
     };
-    launch(
-        ctx,
-        "im2col",
-        Kernel::Im2col(x.ty()),
-        &geom_meta(n, g, bits),
-        &[x.raw(), out.raw()],
-        groups(n),
-    )?;
+    let k = Kernel::Im2col(x.ty());
+    let bufs = [x.raw(), out.raw()];
+    launch(ctx, "im2col", k, &window(n, g, bits), &[], &bufs, groups(n))?;
     Ok(out)
 }
 
@@ -197,14 +187,9 @@ pub(crate) fn col2im(cols: &GpuStorage, g: &ConvGeom) -> Result<GpuStorage> {
     check_window(ctx, "col2im", g)?;
     let n = g.n * g.c * g.h * g.w;
     let out = output(ctx, "col2im", n, cols.dtype)?;
-    launch(
-        ctx,
-        "col2im",
-        Kernel::Col2im(cols.ty()),
-        &geom_meta(n, g, 0),
-        &[cols.raw(), out.raw()],
-        groups(n),
-    )?;
+    let k = Kernel::Col2im(cols.ty());
+    let bufs = [cols.raw(), out.raw()];
+    launch(ctx, "col2im", k, &window(n, g, 0), &[], &bufs, groups(n))?;
     Ok(out)
 }
 
@@ -215,13 +200,15 @@ pub(crate) fn max_pool(x: &GpuStorage, g: &ConvGeom) -> Result<(GpuStorage, GpuS
     let n = g.n * g.c * g.ho * g.wo;
     let out = output(ctx, "max_pool2d", n, x.dtype)?;
     let idx = output(ctx, "max_pool2d", n, DType::I32)?;
-    let meta = geom_meta(n, g, 0);
+    let k = Kernel::MaxPool(x.ty());
+    let bufs = [x.raw(), out.raw(), idx.raw()];
     launch(
         ctx,
         "max_pool2d",
-        Kernel::MaxPool(x.ty()),
-        &meta[..15],
-        &[x.raw(), out.raw(), idx.raw()],
+        k,
+        &window(n, g, 0),
+        &[],
+        &bufs,
         groups(n),
     )?;
     Ok((out, idx))
@@ -237,14 +224,9 @@ pub(crate) fn max_pool_backward(
     check_window(ctx, "max_pool2d_backward", g)?;
     let n = g.n * g.c * g.h * g.w;
     let out = output(ctx, "max_pool2d_backward", n, grad.dtype)?;
-    let meta = geom_meta(n, g, 0);
-    launch(
-        ctx,
-        "max_pool2d_backward",
-        Kernel::MaxPoolBackward(grad.ty()),
-        &meta[..15],
-        &[grad.raw(), idx.raw(), out.raw()],
-        groups(n),
-    )?;
+    let k = Kernel::MaxPoolBackward(grad.ty());
+    let bufs = [grad.raw(), idx.raw(), out.raw()];
+    let op = "max_pool2d_backward";
+    launch(ctx, op, k, &window(n, g, 0), &[], &bufs, groups(n))?;
     Ok(out)
 }

@@ -13,6 +13,7 @@
 //! assert!(Kernel::all().len() > 100);
 //! ```
 
+use super::params::ParamsDecl;
 use crate::ops::{BinaryOp, ReduceOp, UnaryOp};
 use crate::DType;
 
@@ -42,7 +43,7 @@ fn st_c(i: u32, v: f32) {
     c[i] = v;
 }
 fn c_index(bi: u32, r: u32, col: u32) -> u32 {
-    return (bi * params[0] + r) * params[1] + col;
+    return (bi * params.m + r) * params.n + col;
 }
 fn epilogue(r: u32, col: u32, v: f32) -> f32 {
     return v;
@@ -427,6 +428,48 @@ impl Kernel {
 
     /// The full WGSL source.
     pub fn source(&self) -> String {
+        self.body().replace("{{PARAMS}}", &self.params().wgsl())
+    }
+
+    /// The parameter block this kernel reads (`params.rs`): its WGSL declares that struct, and
+    /// a launch with another is refused.
+    pub(crate) fn params(&self) -> ParamsDecl {
+        use super::params::*;
+        fn of<P: KernelParams>() -> ParamsDecl {
+            ParamsDecl::of::<P>()
+        }
+        match self {
+            Kernel::Unary(..) => of::<UnaryParams>(),
+            Kernel::UnaryVec4(_) => of::<UnaryVec4Params>(),
+            Kernel::Binary(..) => of::<BinaryParams>(),
+            Kernel::BinaryVec4(_) => of::<BinaryVec4Params>(),
+            Kernel::Where(_) => of::<WhereParams>(),
+            Kernel::Copy(..) => of::<CopyParams>(),
+            Kernel::Fill(_) => of::<FillParams>(),
+            Kernel::Reduce(..) => of::<ReduceParams>(),
+            Kernel::ReduceSmall(..) => of::<ReduceSmallParams>(),
+            Kernel::Cumsum(_) => of::<CumsumParams>(),
+            Kernel::Matmul(_, Gemm::Strided)
+            | Kernel::MatmulDirect(_, Gemm::Strided)
+            | Kernel::MatmulVec4 { .. }
+            | Kernel::MatmulTiledVec4 { .. } => of::<MatmulParams>(),
+            Kernel::Matmul(..) | Kernel::MatmulDirect(..) => of::<ConvGemmParams>(),
+            Kernel::Gather(_) => of::<GatherParams>(),
+            Kernel::ScatterAdd(_) => of::<ScatterAddParams>(),
+            Kernel::Im2col(_)
+            | Kernel::Col2im(_)
+            | Kernel::MaxPool(_)
+            | Kernel::MaxPoolBackward(_) => of::<WindowParams>(),
+            Kernel::AdamF32 => of::<AdamParams>(),
+            Kernel::SortKeys => of::<SortKeysParams>(),
+            Kernel::SortStep => of::<SortStepParams>(),
+            Kernel::SortLocal => of::<SortLocalParams>(),
+            Kernel::SortIndices => of::<SortIndicesParams>(),
+        }
+    }
+
+    /// The WGSL without the parameter struct's declaration.
+    fn body(&self) -> String {
         use GpuType::{I32, U32};
         match *self {
             Kernel::Unary(op, t) => fill(
@@ -451,10 +494,8 @@ impl Kernel {
                 let expr = match (op, t.compute()) {
                     (BinaryOp::Maximum, "f32") => "max_nan(a, b)",
                     (BinaryOp::Minimum, "f32") => "min_nan(a, b)",
-                    (BinaryOp::Remainder, "i32") => {
-                        "remainder_i(a, checked_divisor(b, 4u + 3u * nd))"
-                    }
-                    (BinaryOp::Fmod, "i32") => "fmod_i(a, checked_divisor(b, 4u + 3u * nd))",
+                    (BinaryOp::Remainder, "i32") => "remainder_i(a, checked_divisor(b))",
+                    (BinaryOp::Fmod, "i32") => "fmod_i(a, checked_divisor(b))",
                     _ => op.wgsl(),
                 };
                 let check = if op.divides_integers() && t.compute() == "i32" {
@@ -546,12 +587,12 @@ impl Kernel {
                     // Four columns of one k: row kk = tid / 16, columns 4 * (tid % 16) + 0..3.
                     "        { let kk = tid / 16u; let cc = (tid % 16u) * 4u; var v = vec4<f32>(); if (k0 + kk < K && col0 + cc < N) { v = b[(bbase + (k0 + kk) * sbk + col0 + cc) >> 2u]; } tb[kk][cc] = v.x; tb[kk][cc + 1u] = v.y; tb[kk][cc + 2u] = v.z; tb[kk][cc + 3u] = v.w; }"
                 };
-                let locals = "        let abase = params[3] + bi * params[4];
-        let bbase = params[7] + bi * params[8];
-        let sam = params[5];
-        let sak = params[6];
-        let sbk = params[9];
-        let sbn = params[10];
+                let locals = "        let abase = params.off_a + bi * params.sab;
+        let bbase = params.off_b + bi * params.sbb;
+        let sam = params.sam;
+        let sak = params.sak;
+        let sbk = params.sbk;
+        let sbn = params.sbn;
 ";
                 let tile = format!("{locals}{a}\n{b}");
                 let body = MATMUL.replace("{{OPERANDS}}", VEC4_OPERANDS);

@@ -2,6 +2,7 @@
 //! strided GEMM otherwise), and the dispatch helpers the convolution GEMMs share.
 
 use super::kernels::{Gemm, GpuType, Kernel};
+use super::params::{KernelParams, MatmulParams};
 use super::{full, launch, output, u, GpuContext, GpuStorage};
 use crate::shape::Layout;
 use crate::{Error, Result};
@@ -38,37 +39,43 @@ pub(crate) fn matmul(
     let bufs = [a.raw(), b.raw(), out.raw()];
     // Aligned f32 layouts read both operands as vec4; everything else takes the strided GEMM.
     let vec4 = vec4_layouts(al, bl).filter(|_| a.ty() == GpuType::F32);
-    let meta = [
-        u(m),
-        u(n),
-        u(k),
-        u(al.offset),
-        u(al.strides[0]),
-        u(al.strides[1]),
-        u(al.strides[2]),
-        u(bl.offset),
-        u(bl.strides[0]),
-        u(bl.strides[1]),
-        u(bl.strides[2]),
-    ];
+    let p = MatmulParams {
+        m: u(m),
+        n: u(n),
+        k: u(k),
+        k_start: 0,
+        k_end: 0,
+        off_a: u(al.offset),
+        sab: u(al.strides[0]),
+        sam: u(al.strides[1]),
+        sak: u(al.strides[2]),
+        off_b: u(bl.offset),
+        sbb: u(bl.strides[0]),
+        sbk: u(bl.strides[1]),
+        sbn: u(bl.strides[2]),
+    };
+    let chunk = |k_start, k_end| MatmulParams {
+        k_start,
+        k_end,
+        ..p
+    };
     match vec4 {
         Some((a_t, b_t)) if ctx.is_cpu_adapter() => {
             let g = [u(n.div_ceil(32)), u(m.div_ceil(32)), u(bs)];
             let kernel = Kernel::MatmulVec4 { a_t, b_t };
-            launch_k_chunks(ctx, "matmul", kernel, &meta, &bufs, g)?;
+            launch_k_chunks(ctx, "matmul", kernel, k, chunk, &bufs, g)?;
         }
         Some((a_t, b_t)) => {
             let g = [u(n.div_ceil(64)), u(m.div_ceil(64)), u(bs)];
             let kernel = Kernel::MatmulTiledVec4 { a_t, b_t };
-            launch_k_chunks(ctx, "matmul", kernel, &meta, &bufs, g)?;
+            launch_k_chunks(ctx, "matmul", kernel, k, chunk, &bufs, g)?;
         }
         None => gemm(
             ctx,
             "matmul",
-            Gemm::Strided,
-            a.ty(),
-            [m, n, bs],
-            &meta,
+            (Gemm::Strided, a.ty()),
+            [m, n, k, bs],
+            chunk,
             &bufs,
         )?,
     }
@@ -104,20 +111,19 @@ fn vec4_layouts(al: &Layout, bl: &Layout) -> Option<(bool, bool)> {
     Some((a_t, b_t))
 }
 
-/// Dispatch one GEMM kernel over `[M, N, batches]` outputs: the barrier-free register-blocked
-/// kernel on CPU adapters, the shared-memory tiles on real GPUs. `meta` starts with
-/// `[M, N, K]`; the grid (columns, rows, batches) may pass the per-dimension limit (see
-/// `GpuContext::dispatch`).
-pub(super) fn gemm(
+/// Dispatch one GEMM kernel over `[M, N, batches]` outputs with inner dimension `K`: the
+/// barrier-free register-blocked kernel on CPU adapters, the shared-memory tiles on real GPUs.
+/// `params(k_start, k_end)` is the block of the launch summing that range of k; the grid
+/// (columns, rows, batches) may pass the per-dimension limit (see `GpuContext::dispatch`).
+pub(super) fn gemm<P: KernelParams>(
     ctx: &GpuContext,
     op: &'static str,
-    kind: Gemm,
-    t: GpuType,
-    [m, n, batches]: [usize; 3],
-    meta: &[u32],
+    (kind, t): (Gemm, GpuType),
+    [m, n, k, batches]: [usize; 4],
+    params: impl Fn(u32, u32) -> P,
     bufs: &[&wgpu::Buffer],
 ) -> Result<()> {
-    let (k, groups) = if ctx.is_cpu_adapter() {
+    let (kernel, groups) = if ctx.is_cpu_adapter() {
         (
             Kernel::MatmulDirect(t, kind),
             [u(n.div_ceil(32)), u(m.div_ceil(32)), u(batches)],
@@ -128,22 +134,22 @@ pub(super) fn gemm(
             [u(n.div_ceil(64)), u(m.div_ceil(64)), u(batches)],
         )
     };
-    launch_k_chunks(ctx, op, k, meta, bufs, groups)
+    launch_k_chunks(ctx, op, kernel, k, params, bufs, groups)
 }
 
-/// Launch a GEMM body (`meta` = `[M, N, K, ...]`) over k in chunks that keep each invocation
-/// below the adapter's loop cap (llvmpipe), appending `[k start, k end]` to the params words:
-/// the first launch applies the epilogue, the others add to the stored result. Without a cap,
-/// or with K below it, this is one launch.
-fn launch_k_chunks(
+/// Launch a GEMM body over k in chunks that keep each invocation below the adapter's loop cap
+/// (llvmpipe), each with the block `params(k_start, k_end)`: the first launch applies the
+/// epilogue, the others add to the stored result. Without a cap, or with K below it, this is
+/// one launch.
+fn launch_k_chunks<P: KernelParams>(
     ctx: &GpuContext,
     op: &'static str,
     kernel: Kernel,
-    meta: &[u32],
+    k: usize,
+    params: impl Fn(u32, u32) -> P,
     bufs: &[&wgpu::Buffer],
     groups: [u32; 3],
 ) -> Result<()> {
-    let k = meta[2] as usize;
     let step = ctx.loop_budget().map_or(usize::MAX, |b| match kernel {
         Kernel::MatmulDirect(..) => b,
         // Four k per iteration.
@@ -152,14 +158,10 @@ fn launch_k_chunks(
         // its 4x4 products): whole 16-k steps under the budget.
         _ => b / 32 / 16 * 16,
     });
-    let mut words = meta.to_vec();
-    words.extend([0, 0]);
-    let last = words.len() - 1;
     let mut k0 = 0;
     loop {
         let k1 = k0 + step.min(k - k0);
-        (words[last - 1], words[last]) = (u(k0), u(k1));
-        launch(ctx, op, kernel, &words, bufs, groups)?;
+        launch(ctx, op, kernel, &params(u(k0), u(k1)), &[], bufs, groups)?;
         k0 = k1;
         if k0 >= k {
             return Ok(());

@@ -30,6 +30,7 @@ mod conv;
 pub mod kernels;
 mod matmul;
 mod oneshot;
+mod params;
 mod sort;
 mod timing;
 
@@ -41,6 +42,7 @@ pub(crate) use conv::{
 };
 use kernels::{GpuType, Kernel};
 pub(crate) use matmul::matmul;
+use params::*;
 pub(crate) use sort::argsort_rows;
 
 use crate::backend::cpu::CpuStorage;
@@ -184,17 +186,32 @@ fn output(ctx: &Arc<GpuContext>, op: &'static str, n: usize, dtype: DType) -> Re
     Ok(GpuStorage { buf, dtype })
 }
 
-fn launch(
+/// Run kernel `k` over a grid of `g` workgroups with its parameter block `p` (the type its WGSL
+/// declares, [`Kernel::params`]; another is refused) followed by the `tail` words, and `bufs`
+/// bound from 1.
+fn launch<P: KernelParams>(
     ctx: &GpuContext,
     op: &'static str,
     k: Kernel,
-    meta: &[u32],
+    p: &P,
+    tail: &[u32],
     bufs: &[&wgpu::Buffer],
     g: [u32; 3],
 ) -> Result<()> {
     let key = k.key();
-    let p = ctx.pipeline(op, &key, || k.source())?;
-    ctx.dispatch(op, &key, &p, meta, bufs, g)
+    let want = k.params().name;
+    if want != P::NAME {
+        return Err(Error::Gpu {
+            op,
+            adapter: ctx.adapter_name().to_string(),
+            msg: format!(
+                "internal error: kernel {key} reads {want}, was launched with {}",
+                P::NAME
+            ),
+        });
+    }
+    let pipeline = ctx.pipeline(op, &key, || k.source())?;
+    ctx.dispatch(op, &key, &pipeline, &params::words(p, tail), bufs, g)
 }
 
 /// Upload host data.
@@ -343,11 +360,13 @@ pub(crate) fn full(
         "u32" => (value != 0.0) as u32,
         _ => (value as f32).to_bits(),
     };
+    let p = FillParams { n: u(n), bits };
     launch(
         ctx,
         "full",
         Kernel::Fill(t),
-        &[u(n), bits],
+        &p,
+        &[],
         &[out.raw()],
         groups(n),
     )?;
@@ -370,35 +389,28 @@ pub(crate) fn unary(op: UnaryOp, x: &GpuStorage, l: &Layout) -> Result<GpuStorag
     let (sh, st) = coalesce(&l.shape, &[&l.strides]);
     let [p0, p1] = op.params();
     if x.ty() == GpuType::F32 && vec4_ready(&sh, &st, &[l.offset]) {
-        let meta = [
-            u(n.div_ceil(4)),
-            u(n),
-            p0.to_bits(),
-            p1.to_bits(),
-            u(l.offset / 4),
-        ];
+        let p = UnaryVec4Params {
+            n4: u(n.div_ceil(4)),
+            n: u(n),
+            p0,
+            p1,
+            offset4: u(l.offset / 4),
+        };
         let g = groups(n.div_ceil(4));
-        launch(
-            ctx,
-            op.name(),
-            Kernel::UnaryVec4(op),
-            &meta,
-            &[x.raw(), out.raw()],
-            g,
-        )?;
+        let k = Kernel::UnaryVec4(op);
+        launch(ctx, op.name(), k, &p, &[], &[x.raw(), out.raw()], g)?;
         return Ok(out);
     }
-    let mut meta = vec![u(n), u(sh.len()), p0.to_bits(), p1.to_bits(), u(l.offset)];
-    meta.extend(sh.iter().map(|&v| u(v)));
-    meta.extend(st[0].iter().map(|&v| u(v)));
-    launch(
-        ctx,
-        op.name(),
-        Kernel::Unary(op, x.ty()),
-        &meta,
-        &[x.raw(), out.raw()],
-        groups(n),
-    )?;
+    let p = UnaryParams {
+        n: u(n),
+        ndim: u(sh.len()),
+        p0,
+        p1,
+        offset: u(l.offset),
+    };
+    let k = Kernel::Unary(op, x.ty());
+    let bufs = [x.raw(), out.raw()];
+    launch(ctx, op.name(), k, &p, &words(&sh, &st), &bufs, groups(n))?;
     Ok(out)
 }
 
@@ -424,36 +436,38 @@ pub(crate) fn binary(
     let out = output(ctx, op.name(), n, out_dtype)?;
     let (sh, st) = coalesce(&al.shape, &[&al.strides, &bl.strides]);
     if a.ty() == GpuType::F32 && vec4_ready(&sh, &st, &[al.offset, bl.offset]) {
-        let meta = [u(n.div_ceil(4)), u(n), u(al.offset / 4), u(bl.offset / 4)];
+        let p = BinaryVec4Params {
+            n4: u(n.div_ceil(4)),
+            n: u(n),
+            off_a4: u(al.offset / 4),
+            off_b4: u(bl.offset / 4),
+        };
         let g = groups(n.div_ceil(4));
         let bufs = [a.raw(), b.raw(), out.raw()];
-        launch(ctx, op.name(), Kernel::BinaryVec4(op), &meta, &bufs, g)?;
+        launch(ctx, op.name(), Kernel::BinaryVec4(op), &p, &[], &bufs, g)?;
         return Ok(out);
     }
-    let mut meta = vec![u(n), u(sh.len()), u(al.offset), u(bl.offset)];
-    meta.extend(sh.iter().map(|&v| u(v)));
-    for s in &st {
-        meta.extend(s.iter().map(|&v| u(v)));
-    }
+    let mut p = BinaryParams {
+        n: u(n),
+        ndim: u(sh.len()),
+        off_a: u(al.offset),
+        off_b: u(bl.offset),
+        check: IndexCheck::default(),
+    };
+    let tail = words(&sh, &st);
     let kernel = Kernel::Binary(op, a.ty());
     if op.divides_integers() && !a.dtype.is_float() {
         // A zero divisor is recorded on the device and reported at the thread's next readback
         // as PyTorch's ZeroDivisionError (checks.rs).
         ctx.checks.checked(op.name(), |flag, check| {
-            meta.extend(check);
+            p.check = check.into();
             let bufs = [a.raw(), b.raw(), out.raw(), flag];
-            launch(ctx, op.name(), kernel, &meta, &bufs, groups(n))
+            launch(ctx, op.name(), kernel, &p, &tail, &bufs, groups(n))
         })?;
         return Ok(out);
     }
-    launch(
-        ctx,
-        op.name(),
-        kernel,
-        &meta,
-        &[a.raw(), b.raw(), out.raw()],
-        groups(n),
-    )?;
+    let bufs = [a.raw(), b.raw(), out.raw()];
+    launch(ctx, op.name(), kernel, &p, &tail, &bufs, groups(n))?;
     Ok(out)
 }
 
@@ -469,30 +483,35 @@ pub(crate) fn where_cond(
     let n = al.numel();
     let out = output(ctx, "where", n, a.dtype)?;
     let (sh, st) = coalesce(&al.shape, &[&cl.strides, &al.strides, &bl.strides]);
-    let mut meta = vec![u(n), u(sh.len()), u(cl.offset), u(al.offset), u(bl.offset)];
-    meta.extend(sh.iter().map(|&v| u(v)));
-    for s in &st {
-        meta.extend(s.iter().map(|&v| u(v)));
-    }
-    launch(
-        ctx,
-        "where",
-        Kernel::Where(a.ty()),
-        &meta,
-        &[c.raw(), a.raw(), b.raw(), out.raw()],
-        groups(n),
-    )?;
+    let p = WhereParams {
+        n: u(n),
+        ndim: u(sh.len()),
+        off_c: u(cl.offset),
+        off_a: u(al.offset),
+        off_b: u(bl.offset),
+    };
+    let bufs = [c.raw(), a.raw(), b.raw(), out.raw()];
+    let k = Kernel::Where(a.ty());
+    launch(ctx, "where", k, &p, &words(&sh, &st), &bufs, groups(n))?;
     Ok(out)
 }
 
-fn copy_meta(n: usize, sl: &Layout, dl: &Layout) -> Vec<u32> {
+/// The tail words of the strided kernels: the coalesced shape, then each operand's strides.
+fn words(shape: &[usize], strides: &[Vec<usize>]) -> Vec<u32> {
+    let all = std::iter::once(shape).chain(strides.iter().map(|s| &s[..]));
+    all.flat_map(|v| v.iter().map(|&x| u(x))).collect()
+}
+
+/// The copy kernel's parameters and tail for `n` elements from `sl` to `dl`.
+fn copy_params(n: usize, sl: &Layout, dl: &Layout) -> (CopyParams, Vec<u32>) {
     let (sh, st) = coalesce(&sl.shape, &[&sl.strides, &dl.strides]);
-    let mut meta = vec![u(n), u(sh.len()), u(sl.offset), u(dl.offset)];
-    meta.extend(sh.iter().map(|&v| u(v)));
-    for s in &st {
-        meta.extend(s.iter().map(|&v| u(v)));
-    }
-    meta
+    let p = CopyParams {
+        n: u(n),
+        ndim: u(sh.len()),
+        off_src: u(sl.offset),
+        off_dst: u(dl.offset),
+    };
+    (p, words(&sh, &st))
 }
 
 /// Copy a strided view into a new contiguous buffer, converting to `to`.
@@ -506,15 +525,10 @@ pub(crate) fn cast(x: &GpuStorage, l: &Layout, ordinal: usize, to: DType) -> Res
     let t = gpu_type(ctx, ordinal, to)?;
     let n = l.numel();
     let out = output(ctx, "contiguous", n, to)?;
-    let meta = copy_meta(n, l, &Layout::contiguous(&l.shape));
-    launch(
-        ctx,
-        "contiguous",
-        Kernel::Copy(x.ty(), t),
-        &meta,
-        &[x.raw(), out.raw()],
-        groups(n),
-    )?;
+    let (p, tail) = copy_params(n, l, &Layout::contiguous(&l.shape));
+    let k = Kernel::Copy(x.ty(), t);
+    let bufs = [x.raw(), out.raw()];
+    launch(ctx, "contiguous", k, &p, &tail, &bufs, groups(n))?;
     Ok(out)
 }
 
@@ -526,22 +540,14 @@ pub(crate) fn copy_into(
     sl: &Layout,
 ) -> Result<()> {
     let n = dl.numel();
-    let meta = copy_meta(
-        n,
-        &Layout {
-            shape: dl.shape.clone(),
-            ..sl.clone()
-        },
-        dl,
-    );
-    launch(
-        dst.ctx(),
-        "copy_",
-        Kernel::Copy(src.ty(), dst.ty()),
-        &meta,
-        &[src.raw(), dst.raw()],
-        groups(n),
-    )
+    let from = Layout {
+        shape: dl.shape.clone(),
+        ..sl.clone()
+    };
+    let (p, tail) = copy_params(n, &from, dl);
+    let k = Kernel::Copy(src.ty(), dst.ty());
+    let bufs = [src.raw(), dst.raw()];
+    launch(dst.ctx(), "copy_", k, &p, &tail, &bufs, groups(n))
 }
 
 pub(crate) fn reduce_rows(
@@ -568,15 +574,15 @@ pub(crate) fn reduce_rows(
     if !arg && n > 2 * CHUNK {
         let k = n.div_ceil(CHUNK);
         let part = output(ctx, op.name(), rows * k, out_dtype)?;
-        let meta = [u(rows * k), u(CHUNK), u(k), u(n)];
-        launch(
-            ctx,
-            op.name(),
-            Kernel::Reduce(op, x.ty()),
-            &meta,
-            &[x.raw(), part.raw()],
-            [u(rows * k), 1, 1],
-        )?;
+        let p = ReduceParams {
+            total: u(rows * k),
+            chunk: u(CHUNK),
+            k: u(k),
+            n: u(n),
+        };
+        let kernel = Kernel::Reduce(op, x.ty());
+        let bufs = [x.raw(), part.raw()];
+        launch(ctx, op.name(), kernel, &p, &[], &bufs, [u(rows * k), 1, 1])?;
         return reduce_rows(op, &part, rows, k);
     }
     // Short rows, and on CPU adapters (where barriers are costly and invocations run as SIMD
@@ -586,22 +592,34 @@ pub(crate) fn reduce_rows(
     let fits = ctx.loop_budget().is_none_or(|b| n <= b);
     if n <= 64 || (ctx.is_cpu_adapter() && rows >= 16 && fits) {
         let k = Kernel::ReduceSmall(op, x.ty());
+        let p = ReduceSmallParams {
+            rows: u(rows),
+            n: u(n),
+        };
         launch(
             ctx,
             op.name(),
             k,
-            &[u(rows), u(n)],
+            &p,
+            &[],
             &[x.raw(), out.raw()],
             groups(rows),
         )?;
         return Ok(out);
     }
-    let meta = [u(rows), u(n), 1, u(n)];
+    let p = ReduceParams {
+        total: u(rows),
+        chunk: u(n),
+        k: 1,
+        n: u(n),
+    };
+    let k = Kernel::Reduce(op, x.ty());
     launch(
         ctx,
         op.name(),
-        Kernel::Reduce(op, x.ty()),
-        &meta,
+        k,
+        &p,
+        &[],
         &[x.raw(), out.raw()],
         [u(rows), 1, 1],
     )?;
@@ -622,11 +640,19 @@ pub(crate) fn cumsum_rows(x: &GpuStorage, rows: usize, n: usize) -> Result<GpuSt
     let mut j0 = 0;
     while j0 < n {
         let j1 = j0 + step.min(n - j0);
+        let p = CumsumParams {
+            rows: u(rows),
+            n: u(n),
+            j0: u(j0),
+            j1: u(j1),
+        };
+        let k = Kernel::Cumsum(x.ty());
         launch(
             ctx,
             "cumsum",
-            Kernel::Cumsum(x.ty()),
-            &[u(rows), u(n), u(j0), u(j1)],
+            k,
+            &p,
+            &[],
             &[x.raw(), out.raw()],
             groups(rows),
         )?;
@@ -659,18 +685,23 @@ pub(crate) fn gather(
         }
     };
     ctx.checks.checked(op, |flag, check| {
-        let mut meta = vec![u(n), u(nd), u(dim), u(il.offset)];
-        meta.extend(check);
-        meta.extend(pad(xshape));
-        meta.extend(pad(&contiguous_strides(xshape)));
-        meta.extend(pad(&il.shape));
-        meta.extend(if il.strides.is_empty() {
+        let p = GatherParams {
+            n: u(n),
+            ndim: u(nd),
+            dim: u(dim),
+            off_idx: u(il.offset),
+            check: check.into(),
+        };
+        let mut tail = pad(xshape);
+        tail.extend(pad(&contiguous_strides(xshape)));
+        tail.extend(pad(&il.shape));
+        tail.extend(if il.strides.is_empty() {
             vec![0]
         } else {
             il.strides.iter().map(|&x| u(x)).collect()
         });
         let bufs = [x.raw(), idx.raw(), out.raw(), flag];
-        launch(ctx, op, Kernel::Gather(x.ty()), &meta, &bufs, groups(n))
+        launch(ctx, op, Kernel::Gather(x.ty()), &p, &tail, &bufs, groups(n))
     })?;
     Ok(out)
 }
@@ -715,17 +746,14 @@ pub(crate) fn scatter_add(
         }
     };
     ctx.checks.checked(op, |flag, check| {
-        let mut meta = vec![u(n), u(nd), u(dim), u(il.offset), u(sl.offset)];
-        meta.extend(check);
-        meta.extend(pad(bshape, 1));
-        meta.extend(pad(&il.shape, 1));
-        meta.extend(pad(&il.strides, 0));
-        meta.extend(pad(&sl.strides, 0));
+        let mut tail = pad(bshape, 1);
+        tail.extend(pad(&il.shape, 1));
+        tail.extend(pad(&il.strides, 0));
+        tail.extend(pad(&sl.strides, 0));
         // Each output element loops over the index along `dim`: past the adapter's loop cap,
         // in chunks, each launch adding its chunk to the previous launch's result.
-        let kd = 8 + nd + dim;
-        let kn = meta[kd] as usize;
-        let (ist, sst) = (meta[kd + nd] as usize, meta[kd + 2 * nd] as usize);
+        let at = |v: &[usize], d: usize| v.get(dim).copied().unwrap_or(d);
+        let (kn, ist, sst) = (at(&il.shape, 1), at(&il.strides, 0), at(&sl.strides, 0));
         let step = ctx.loop_budget().unwrap_or(usize::MAX);
         let mut prev: Option<GpuStorage> = None;
         let mut k0 = 0;
@@ -738,12 +766,18 @@ pub(crate) fn scatter_add(
             };
             let dst = part.as_ref().unwrap_or(&out);
             let from = prev.as_ref().unwrap_or(base);
-            meta[3] = u(il.offset + k0 * ist);
-            meta[4] = u(sl.offset + k0 * sst);
-            meta[kd] = u(k1 - k0);
+            let p = ScatterAddParams {
+                n: u(n),
+                ndim: u(nd),
+                dim: u(dim),
+                off_idx: u(il.offset + k0 * ist),
+                off_src: u(sl.offset + k0 * sst),
+                len_dim: u(k1 - k0),
+                check: check.into(),
+            };
             let bufs = [from.raw(), idx.raw(), src.raw(), dst.raw(), flag];
             let kernel = Kernel::ScatterAdd(base.ty());
-            launch(ctx, op, kernel, &meta, &bufs, groups(n))?;
+            launch(ctx, op, kernel, &p, &tail, &bufs, groups(n))?;
             if part.is_none() {
                 return Ok(());
             }
@@ -765,15 +799,26 @@ pub(crate) fn adam(
     h: [f32; 7],
     decoupled: bool,
 ) -> Result<()> {
-    let mut meta = vec![u(n)];
-    meta.extend(h.iter().map(|x| x.to_bits()));
-    meta.push(decoupled as u32);
+    let [lr, beta1, beta2, eps, bias_correction1, bias_correction2, weight_decay] = h;
+    let params = AdamParams {
+        n: u(n),
+        lr,
+        beta1,
+        beta2,
+        eps,
+        bias_correction1,
+        bias_correction2,
+        weight_decay,
+        decoupled: decoupled as u32,
+    };
+    let bufs = [p.raw(), g.raw(), m.raw(), v.raw()];
     launch(
         p.ctx(),
         "adam",
         Kernel::AdamF32,
-        &meta,
-        &[p.raw(), g.raw(), m.raw(), v.raw()],
+        &params,
+        &[],
+        &bufs,
         groups(n),
     )
 }

@@ -4,6 +4,7 @@
 //! the row length). Any number of rows fits: `GpuContext::dispatch` splits large grids.
 
 use super::kernels::Kernel;
+use super::params::{SortIndicesParams, SortKeysParams, SortLocalParams, SortStepParams};
 use super::{groups, launch, output, u, GpuStorage};
 use crate::{DType, Device, Error, Result};
 
@@ -41,26 +42,38 @@ pub(crate) fn argsort_rows(
         .ok_or_else(|| Error::oom("sort", Device::Gpu(ctx.ordinal), u64::MAX))?;
     let keys = output(ctx, "sort", total, DType::I32)?;
     let idx = output(ctx, "sort", total, DType::I32)?;
+    let params = SortKeysParams {
+        total: u(total),
+        n: u(n),
+        p: u(p),
+        is_float,
+    };
+    let bufs = [x.raw(), keys.raw(), idx.raw()];
     launch(
         ctx,
         "sort",
         Kernel::SortKeys,
-        &[u(total), u(n), u(p), is_float],
-        &[x.raw(), keys.raw(), idx.raw()],
+        &params,
+        &[],
+        &bufs,
         groups(total),
     )?;
     // Steps with j <= 256 run in workgroup memory (LOCAL_J pairs per workgroup): every k up to
     // 512 in one launch, then for each larger k the global steps j > 256 and one local launch.
     let pairs = total / 2;
+    let bufs = [keys.raw(), idx.raw()];
     let local = |k0: usize, j0: usize, k1: usize| {
-        launch(
-            ctx,
-            "sort",
-            Kernel::SortLocal,
-            &[u(pairs), u(n), u(p), u(k0), u(j0), u(k1), descending as u32],
-            &[keys.raw(), idx.raw()],
-            [u(pairs.div_ceil(LOCAL_J)), 1, 1],
-        )
+        let params = SortLocalParams {
+            pairs: u(pairs),
+            n: u(n),
+            p: u(p),
+            k0: u(k0),
+            j0: u(j0),
+            k1: u(k1),
+            descending: descending as u32,
+        };
+        let g = [u(pairs.div_ceil(LOCAL_J)), 1, 1];
+        launch(ctx, "sort", Kernel::SortLocal, &params, &[], &bufs, g)
     };
     if p >= 2 {
         local(2, 1, p.min(2 * LOCAL_J))?;
@@ -69,12 +82,21 @@ pub(crate) fn argsort_rows(
     while k <= p {
         let mut j = k / 2;
         while j > LOCAL_J {
+            let params = SortStepParams {
+                pairs: u(pairs),
+                n: u(n),
+                p: u(p),
+                j: u(j),
+                k: u(k),
+                descending: descending as u32,
+            };
             launch(
                 ctx,
                 "sort",
                 Kernel::SortStep,
-                &[u(pairs), u(n), u(p), u(j), u(k), descending as u32],
-                &[keys.raw(), idx.raw()],
+                &params,
+                &[],
+                &bufs,
                 groups(pairs),
             )?;
             j /= 2;
@@ -82,12 +104,19 @@ pub(crate) fn argsort_rows(
         local(k, LOCAL_J, k)?;
         k *= 2;
     }
+    let params = SortIndicesParams {
+        total: u(rows * n),
+        n: u(n),
+        p: u(p),
+    };
+    let bufs = [idx.raw(), out.raw()];
     launch(
         ctx,
         "sort",
         Kernel::SortIndices,
-        &[u(rows * n), u(n), u(p)],
-        &[idx.raw(), out.raw()],
+        &params,
+        &[],
+        &bufs,
         groups(rows * n),
     )?;
     Ok(out)
