@@ -49,7 +49,8 @@ pub(crate) struct ParamsDecl {
     pub(crate) fields: &'static [Field],
     /// Its size in bytes (where the tail starts).
     pub(crate) size: usize,
-    declare: fn() -> String,
+    /// Appends the nested structs' declarations.
+    nested: fn(&mut String),
 }
 
 impl ParamsDecl {
@@ -59,29 +60,29 @@ impl ParamsDecl {
             name: P::NAME,
             fields: P::FIELDS,
             size: std::mem::size_of::<P>(),
-            declare: root::<P>,
+            nested: P::declare,
         }
     }
     /// WGSL declaring `struct Params` with `P`'s fields and the tail (binding 0 is declared as
     /// `Params` in `shaders/prelude.wgsl`), preceded by any nested struct.
     pub(crate) fn wgsl(&self) -> String {
-        (self.declare)()
+        let mut s = String::new();
+        (self.nested)(&mut s);
+        // The struct's own declaration (under its Rust name) serves nested uses only: drop it.
+        let own = declaration(self.name, self.fields, "");
+        let mut s = s.replacen(&own, "", 1);
+        let _ = writeln!(
+            s,
+            "// {} (src/backend/gpu/params.rs), then the tail",
+            self.name
+        );
+        let tail = format!(
+            "    // from byte {}: the launcher's words (shapes, strides), then the grid offset x, y, z\n    tail: array<u32>,\n",
+            self.size
+        );
+        s.push_str(&declaration("Params", self.fields, &tail));
+        s
     }
-}
-
-fn root<P: KernelParams>() -> String {
-    let mut s = String::new();
-    P::declare(&mut s);
-    // P's own declaration (under its Rust name) serves nested uses only: drop it.
-    let own = declaration(P::NAME, P::FIELDS, "");
-    let mut s = s.replacen(&own, "", 1);
-    s.push_str(&declaration(
-        "Params",
-        P::FIELDS,
-        "    // shapes and strides as the launcher appends them, then the grid offset x, y, z\n    tail: array<u32>,\n",
-    ));
-    let _ = writeln!(s, "// (Params is {} in src/backend/gpu/params.rs)", P::NAME);
-    s
 }
 
 fn declaration(name: &str, fields: &[Field], extra: &str) -> String {
