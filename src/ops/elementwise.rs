@@ -9,110 +9,103 @@ use num_traits::{WrappingAdd, WrappingMul, WrappingSub};
 
 const SQRT_2_OVER_PI: f64 = 0.797_884_560_802_865_4;
 
-/// Unary elementwise ops on floating-point tensors. Scalar parameters travel with the variant,
-/// in f64 so that f64 tensors use them unrounded (GPU kernels, which compute in f32, round them).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum UnaryOp {
-    /// `-x` (`torch.neg`).
-    Neg,
-    /// `|x|` (`torch.abs`).
-    Abs,
-    /// `eˣ` (`torch.exp`).
-    Exp,
-    /// Natural logarithm (`torch.log`).
-    Log,
-    /// `√x` (`torch.sqrt`).
-    Sqrt,
-    /// `1/√x` (`torch.rsqrt`).
-    Rsqrt,
-    /// `torch.sin`.
-    Sin,
-    /// `torch.cos`.
-    Cos,
-    /// `torch.tanh`.
-    Tanh,
-    /// `1 / (1 + e⁻ˣ)` (`torch.sigmoid`).
-    Sigmoid,
-    /// `max(x, 0)` (`torch.relu`).
-    Relu,
-    /// Exact GELU (`approximate='none'`).
-    Gelu,
-    /// GELU with the tanh approximation.
-    GeluTanh,
-    /// `x · sigmoid(x)` (`F.silu`).
-    Silu,
-    /// `x` for x > 0, else `alpha · (eˣ − 1)` (`F.elu`); carries `alpha`.
-    Elu(f64),
-    /// `x` for x > 0, else `negative_slope · x` (`F.leaky_relu`); carries `negative_slope`.
-    LeakyRelu(f64),
-    /// Softplus with `beta` and `threshold`.
-    Softplus(f64, f64),
-    /// `x²` (`torch.square`).
-    Square,
-    /// `1/x` (`torch.reciprocal`).
-    Reciprocal,
-    /// Clamp to `[min, max]` (infinite for a missing side).
-    Clamp(f64, f64),
-    /// The error function (`torch.erf`).
-    Erf,
-    /// `xᵉ` for a scalar exponent (`torch.pow(x, e)`).
-    PowScalar(f64),
-    /// `x + c`.
-    AddScalar(f64),
-    /// `x · c`.
-    MulScalar(f64),
-    /// `x / c` (true division, not a multiplication by `1 / c`).
-    DivScalar(f64),
-    /// 1 where x > 0, else 0 (relu's derivative).
-    Step,
-    /// −1, 0 or 1 (`torch.sign`).
-    Sign,
-    /// The largest integer not above x (`torch.floor`).
-    Floor,
-    /// The smallest integer not below x (`torch.ceil`).
-    Ceil,
-    /// The nearest integer, halves to even (`torch.round`).
-    Round,
-    /// x rounded toward zero (`torch.trunc`).
-    Trunc,
+op_enum! {
+    /// Unary elementwise ops on floating-point tensors. Scalar parameters travel with the
+    /// variant, in f64 so that f64 tensors use them unrounded (GPU kernels, which compute in
+    /// f32, round them).
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    pub enum UnaryOp {
+        /// `-x` (`torch.neg`).
+        Neg => "neg",
+        /// `|x|` (`torch.abs`).
+        Abs => "abs",
+        /// `eˣ` (`torch.exp`).
+        Exp => "exp",
+        /// Natural logarithm (`torch.log`).
+        Log => "log",
+        /// `√x` (`torch.sqrt`).
+        Sqrt => "sqrt",
+        /// `1/√x` (`torch.rsqrt`).
+        Rsqrt => "rsqrt",
+        /// `torch.sin`.
+        Sin => "sin",
+        /// `torch.cos`.
+        Cos => "cos",
+        /// `torch.tanh`.
+        Tanh => "tanh",
+        /// `1 / (1 + e⁻ˣ)` (`torch.sigmoid`).
+        Sigmoid => "sigmoid",
+        /// `max(x, 0)` (`torch.relu`).
+        Relu => "relu",
+        /// Exact GELU (`approximate='none'`).
+        Gelu => "gelu",
+        /// GELU with the tanh approximation.
+        GeluTanh => "gelu_tanh",
+        /// `x · sigmoid(x)` (`F.silu`).
+        Silu => "silu",
+        /// `x` for x > 0, else `alpha · (eˣ − 1)` (`F.elu`); carries `alpha`.
+        Elu(f64 = 1.0) => "elu",
+        /// `x` for x > 0, else `negative_slope · x` (`F.leaky_relu`); carries `negative_slope`.
+        LeakyRelu(f64 = 0.1) => "leaky_relu",
+        /// Softplus with `beta` and `threshold`.
+        Softplus(f64 = 1.0, f64 = 20.0) => "softplus",
+        /// `x²` (`torch.square`).
+        Square => "square",
+        /// `1/x` (`torch.reciprocal`).
+        Reciprocal => "reciprocal",
+        /// Clamp to `[min, max]` (infinite for a missing side).
+        Clamp(f64 = 0.0, f64 = 1.0) => "clamp",
+        /// The error function (`torch.erf`).
+        Erf => "erf",
+        /// `xᵉ` for a scalar exponent (`torch.pow(x, e)`).
+        PowScalar(f64 = 2.0) => "pow_scalar",
+        /// `x + c`.
+        AddScalar(f64 = 1.0) => "add_scalar",
+        /// `x · c`.
+        MulScalar(f64 = 1.0) => "mul_scalar",
+        /// `x / c` (true division, not a multiplication by `1 / c`).
+        DivScalar(f64 = 1.0) => "div_scalar",
+        /// 1 where x > 0, else 0 (relu's derivative).
+        Step => "step",
+        /// −1, 0 or 1 (`torch.sign`).
+        Sign => "sign",
+        /// The largest integer not above x (`torch.floor`).
+        Floor => "floor",
+        /// The smallest integer not below x (`torch.ceil`).
+        Ceil => "ceil",
+        /// The nearest integer, halves to even (`torch.round`).
+        Round => "round",
+        /// x rounded toward zero (`torch.trunc`).
+        Trunc => "trunc",
+    }
 }
 
 impl UnaryOp {
-    /// Name used in pipeline labels and errors.
-    pub fn name(&self) -> &'static str {
+    /// The dtype it computes in under autocast.
+    pub fn autocast(&self) -> AutocastPolicy {
         use UnaryOp::*;
         match self {
-            Neg => "neg",
-            Abs => "abs",
-            Exp => "exp",
-            Log => "log",
-            Sqrt => "sqrt",
-            Rsqrt => "rsqrt",
-            Sin => "sin",
-            Cos => "cos",
-            Tanh => "tanh",
-            Sigmoid => "sigmoid",
-            Relu => "relu",
-            Gelu => "gelu",
-            GeluTanh => "gelu_tanh",
-            Silu => "silu",
-            Elu(_) => "elu",
-            LeakyRelu(_) => "leaky_relu",
-            Softplus(..) => "softplus",
-            Square => "square",
-            Reciprocal => "reciprocal",
-            Clamp(..) => "clamp",
-            Erf => "erf",
-            PowScalar(_) => "pow_scalar",
-            AddScalar(_) => "add_scalar",
-            MulScalar(_) => "mul_scalar",
-            DivScalar(_) => "div_scalar",
-            Step => "step",
-            Sign => "sign",
-            Floor => "floor",
-            Ceil => "ceil",
-            Round => "round",
-            Trunc => "trunc",
+            Exp | Log => AutocastPolicy::F32,
+            Neg | Abs | Sqrt | Rsqrt | Sin | Cos | Tanh | Sigmoid | Relu | Gelu | GeluTanh
+            | Silu | Elu(_) | LeakyRelu(_) | Softplus(..) | Square | Reciprocal | Clamp(..)
+            | Erf | PowScalar(_) | AddScalar(_) | MulScalar(_) | DivScalar(_) | Step | Sign
+            | Floor | Ceil | Round | Trunc => AutocastPolicy::Same,
+        }
+    }
+
+    /// What it does with an integer or bool tensor.
+    pub fn on_integers(&self) -> OnIntegers {
+        use UnaryOp::*;
+        match self {
+            Neg | Abs | Square | Sign => OnIntegers::Exact,
+            Floor | Ceil | Round | Trunc => OnIntegers::Identity,
+            Exp | Log | Sqrt | Rsqrt | Sin | Cos | Tanh | Sigmoid | Erf | Reciprocal
+            | Clamp(..) | PowScalar(_) | AddScalar(_) | MulScalar(_) | DivScalar(_) => {
+                OnIntegers::Float
+            }
+            Relu | Gelu | GeluTanh | Silu | Elu(_) | LeakyRelu(_) | Softplus(..) | Step => {
+                OnIntegers::Unsupported
+            }
         }
     }
 
@@ -379,105 +372,124 @@ pub(crate) fn zero_division(op: &'static str) -> crate::Error {
     crate::Error::arg(op, "ZeroDivisionError")
 }
 
-/// Binary elementwise ops with broadcasting.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum BinaryOp {
-    /// `a + b` (`torch.add`).
-    Add,
-    /// `a − b` (`torch.sub`).
-    Sub,
-    /// `a · b` (`torch.mul`).
-    Mul,
-    /// `a / b`, true division (`torch.div`).
-    Div,
-    /// `aᵇ` (`torch.pow`).
-    Pow,
-    /// Elementwise maximum, NaN-propagating (`torch.maximum`).
-    Maximum,
-    /// Elementwise minimum, NaN-propagating (`torch.minimum`).
-    Minimum,
-    /// `a == b` (`torch.eq`), a bool tensor.
-    Eq,
-    /// `a != b` (`torch.ne`), a bool tensor.
-    Ne,
-    /// `a < b` (`torch.lt`), a bool tensor.
-    Lt,
-    /// `a <= b` (`torch.le`), a bool tensor.
-    Le,
-    /// `a > b` (`torch.gt`), a bool tensor.
-    Gt,
-    /// `a >= b` (`torch.ge`), a bool tensor.
-    Ge,
-    /// `torch.logical_and`.
-    LogicalAnd,
-    /// `torch.logical_or`.
-    LogicalOr,
-    /// `a − floor(a / b) · b`, the sign of `b` (`torch.remainder`, Python's `%`); exact on
-    /// integers, where a zero divisor is an error.
-    Remainder,
-    /// `a − trunc(a / b) · b`, the sign of `a` (`torch.fmod`, C's `fmod`); exact on integers,
-    /// where a zero divisor is an error.
-    Fmod,
-    /// `a` where `b > 0`, else 0: relu's gradient `a` through input `b` in one pass
-    /// (torch.ops.aten.threshold_backward with threshold 0).
-    ThresholdBackward,
-    /// `a * b * (1 - b)`: sigmoid's gradient `a` through its output `b`, in one pass.
-    SigmoidBackward,
-    /// `a * (1 - b²)`: tanh's gradient `a` through its output `b`, in one pass.
-    TanhBackward,
-    /// `a * (Φ(b) + b φ(b))`: exact GELU's gradient `a` through its input `b`, in one pass.
-    GeluBackward,
+/// The dtypes a binary op's kernels take ([`BinaryOp::operands`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Operands {
+    /// Floating-point only: integer and bool inputs are promoted to float32 (`torch.div`).
+    Float,
+    /// Floats and integers; two bool inputs follow PyTorch's bool arithmetic (`+` is a logical
+    /// or, `-` is refused).
+    Number,
+    /// Floats, integers and bool.
+    Any,
+    /// Bool only: inputs are converted to bool (`torch.logical_and`).
+    Bool,
+}
+
+/// Which dtype an op computes in under autocast ([`UnaryOp::autocast`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AutocastPolicy {
+    /// In its input's dtype.
+    Same,
+    /// In float32 (PyTorch's autocast float32 list): half inputs are widened first.
+    F32,
+}
+
+/// What a unary op does with an integer or bool tensor ([`UnaryOp::on_integers`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnIntegers {
+    /// Computed exactly in integer arithmetic (wrapping, as PyTorch's).
+    Exact,
+    /// A copy: integers are already integral (bool is refused).
+    Identity,
+    /// Promoted to float32 first (`torch.exp(int_tensor)` is float32).
+    Float,
+    /// Refused with an error naming the dtype.
+    Unsupported,
+}
+
+op_enum! {
+    /// Binary elementwise ops with broadcasting.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub enum BinaryOp {
+        /// `a + b` (`torch.add`).
+        Add => "add",
+        /// `a − b` (`torch.sub`).
+        Sub => "sub",
+        /// `a · b` (`torch.mul`).
+        Mul => "mul",
+        /// `a / b`, true division (`torch.div`).
+        Div => "div",
+        /// `aᵇ` (`torch.pow`).
+        Pow => "pow",
+        /// Elementwise maximum, NaN-propagating (`torch.maximum`).
+        Maximum => "maximum",
+        /// Elementwise minimum, NaN-propagating (`torch.minimum`).
+        Minimum => "minimum",
+        /// `a == b` (`torch.eq`), a bool tensor.
+        Eq => "eq",
+        /// `a != b` (`torch.ne`), a bool tensor.
+        Ne => "ne",
+        /// `a < b` (`torch.lt`), a bool tensor.
+        Lt => "lt",
+        /// `a <= b` (`torch.le`), a bool tensor.
+        Le => "le",
+        /// `a > b` (`torch.gt`), a bool tensor.
+        Gt => "gt",
+        /// `a >= b` (`torch.ge`), a bool tensor.
+        Ge => "ge",
+        /// `torch.logical_and`.
+        LogicalAnd => "logical_and",
+        /// `torch.logical_or`.
+        LogicalOr => "logical_or",
+        /// `a − floor(a / b) · b`, the sign of `b` (`torch.remainder`, Python's `%`); exact on
+        /// integers, where a zero divisor is an error.
+        Remainder => "remainder",
+        /// `a − trunc(a / b) · b`, the sign of `a` (`torch.fmod`, C's `fmod`); exact on
+        /// integers, where a zero divisor is an error.
+        Fmod => "fmod",
+        /// `a` where `b > 0`, else 0: relu's gradient `a` through input `b` in one pass
+        /// (torch.ops.aten.threshold_backward with threshold 0).
+        ThresholdBackward => "threshold_backward",
+        /// `a * b * (1 - b)`: sigmoid's gradient `a` through its output `b`, in one pass.
+        SigmoidBackward => "sigmoid_backward",
+        /// `a * (1 - b²)`: tanh's gradient `a` through its output `b`, in one pass.
+        TanhBackward => "tanh_backward",
+        /// `a * (Φ(b) + b φ(b))`: exact GELU's gradient `a` through its input `b`, in one pass.
+        GeluBackward => "gelu_backward",
+    }
 }
 
 impl BinaryOp {
-    /// PyTorch's name.
-    pub fn name(&self) -> &'static str {
-        use BinaryOp::*;
-        match self {
-            Add => "add",
-            Sub => "sub",
-            Mul => "mul",
-            Div => "div",
-            Pow => "pow",
-            Maximum => "maximum",
-            Minimum => "minimum",
-            Eq => "eq",
-            Ne => "ne",
-            Lt => "lt",
-            Le => "le",
-            Gt => "gt",
-            Ge => "ge",
-            LogicalAnd => "logical_and",
-            LogicalOr => "logical_or",
-            Remainder => "remainder",
-            Fmod => "fmod",
-            ThresholdBackward => "threshold_backward",
-            SigmoidBackward => "sigmoid_backward",
-            TanhBackward => "tanh_backward",
-            GeluBackward => "gelu_backward",
-        }
-    }
     /// True for ops whose result is bool.
     pub fn is_comparison(&self) -> bool {
         use BinaryOp::*;
         matches!(self, Eq | Ne | Lt | Le | Gt | Ge | LogicalAnd | LogicalOr)
     }
-    /// The fused gradient ops (an upstream gradient through a saved input or output in one
-    /// pass), float only.
-    pub const GRADIENTS: [BinaryOp; 4] = [
-        BinaryOp::ThresholdBackward,
-        BinaryOp::SigmoidBackward,
-        BinaryOp::TanhBackward,
-        BinaryOp::GeluBackward,
-    ];
     /// True for integer division ops, whose integer kernels refuse a zero divisor (PyTorch's
     /// `ZeroDivisionError`): checked on the host for CPU tensors, on the device for GPU ones.
     pub fn divides_integers(&self) -> bool {
         matches!(self, BinaryOp::Remainder | BinaryOp::Fmod)
     }
+    /// The dtypes the op's kernels take; the op layer converts other inputs (see
+    /// [`Operands`]).
+    pub fn operands(&self) -> Operands {
+        use BinaryOp::*;
+        match self {
+            // The fused gradient ops pass an upstream gradient through a saved input or output.
+            Div | Pow | ThresholdBackward | SigmoidBackward | TanhBackward | GeluBackward => {
+                Operands::Float
+            }
+            Add | Sub | Mul | Maximum | Minimum | Remainder | Fmod | Lt | Le | Gt | Ge => {
+                Operands::Number
+            }
+            Eq | Ne => Operands::Any,
+            LogicalAnd | LogicalOr => Operands::Bool,
+        }
+    }
     /// True for ops only defined on floating-point inputs (integer inputs are promoted).
     pub fn needs_float(&self) -> bool {
-        matches!(self, BinaryOp::Div | BinaryOp::Pow) || Self::GRADIENTS.contains(self)
+        self.operands() == Operands::Float
     }
     /// WGSL expression of `a` and `b` (both of the kernel's element type; the integer forms of
     /// `remainder` and `fmod`, which check their divisor, are built by the kernel).

@@ -16,6 +16,9 @@
 //! # Ok::<(), wgtorch::Error>(())
 //! ```
 
+#[macro_use]
+mod op_list;
+
 mod clamp;
 mod conv;
 mod conv_fused;
@@ -45,7 +48,7 @@ mod views;
 pub use conv::*;
 pub(crate) use conv_fused::conv2d_fused;
 pub use distance::*;
-pub use elementwise::{BinaryOp, UnaryOp};
+pub use elementwise::{AutocastPolicy, BinaryOp, OnIntegers, Operands, UnaryOp};
 pub use finite::NanToNumOptions;
 pub use index_write::IndexAddOptions;
 pub use loss::*;

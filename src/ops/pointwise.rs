@@ -1,6 +1,6 @@
 //! Tensor methods for elementwise ops, where, masked_fill and dtype promotion.
 
-use super::{BinaryOp, UnaryOp};
+use super::{AutocastPolicy, BinaryOp, OnIntegers, Operands, UnaryOp};
 use crate::autograd::{is_grad_enabled, record, Saved};
 use crate::error::InOp;
 use crate::shape::broadcast_shapes;
@@ -225,7 +225,7 @@ impl Tensor {
     /// [`unary`](Self::unary) itself; the public function records it for ONNX export.
     fn unary_untraced(&self, op: UnaryOp) -> Result<Tensor> {
         let _p = crate::profiler::op(op.name(), &[self]);
-        if matches!(op, UnaryOp::Exp | UnaryOp::Log)
+        if op.autocast() == AutocastPolicy::F32
             && crate::amp::autocast_dtype(&self.device()).is_some()
         {
             let x = crate::amp::upper(self)?;
@@ -234,18 +234,12 @@ impl Tensor {
             }
         }
         if !self.dtype().is_float() {
-            use UnaryOp::*;
-            match op {
-                Neg | Abs | Square | Sign => return self.unary_int(op),
+            match op.on_integers() {
+                OnIntegers::Exact => return self.unary_int(op),
                 // Integers are already integral: PyTorch returns a copy.
-                Floor | Ceil | Round | Trunc if self.dtype() != DType::Bool => return self.copy(),
-                // Float-valued functions and float scalars promote integers to f32, as
-                // PyTorch does (`torch.exp(int_tensor)` is float32).
-                Exp | Log | Sqrt | Rsqrt | Sin | Cos | Tanh | Sigmoid | Erf | Reciprocal
-                | Clamp(..) | PowScalar(_) | AddScalar(_) | MulScalar(_) | DivScalar(_) => {
-                    return self.to_dtype(DType::F32)?.unary(op)
-                }
-                _ => {}
+                OnIntegers::Identity if self.dtype() != DType::Bool => return self.copy(),
+                OnIntegers::Float => return self.to_dtype(DType::F32)?.unary(op),
+                OnIntegers::Identity | OnIntegers::Unsupported => {}
             }
             return Err(Error::UnsupportedDType {
                 op: op.name(),
@@ -283,11 +277,11 @@ impl Tensor {
         let _p = crate::profiler::op(op.name(), &[self, other]);
         self.same_device(op.name(), other)?;
         let mut dt = DType::promote(self.dtype(), other.dtype());
-        match op {
-            BinaryOp::LogicalAnd | BinaryOp::LogicalOr => dt = DType::Bool,
-            _ if op.needs_float() && !dt.is_float() => dt = DType::F32,
+        match op.operands() {
+            Operands::Bool => dt = DType::Bool,
+            Operands::Float if !dt.is_float() => dt = DType::F32,
             _ if dt == DType::Bool => return self.bool_binary(op, other),
-            _ => {}
+            Operands::Float | Operands::Number | Operands::Any => {}
         }
         let shape = broadcast_shapes(op.name(), self.shape(), other.shape())?;
         let (a, b) = if op.is_comparison() {

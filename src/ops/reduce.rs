@@ -8,35 +8,26 @@ use crate::error::InOp;
 use crate::shape::{wrap_dim, IntoShape};
 use crate::{DType, Error, Result, Tensor};
 
-/// The reductions kernels implement over the last axis of `[rows, n]`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ReduceOp {
-    /// Sum (`torch.sum`).
-    Sum,
-    /// Product (`torch.prod`).
-    Prod,
-    /// Largest value, NaN-propagating (`torch.amax`).
-    Max,
-    /// Smallest value, NaN-propagating (`torch.amin`).
-    Min,
-    /// Index of the first largest value (`torch.argmax`).
-    ArgMax,
-    /// Index of the first smallest value (`torch.argmin`).
-    ArgMin,
+op_enum! {
+    /// The reductions kernels implement over the last axis of `[rows, n]`.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub enum ReduceOp {
+        /// Sum (`torch.sum`).
+        Sum => "sum",
+        /// Product (`torch.prod`).
+        Prod => "prod",
+        /// Largest value, NaN-propagating (`torch.amax`).
+        Max => "amax",
+        /// Smallest value, NaN-propagating (`torch.amin`).
+        Min => "amin",
+        /// Index of the first largest value (`torch.argmax`).
+        ArgMax => "argmax",
+        /// Index of the first smallest value (`torch.argmin`).
+        ArgMin => "argmin",
+    }
 }
 
 impl ReduceOp {
-    /// Kernel name.
-    pub fn name(&self) -> &'static str {
-        match self {
-            ReduceOp::Sum => "sum",
-            ReduceOp::Prod => "prod",
-            ReduceOp::Max => "amax",
-            ReduceOp::Min => "amin",
-            ReduceOp::ArgMax => "argmax",
-            ReduceOp::ArgMin => "argmin",
-        }
-    }
     /// The dtype a kernel writes for input dtype `x`: indices ([`DType::INDEX`]) for the arg
     /// ops; f32 for sums and products of half types, which accumulate in f32 on every device
     /// (PyTorch's accumulate type) and are rounded once by the caller, so partial sums past

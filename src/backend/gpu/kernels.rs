@@ -649,66 +649,10 @@ impl Kernel {
         }
     }
 
-    /// Every variant the engine can ask for (validated with naga in the tests).
+    /// Every variant the engine can ask for (validated with naga in the tests), built from the
+    /// ops' `ALL` lists and their per-op properties, so a new op cannot be left out.
     pub fn all() -> Vec<Kernel> {
-        use UnaryOp::*;
-        let unary = [
-            Neg,
-            Abs,
-            Exp,
-            Log,
-            Sqrt,
-            Rsqrt,
-            Sin,
-            Cos,
-            Tanh,
-            Sigmoid,
-            Relu,
-            Gelu,
-            GeluTanh,
-            Silu,
-            Elu(1.0),
-            LeakyRelu(0.1),
-            Softplus(1.0, 20.0),
-            Square,
-            Reciprocal,
-            Clamp(0.0, 1.0),
-            Erf,
-            PowScalar(2.0),
-            AddScalar(1.0),
-            MulScalar(1.0),
-            DivScalar(1.0),
-            Step,
-            Sign,
-            Floor,
-            Ceil,
-            Round,
-            Trunc,
-        ];
-        use BinaryOp as B;
-        let arith = [
-            B::Add,
-            B::Sub,
-            B::Mul,
-            B::Maximum,
-            B::Minimum,
-            B::Remainder,
-            B::Fmod,
-            B::Eq,
-            B::Ne,
-            B::Lt,
-            B::Le,
-            B::Gt,
-            B::Ge,
-        ];
-        let reds = [
-            ReduceOp::Sum,
-            ReduceOp::Prod,
-            ReduceOp::Max,
-            ReduceOp::Min,
-            ReduceOp::ArgMax,
-            ReduceOp::ArgMin,
-        ];
+        use crate::ops::Operands;
         let mut v = vec![
             Kernel::AdamF32,
             Kernel::SortKeys,
@@ -720,35 +664,40 @@ impl Kernel {
             v.push(Kernel::MatmulVec4 { a_t, b_t });
             v.push(Kernel::MatmulTiledVec4 { a_t, b_t });
         }
+        v.extend(UnaryOp::ALL.iter().map(|&op| Kernel::UnaryVec4(op)));
+        // The storage types each binary op's kernels take (bool is U32).
+        let takes = |op: BinaryOp, t: GpuType| {
+            let float = GpuType::FLOATS.contains(&t);
+            match op.operands() {
+                Operands::Float => float,
+                Operands::Number => t != GpuType::U32,
+                Operands::Any => true,
+                Operands::Bool => t == GpuType::U32,
+            }
+        };
+        for &op in BinaryOp::ALL {
+            if takes(op, GpuType::F32) {
+                v.push(Kernel::BinaryVec4(op));
+            }
+            let types = GpuType::ALL.into_iter().filter(|&t| takes(op, t));
+            v.extend(types.map(|t| Kernel::Binary(op, t)));
+        }
         for t in GpuType::ALL {
             let float = GpuType::FLOATS.contains(&t);
-            if t == GpuType::F32 {
-                v.extend(unary.iter().map(|&op| Kernel::UnaryVec4(op)));
-                v.extend(arith.iter().map(|&op| Kernel::BinaryVec4(op)));
-                v.extend([B::Div, B::Pow].map(Kernel::BinaryVec4));
-                v.extend(B::GRADIENTS.map(Kernel::BinaryVec4));
-            }
             if float {
-                v.extend(unary.iter().map(|&op| Kernel::Unary(op, t)));
-                v.extend([Kernel::Binary(B::Div, t), Kernel::Binary(B::Pow, t)]);
-                v.extend(B::GRADIENTS.map(|op| Kernel::Binary(op, t)));
+                v.extend(UnaryOp::ALL.iter().map(|&op| Kernel::Unary(op, t)));
                 for op in Gemm::ALL {
                     v.extend([Kernel::Matmul(t, op), Kernel::MatmulDirect(t, op)]);
                 }
+                v.extend([Kernel::MaxPool(t), Kernel::MaxPoolBackward(t)]);
             }
             if t != GpuType::U32 {
-                v.extend(arith.iter().map(|&op| Kernel::Binary(op, t)));
                 v.extend(
-                    reds.iter()
+                    ReduceOp::ALL
+                        .iter()
                         .flat_map(|&op| [Kernel::Reduce(op, t), Kernel::ReduceSmall(op, t)]),
                 );
                 v.extend([Kernel::Cumsum(t), Kernel::ScatterAdd(t), Kernel::Col2im(t)]);
-            } else {
-                v.extend(
-                    [B::Eq, B::Ne, B::LogicalAnd, B::LogicalOr]
-                        .iter()
-                        .map(|&op| Kernel::Binary(op, t)),
-                );
             }
             v.extend([
                 Kernel::Where(t),
@@ -757,9 +706,6 @@ impl Kernel {
                 Kernel::Im2col(t),
             ]);
             v.extend(GpuType::ALL.iter().map(|&u| Kernel::Copy(t, u)));
-            if float {
-                v.extend([Kernel::MaxPool(t), Kernel::MaxPoolBackward(t)]);
-            }
         }
         v
     }

@@ -77,8 +77,8 @@ impl ParamsDecl {
             self.name
         );
         let tail = format!(
-            "    // from byte {}: the launcher's words (shapes, strides), then the grid offset x, y, z\n    tail: array<u32>,\n",
-            self.size
+            "    // from byte {}: the launcher's words, then the grid offset x, y, z\n{}",
+            self.size, "    tail: array<u32>,\n"
         );
         s.push_str(&declaration("Params", self.fields, &tail));
         s
