@@ -63,3 +63,8 @@ fn c_index(bi: u32, r: u32, c: u32) -> u32 {
 fn epilogue(r: u32, c: u32, v: f32) -> f32 {
     return v + ld_bias(c);
 }
+// The fused epilogue, applied by the launch that sums the last k: {{FINISH}} reads v and may add
+// the residual ld_res(i) (binding 5) and apply relu (conv2d_fused); plain `v` otherwise.
+fn finish(i: u32, v: f32) -> f32 {
+    return {{FINISH}};
+}

@@ -85,3 +85,6 @@ fn c_index(bi: u32, r: u32, c: u32) -> u32 {
 fn epilogue(r: u32, c: u32, v: f32) -> f32 {
     return v;
 }
+fn finish(i: u32, v: f32) -> f32 {
+    return v;
+}

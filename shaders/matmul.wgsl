@@ -6,7 +6,8 @@
 // vec4 of each operand for aligned f32 layouts. Results go to c_index(b, row, col) through
 // epilogue(row, col, v). Each launch sums k in [kstart, K) (the launcher splits K where the
 // adapter caps an invocation's loop iterations): the first adds the epilogue, the others add to
-// the stored result.
+// the stored result, and the last applies finish(c index, v) (a fused convolution's residual and
+// relu).
 // params: MatmulParams or ConvGemmParams (the operands'), both with m, n, k_start, k_end
 // bindings: 1 a, 2 b, 3 c (any float storage; accumulation in f32), then the operands' own
 {{DECLS}}
@@ -58,11 +59,16 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
             let cc = col0 + lid.x * 4u + j;
             if (r < M && cc < N) {
                 let ci = c_index(bi, r, cc);
+                var v = acc[i][j];
                 if (kstart == 0u) {
-                    st_c(ci, epilogue(r, cc, acc[i][j]));
+                    v = epilogue(r, cc, v);
                 } else {
-                    st_c(ci, ld_c(ci) + acc[i][j]);
+                    v = ld_c(ci) + v;
                 }
+                if (K == params.k) {
+                    v = finish(ci, v);
+                }
+                st_c(ci, v);
             }
         }
     }

@@ -3,7 +3,7 @@
 // SwiftShader), where barriers are costly and caches make tiling unnecessary. Operands and
 // epilogue as in matmul.wgsl. Each launch sums k in [k0, k1) (the launcher splits K where the
 // adapter caps an invocation's loop iterations): the first adds the epilogue, the others add
-// to the stored result.
+// to the stored result, and the last applies finish(c index, v) (as matmul.wgsl).
 // params: MatmulParams or ConvGemmParams (the operands'), both with m, n, k_start, k_end
 // bindings: 1 a, 2 b, 3 c (any float storage; accumulation in f32), then the operands' own
 {{DECLS}}
@@ -52,11 +52,16 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
             for (var j = 0u; j < 4u; j = j + 1u) {
                 if (c0 + j < N) {
                     let ci = c_index(bi, r, c0 + j);
+                    var v = acc[i][j];
                     if (k0 == 0u) {
-                        st_c(ci, epilogue(r, c0 + j, acc[i][j]));
+                        v = epilogue(r, c0 + j, v);
                     } else {
-                        st_c(ci, ld_c(ci) + acc[i][j]);
+                        v = ld_c(ci) + v;
                     }
+                    if (k1 == params.k) {
+                        v = finish(ci, v);
+                    }
+                    st_c(ci, v);
                 }
             }
         }

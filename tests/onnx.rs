@@ -303,8 +303,8 @@ fn conv_relu_chains_fuse_where_nothing_else_reads_them() {
     // residual); a Conv whose output is also a graph output, one with a broadcast residual and a
     // Relu that reads a fused chain's Relu stay as they are. onnxruntime's outputs are checked by own_models_cover_every_required_op; here
     // the fused run must equal, bit for bit, the same graph run op by op (a trainable load, whose
-    // parameters need gradients, runs each op) on the CPU, and match it on every device, NaN and
-    // infinities included.
+    // parameters need gradients, runs each op) on the CPU and on each GPU (fused in the
+    // convolution kernel there), and the GPU's match the CPU's, NaN and infinities included.
     let path = own_dir().join("conv_relu_fusion.onnx");
     let frozen = Model::load(&path, &Device::Cpu).unwrap();
     assert_eq!(frozen.fused_nodes(), 9, "{frozen:?}");
@@ -356,7 +356,20 @@ fn conv_relu_chains_fuse_where_nothing_else_reads_them() {
     for dev in common::devices().into_iter().filter(Device::is_gpu) {
         let m = Model::load(&path, &dev).unwrap();
         let ins: Vec<Tensor> = io.iter().map(|t| t.to(&dev).unwrap()).collect();
-        for (k, (a, b)) in m.run(&ins).unwrap().iter().zip(&fused).enumerate() {
+        let on_gpu = m.run(&ins).unwrap();
+        let gpu_ops = Model::load_trainable(&path, &dev)
+            .unwrap()
+            .run(&ins)
+            .unwrap();
+        for (k, (a, b)) in on_gpu.iter().zip(&gpu_ops).enumerate() {
+            assert_eq!(
+                bits(a),
+                bits(b),
+                "output.{k} on {}: fused and op-by-op differ",
+                dev.describe()
+            );
+        }
+        for (k, (a, b)) in on_gpu.iter().zip(&fused).enumerate() {
             let (a, b) = (a.to_vec::<f32>().unwrap(), b.to_vec::<f32>().unwrap());
             for (i, (x, y)) in a.iter().zip(&b).enumerate() {
                 assert!(

@@ -315,7 +315,7 @@ impl Storage {
         }
     }
     /// Convolution of `self` `[N, C, H, W]` with `w` `[O, C, kh, kw]` plus `bias` `[O]` (all dense),
-    /// then the epilogue (CPU only: the op layer composes it from ops on a GPU).
+    /// then the epilogue (its residual dense, of the output's shape and dtype).
     pub(crate) fn conv2d(
         &self,
         w: &Storage,
@@ -332,13 +332,9 @@ impl Storage {
                 Ok(Storage::Cpu(cpu::conv2d(x, w, b, epi, g, o)))
             }
             (Storage::Gpu(x), Storage::Gpu(w)) => {
-                if epi.residual.is_some() || epi.relu {
-                    return Err(crate::Error::msg(
-                        "internal: conv2d's fused epilogue is computed by separate ops on a GPU",
-                    ));
-                }
                 let b = bias.map(|b| gpair(b, b).0);
-                Ok(Storage::Gpu(gpu::conv2d(x, w, b, g, o)?))
+                let epi = epi.map(|r| gpair(r, r).0);
+                Ok(Storage::Gpu(gpu::conv2d(x, w, b, epi, g, o)?))
             }
             _ => unreachable!("devices checked by the op layer"),
         }

@@ -4,7 +4,7 @@
 use crate::autograd::{record, Saved};
 use crate::backend::ConvEpilogue;
 use crate::shape::checked_numel;
-use crate::{Error, Result, Tensor};
+use crate::{DType, Error, Result, Tensor};
 
 /// Geometry of a 2-D sliding window over `[N, C, H, W]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -312,10 +312,11 @@ fn conv2d_dense(
     let (x, w) = (input.dense()?, weight.dense()?);
     let b = bias.map(Tensor::dense).transpose()?;
     let shape = [g.n, o, g.ho, g.wo];
-    // The backend fuses the epilogue on the CPU when the residual needs no broadcast; what it
-    // does not fuse runs as ops after it. A fused epilogue has no backward here: `conv2d_fused`
-    // asks for one only when nothing needs a gradient.
-    let fused = !input.device().is_gpu()
+    // The backend fuses the epilogue when the residual needs no broadcast, on the CPU and, in
+    // f32 (a half output would be rounded before the residual is added), on a GPU; what it does
+    // not fuse runs as ops after it. A fused epilogue has no backward here: `conv2d_fused` asks
+    // for one only when nothing needs a gradient.
+    let fused = (!input.device().is_gpu() || input.dtype() == DType::F32)
         && epi
             .residual
             .is_none_or(|r| r.shape() == shape && r.dtype() == input.dtype());

@@ -1,5 +1,6 @@
 //! Convolutions with an epilogue: `relu(conv2d(x, w, b) + residual)` as one pass over the output
-//! on the CPU ([`conv2d_fused`], which ONNX import runs for `Conv → [Add →] Relu` chains).
+//! on the CPU and inside the convolution kernel on a GPU ([`conv2d_fused`], which ONNX import
+//! runs for `Conv → [Add →] Relu` chains).
 
 use super::conv::conv2d_with_untraced;
 use crate::backend::ConvEpilogue;
@@ -7,11 +8,11 @@ use crate::nn::functional::{conv2d_with, Conv2dFuncOptions};
 use crate::{DType, Result, Tensor};
 
 /// `relu(conv2d(input, weight, bias) + residual)`, the residual and the relu each optional, in one
-/// pass over the output on the CPU (the epilogue of the convolution's copy-out) when nothing needs
-/// a gradient. With autograd, autocast or an export capture in force, on a GPU, or for other
-/// dtypes than f32 and f64 it runs the ops themselves; the values are the same either way (the
-/// additions in the same order). ONNX import runs `Conv → Relu` and `Conv → Add → Relu` chains
-/// with it.
+/// pass over the output on the CPU (the epilogue of the convolution's copy-out) and as the GPU
+/// kernel's last step, when nothing needs a gradient. With autograd, autocast or an export
+/// capture in force, or for other dtypes than f32 (and f64 on the CPU) it runs the ops
+/// themselves; the values are the same either way (the additions in the same order). ONNX import
+/// runs `Conv → Relu` and `Conv → Add → Relu` chains with it.
 pub(crate) fn conv2d_fused(
     input: &Tensor,
     weight: &Tensor,
@@ -27,7 +28,6 @@ pub(crate) fn conv2d_fused(
             .any(Tensor::requires_grad);
     let dt = input.dtype();
     let fusable = !grads
-        && !input.device().is_gpu()
         && matches!(dt, DType::F32 | DType::F64)
         && [Some(weight), bias, residual]
             .into_iter()
@@ -131,6 +131,76 @@ mod tests {
                         );
                     }
                 }
+            }
+        }
+        Ok(())
+    }
+
+    /// On a GPU the fused f32 kernel equals the ops bit for bit too, with NaN, infinities and -0
+    /// in the input and in the residual, in fewer dispatches; and where the adapter caps a
+    /// shader's loops (llvmpipe) a K past the cap is summed in several launches, the residual
+    /// and relu applied once, by the last.
+    #[test]
+    fn the_gpu_kernel_fuses_the_epilogue_bit_for_bit() -> Result<()> {
+        let ctx = match crate::backend::gpu::context(0) {
+            Ok(ctx) => ctx,
+            Err(e) if std::env::var_os("CI").is_some() => panic!("no GPU in CI: {e}"),
+            Err(_) => return Ok(()),
+        };
+        let (cpu, gpu) = (Device::Cpu, Device::Gpu(0));
+        // (input shape, kernel, stride, padding)
+        let big_k = ctx.loop_budget().map_or(300, |b| b / 9 + 7);
+        let cases = [
+            ([2, 3, 5, 6], (3, 3), 2, 1),
+            ([2, 3, 5, 6], (1, 1), 1, 0),
+            ([1, big_k, 3, 3], (3, 3), 1, 0),
+        ];
+        for (shape, (kh, kw), s, p) in cases {
+            let n: usize = shape.iter().product();
+            let mut xv: Vec<f32> = (0..n)
+                .map(|i| ((i * 37 % 23) as f32 - 11.0) / 7.0)
+                .collect();
+            (xv[3], xv[50], xv[71]) = (f32::NAN, f32::NEG_INFINITY, -0.0);
+            let x = Tensor::from_vec(xv, shape, &cpu)?.to(&gpu)?;
+            let w = Tensor::randn([4, shape[1], kh, kw], &cpu)?.to(&gpu)?;
+            let b = Tensor::randn([4], &cpu)?.to(&gpu)?;
+            let opts = Conv2dFuncOptions {
+                stride: s.into(),
+                padding: p.into(),
+                ..Default::default()
+            };
+            let y = conv2d_with(&x, &w, Some(&b), opts)?;
+            let mut rv = Tensor::randn(y.shape(), &cpu)?.to_vec::<f32>()?;
+            (rv[0], rv[1]) = (f32::INFINITY, -0.0);
+            let r = Tensor::from_vec(rv, y.shape(), &cpu)?.to(&gpu)?;
+            for (residual, relu) in [(None, true), (Some(&r), false), (Some(&r), true)] {
+                let before = ctx.stats().dispatches;
+                let fused = conv2d_fused(&x, &w, Some(&b), opts, residual, relu)?;
+                let fused_dispatches = ctx.stats().dispatches - before;
+                let before = ctx.stats().dispatches;
+                let mut want = conv2d_with(&x, &w, Some(&b), opts)?;
+                if let Some(r) = residual {
+                    want = want.add(r)?;
+                }
+                if relu {
+                    want = want.relu()?;
+                }
+                let op_dispatches = ctx.stats().dispatches - before;
+                let bits = |t: &Tensor| -> Result<Vec<u32>> {
+                    Ok(t.to_vec::<f32>()?
+                        .iter()
+                        .map(|v| if v.is_nan() { u32::MAX } else { v.to_bits() })
+                        .collect())
+                };
+                let case = format!(
+                    "{shape:?} k {kh}x{kw} residual {} relu {relu}",
+                    residual.is_some()
+                );
+                assert_eq!(bits(&fused)?, bits(&want)?, "{case}");
+                assert!(
+                    fused_dispatches < op_dispatches,
+                    "{case}: {fused_dispatches} dispatches fused, {op_dispatches} by ops"
+                );
             }
         }
         Ok(())

@@ -8,6 +8,7 @@ use super::params::{ConvGemmParams, WindowParams};
 use super::{
     cast, check_loop, full, groups, launch, output, reduce_rows, u, GpuContext, GpuStorage,
 };
+use crate::backend::ConvEpilogue;
 use crate::ops::{ConvGeom, ReduceOp};
 use crate::shape::Layout;
 use crate::{DType, Result};
@@ -43,11 +44,13 @@ fn conv_gemm(
     gemm(ctx, op, (kind, t), [m, n, k, batches], chunk, bufs)
 }
 
-/// conv2d as an implicit GEMM per sample, with the bias added in the epilogue.
+/// conv2d as an implicit GEMM per sample, with the bias added in the epilogue, then `epi`'s
+/// residual (the output's shape, f32 storage) and relu once the last k is summed.
 pub(crate) fn conv2d(
     x: &GpuStorage,
     w: &GpuStorage,
     bias: Option<&GpuStorage>,
+    epi: ConvEpilogue<'_, GpuStorage>,
     g: &ConvGeom,
     o: usize,
 ) -> Result<GpuStorage> {
@@ -66,8 +69,13 @@ pub(crate) fn conv2d(
             &zeros
         }
     };
-    let bufs = [x.raw(), w.raw(), out.raw(), bias.raw()];
-    let kind = (Gemm::ConvForward, x.ty());
+    let mut bufs = vec![x.raw(), w.raw(), out.raw(), bias.raw()];
+    bufs.extend(epi.residual.map(GpuStorage::raw));
+    let fused = Gemm::ConvForward {
+        residual: epi.residual.is_some(),
+        relu: epi.relu,
+    };
+    let kind = (fused, x.ty());
     conv_gemm(ctx, "conv2d", kind, [l, o, k, g.n], g, (o, 1), &bufs)?;
     Ok(out)
 }

@@ -48,6 +48,9 @@ fn c_index(bi: u32, r: u32, col: u32) -> u32 {
 fn epilogue(r: u32, col: u32, v: f32) -> f32 {
     return v;
 }
+fn finish(i: u32, v: f32) -> f32 {
+    return v;
+}
 ";
 const GEMM_STRIDED: &str = include_str!("../../../shaders/gemm_strided.wgsl");
 const GEMM_CONV_FORWARD: &str = include_str!("../../../shaders/gemm_conv_forward.wgsl");
@@ -205,8 +208,14 @@ pub enum Gemm {
     /// Batched strided matmul.
     Strided,
     /// conv2d forward, one batch entry per sample, the per-channel bias added in the epilogue
-    /// (zeros when there is none: one pipeline, one shader compilation, either way).
-    ConvForward,
+    /// (zeros when there is none: one pipeline, one shader compilation, either way), then
+    /// optionally a residual of the output's shape and a relu (`conv2d_fused`, f32).
+    ConvForward {
+        /// Adds the residual (binding 5).
+        residual: bool,
+        /// Applies relu last.
+        relu: bool,
+    },
     /// conv2d's input gradient, one batch entry per sample.
     ConvInput,
     /// conv2d's weight gradient, one batch entry per split of the samples.
@@ -217,7 +226,22 @@ impl Gemm {
     fn key(self) -> &'static str {
         match self {
             Gemm::Strided => "matmul",
-            Gemm::ConvForward => "conv2d",
+            Gemm::ConvForward {
+                residual: false,
+                relu: false,
+            } => "conv2d",
+            Gemm::ConvForward {
+                residual: false,
+                relu: true,
+            } => "conv2d_relu",
+            Gemm::ConvForward {
+                residual: true,
+                relu: false,
+            } => "conv2d_add",
+            Gemm::ConvForward {
+                residual: true,
+                relu: true,
+            } => "conv2d_add_relu",
             Gemm::ConvInput => "conv2d_input_grad",
             Gemm::ConvWeight => "conv2d_weight_grad",
         }
@@ -225,22 +249,52 @@ impl Gemm {
     fn source(self, t: GpuType, body: &str) -> String {
         let ops = match self {
             Gemm::Strided => GEMM_STRIDED,
-            Gemm::ConvForward => GEMM_CONV_FORWARD,
+            Gemm::ConvForward { .. } => GEMM_CONV_FORWARD,
             Gemm::ConvInput => GEMM_CONV_INPUT,
             Gemm::ConvWeight => GEMM_CONV_WEIGHT,
         };
         let mut bindings = vec![("a", t, false), ("b", t, false), ("c", t, true)];
-        // The forward convolution's epilogue reads the bias (zeros when the layer has none).
-        if self == Gemm::ConvForward {
+        // The forward convolution's epilogue reads the bias (zeros when the layer has none), its
+        // fused finish the residual.
+        let mut finish = "v".to_string();
+        if let Gemm::ConvForward { residual, relu } = self {
             bindings.push(("bias", t, false));
+            if residual {
+                bindings.push(("res", t, false));
+                finish = "v + ld_res(i)".into();
+            }
+            if relu {
+                // relu's own expression (NaN and -0 kept), of the sum.
+                let x = format!("({finish})");
+                finish = UnaryOp::Relu.wgsl().replace('x', &x);
+            }
         }
         let body = body.replace("{{OPERANDS}}", ops);
-        fill(&body, &bindings, &[("TILE_FILL", TILE_FILL)])
+        fill(
+            &body,
+            &bindings,
+            &[("TILE_FILL", TILE_FILL), ("FINISH", &finish)],
+        )
     }
     /// Every operand kind (for the validation tests).
-    pub const ALL: [Gemm; 4] = [
+    pub const ALL: [Gemm; 7] = [
         Gemm::Strided,
-        Gemm::ConvForward,
+        Gemm::ConvForward {
+            residual: false,
+            relu: false,
+        },
+        Gemm::ConvForward {
+            residual: false,
+            relu: true,
+        },
+        Gemm::ConvForward {
+            residual: true,
+            relu: false,
+        },
+        Gemm::ConvForward {
+            residual: true,
+            relu: true,
+        },
         Gemm::ConvInput,
         Gemm::ConvWeight,
     ];
