@@ -9,7 +9,8 @@
 //! adapter, next to onnxruntime's CPU latency at the same thread count, with the outputs' max abs
 //! diff; the models are written into `target/onnx-bench/` on first use, see `bench/onnx.rs`); and
 //! the GPU's cold start: a fresh process (this binary with `--cold-start`, Mesa's shader cache
-//! disabled) timing device creation and its first SimpleCNN training step. Writes
+//! disabled) timing device creation and its first SimpleCNN training step (`--cold-start
+//! --profile` alone: the first step's GPU time per kernel against a warm step's). Writes
 //! `bench-results.json`. Medians of several runs; measure on an idle machine.
 //!
 //! `cargo run --release --example bench`
@@ -206,6 +207,10 @@ fn pytorch() -> Option<serde_json::Value> {
 }
 
 /// `--cold-start`: device creation and the first training step of this fresh process, as JSON.
+/// With `--profile`, a table instead: each GPU kernel's time in the first step against a warm
+/// step's (the GPU profiler's timestamps), which shows where a cold start goes on an adapter that
+/// compiles at first dispatch (llvmpipe JIT-compiles a pipeline when it first runs, not in
+/// `create_compute_pipeline`).
 fn cold_start() -> Result<()> {
     let t0 = Instant::now();
     let dev = Device::gpu()?;
@@ -216,11 +221,42 @@ fn cold_start() -> Result<()> {
     let mut opt = Adam::new(model.parameters(), 1e-3)?;
     let x = Tensor::randn([64, 3, 32, 32], &dev)?;
     let y = Tensor::from_vec((0..64).map(|i| i % 10).collect::<Vec<i64>>(), [64], &dev)?;
-    let loss = F::cross_entropy(&model.forward(&x)?, &y)?;
-    opt.zero_grad();
-    loss.backward()?;
-    opt.step()?;
-    loss.item()?;
+    let mut step = || -> Result<()> {
+        let loss = F::cross_entropy(&model.forward(&x)?, &y)?;
+        opt.zero_grad();
+        loss.backward()?;
+        opt.step()?;
+        loss.item()?;
+        Ok(())
+    };
+    if std::env::args().any(|a| a == "--profile") {
+        use wgtorch::profiler::{profile, ProfileOptions, ProfilerActivity};
+        let opts = || ProfileOptions {
+            activities: ProfilerActivity::ALL,
+            ..Default::default()
+        };
+        let first = profile(opts(), |_| step())?.key_averages();
+        let warm = profile(opts(), |_| step())?.key_averages();
+        let ms = |ns: u64| ns as f64 / 1e6;
+        let mut rows: Vec<_> = first.rows().iter().filter(|r| r.gpu_kernel).collect();
+        rows.sort_by_key(|r| std::cmp::Reverse(r.self_gpu_time_total_ns));
+        println!("| kernel | launches | first step, ms | warm step, ms | difference, ms |");
+        println!("|---|---|---|---|---|");
+        for r in rows {
+            let w = warm.get(&r.name).map_or(0, |w| w.self_gpu_time_total_ns);
+            let (f, w) = (ms(r.self_gpu_time_total_ns), ms(w));
+            println!("| {} | {} | {f:.1} | {w:.1} | {:.1} |", r.name, r.count, f - w);
+        }
+        let (f, w) = (first.self_gpu_time_total_ns(), warm.self_gpu_time_total_ns());
+        println!(
+            "GPU time: first step {:.0} ms, warm step {:.0} ms; {} pipelines created",
+            ms(f),
+            ms(w),
+            ctx.stats().pipelines_created
+        );
+        return Ok(());
+    }
+    step()?;
     let total = t0.elapsed().as_secs_f64();
     println!(
         "{}",
