@@ -245,9 +245,17 @@ fn cold_start() -> Result<()> {
         for r in rows {
             let w = warm.get(&r.name).map_or(0, |w| w.self_gpu_time_total_ns);
             let (f, w) = (ms(r.self_gpu_time_total_ns), ms(w));
-            println!("| {} | {} | {f:.1} | {w:.1} | {:.1} |", r.name, r.count, f - w);
+            println!(
+                "| {} | {} | {f:.1} | {w:.1} | {:.1} |",
+                r.name,
+                r.count,
+                f - w
+            );
         }
-        let (f, w) = (first.self_gpu_time_total_ns(), warm.self_gpu_time_total_ns());
+        let (f, w) = (
+            first.self_gpu_time_total_ns(),
+            warm.self_gpu_time_total_ns(),
+        );
         println!(
             "GPU time: first step {:.0} ms, warm step {:.0} ms; {} pipelines created",
             ms(f),

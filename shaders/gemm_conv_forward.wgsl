@@ -63,8 +63,11 @@ fn c_index(bi: u32, r: u32, c: u32) -> u32 {
 fn epilogue(r: u32, c: u32, v: f32) -> f32 {
     return v + ld_bias(c);
 }
-// The fused epilogue, applied by the launch that sums the last k: {{FINISH}} reads v and may add
-// the residual ld_res(i) (binding 5) and apply relu (conv2d_fused); plain `v` otherwise.
+// The fused epilogue (conv2d_fused), applied by the launch that sums the last k: the residual
+// ld_res(i) (binding 5) added when the kernel has one, then act (relu's own expression, or x).
+fn act(x: f32) -> f32 {
+    return {{ACT}};
+}
 fn finish(i: u32, v: f32) -> f32 {
-    return {{FINISH}};
+    return act({{FINISH}});
 }

@@ -59,8 +59,9 @@ fn gpair<'a>(a: &'a Storage, b: &'a Storage) -> (&'a GpuStorage, &'a GpuStorage)
 
 /// What a forward convolution applies to each output element before storing it: `conv + bias`,
 /// then `+ residual` (a dense tensor of the output's shape and dtype), then `relu`. ONNX import
-/// fuses a convolution's following residual `Add` and `Relu` so, on the CPU: one pass over the
-/// output instead of three.
+/// fuses a convolution's following residual `Add` and `Relu` so: on the CPU in the output's
+/// copy-out, on a GPU (f32 only) in the convolution kernel's last launch, instead of two more
+/// passes over the output.
 pub(crate) struct ConvEpilogue<'a, R = Storage> {
     /// Added to the output.
     pub residual: Option<&'a R>,

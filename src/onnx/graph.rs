@@ -238,8 +238,8 @@ impl Graph {
 
     /// Rewrites each `Conv → Relu` and `Conv → Add(·, residual) → Relu` chain whose intermediate
     /// values have no other reader into one fused convolution at the `Relu`'s place
-    /// (`ops::nn::CONV_RELU`, inputs `[X, W, B, residual]`), which the CPU computes in one pass
-    /// over the output ([`crate::ops::conv2d_fused`]). The `Add`'s other operand must have the
+    /// (`ops::nn::CONV_RELU`, inputs `[X, W, B, residual]`), which the CPU and (in f32) a GPU
+    /// apply as the convolution's output is stored ([`crate::ops::conv2d_fused`]). The `Add`'s other operand must have the
     /// convolution output's static shape, else the chain is left as it is.
     fn fuse_conv_epilogues(&mut self) {
         let n = self.nodes.len();

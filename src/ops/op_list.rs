@@ -1,6 +1,6 @@
 //! `op_enum!`: an op enum declared from one list, with its `ALL` constant and its names, so a new
-//! op cannot be left out of a list built from `ALL` (the kernels validated with naga, the bench)
-//! and every per-op property is an exhaustive `match` next to the enum.
+//! op cannot be left out of a list built from `ALL` (the GPU kernels naga validates,
+//! `Kernel::all`) and every per-op property is an exhaustive `match` next to the enum.
 
 /// Declares `pub enum $E` with the given variants, `$E::ALL` (every variant, each parameter at
 /// the example value written after `=`, in declaration order) and `$E::name` (the string after

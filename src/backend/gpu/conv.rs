@@ -55,6 +55,14 @@ pub(crate) fn conv2d(
     o: usize,
 ) -> Result<GpuStorage> {
     let ctx = x.ctx();
+    if (epi.relu || epi.residual.is_some()) && x.ty() != GpuType::F32 {
+        // A half output would be rounded once where the ops round twice: the op layer composes
+        // the epilogue from ops there.
+        return Err(crate::Error::msg(format!(
+            "internal: conv2d's fused epilogue runs on a GPU in float32 only, got {:?}",
+            x.dtype
+        )));
+    }
     let l = g.ho * g.wo;
     let out = output(ctx, "conv2d", g.n * o * l, x.dtype)?;
     if g.n * o * l == 0 {

@@ -256,25 +256,21 @@ impl Gemm {
         let mut bindings = vec![("a", t, false), ("b", t, false), ("c", t, true)];
         // The forward convolution's epilogue reads the bias (zeros when the layer has none), its
         // fused finish the residual.
-        let mut finish = "v".to_string();
+        let (mut finish, mut act) = ("v", "x");
         if let Gemm::ConvForward { residual, relu } = self {
             bindings.push(("bias", t, false));
             if residual {
                 bindings.push(("res", t, false));
-                finish = "v + ld_res(i)".into();
+                finish = "v + ld_res(i)";
             }
             if relu {
-                // relu's own expression (NaN and -0 kept), of the sum.
-                let x = format!("({finish})");
-                finish = UnaryOp::Relu.wgsl().replace('x', &x);
+                // relu's own expression of x (NaN and -0 kept, as the op's kernel).
+                act = UnaryOp::Relu.wgsl();
             }
         }
         let body = body.replace("{{OPERANDS}}", ops);
-        fill(
-            &body,
-            &bindings,
-            &[("TILE_FILL", TILE_FILL), ("FINISH", &finish)],
-        )
+        let subs = [("TILE_FILL", TILE_FILL), ("FINISH", finish), ("ACT", act)];
+        fill(&body, &bindings, &subs)
     }
     /// Every operand kind (for the validation tests).
     pub const ALL: [Gemm; 7] = [
@@ -544,7 +540,7 @@ impl Kernel {
             Kernel::Binary(op, t) => {
                 let out = if op.is_comparison() { U32 } else { t };
                 // Float max/min propagate NaN (WGSL's builtins need not); integer division ops
-                // check their divisor (its index-check words follow the strides).
+                // check their divisor (the index-check words are `params.check`).
                 let expr = match (op, t.compute()) {
                     (BinaryOp::Maximum, "f32") => "max_nan(a, b)",
                     (BinaryOp::Minimum, "f32") => "min_nan(a, b)",

@@ -139,8 +139,8 @@ pub(super) fn gemm<P: KernelParams>(
 
 /// Launch a GEMM body over k in chunks that keep each invocation below the adapter's loop cap
 /// (llvmpipe), each with the block `params(k_start, k_end)`: the first launch applies the
-/// epilogue, the others add to the stored result. Without a cap, or with K below it, this is
-/// one launch.
+/// epilogue, the others add to the stored result, and the last (`k_end == k`) applies the
+/// operands' `finish`. Without a cap, or with K below it, this is one launch.
 fn launch_k_chunks<P: KernelParams>(
     ctx: &GpuContext,
     op: &'static str,
