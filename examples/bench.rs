@@ -206,6 +206,16 @@ fn pytorch() -> Option<serde_json::Value> {
     pytorch_with(&[])
 }
 
+/// One f32 training step of the SimpleCNN on a batch, ending with the loss's readback.
+fn train_step(model: &SimpleCnn, opt: &mut Adam, x: &Tensor, y: &Tensor) -> Result<()> {
+    let loss = F::cross_entropy(&model.forward(x)?, y)?;
+    opt.zero_grad();
+    loss.backward()?;
+    opt.step()?;
+    loss.item()?;
+    Ok(())
+}
+
 /// `--cold-start`: device creation and the first training step of this fresh process, as JSON.
 /// With `--profile`, a table instead: each GPU kernel's time in the first step against a warm
 /// step's (the GPU profiler's timestamps), which shows where a cold start goes on an adapter that
@@ -221,14 +231,7 @@ fn cold_start() -> Result<()> {
     let mut opt = Adam::new(model.parameters(), 1e-3)?;
     let x = Tensor::randn([64, 3, 32, 32], &dev)?;
     let y = Tensor::from_vec((0..64).map(|i| i % 10).collect::<Vec<i64>>(), [64], &dev)?;
-    let mut step = || -> Result<()> {
-        let loss = F::cross_entropy(&model.forward(&x)?, &y)?;
-        opt.zero_grad();
-        loss.backward()?;
-        opt.step()?;
-        loss.item()?;
-        Ok(())
-    };
+    let mut step = || train_step(&model, &mut opt, &x, &y);
     if std::env::args().any(|a| a == "--profile") {
         use wgtorch::profiler::{profile, ProfileOptions, ProfilerActivity};
         let opts = || ProfileOptions {
@@ -345,12 +348,7 @@ fn soak(dev: &Device, steps: usize, batch: usize) -> Result<()> {
     let mut batches = (0..).flat_map(|e| loader.epoch(e));
     let mut step = || -> Result<()> {
         let (x, y) = batches.next().ok_or_else(|| usage("no batches".into()))??;
-        let loss = F::cross_entropy(&model.forward(&x)?, &y)?;
-        opt.zero_grad();
-        loss.backward()?;
-        opt.step()?;
-        loss.item()?;
-        Ok(())
+        train_step(&model, &mut opt, &x, &y)
     };
     let warm = (steps / 20).clamp(1, 50);
     for _ in 0..warm {

@@ -9,37 +9,26 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     if (e >= params.total) {
         return;
     }
-    let H = params.g.h;
-    let W = params.g.w;
-    let kh = params.g.kh;
-    let kw = params.g.kw;
-    let sh = params.g.sh;
-    let sw = params.g.sw;
-    let ph = params.g.ph;
-    let pw = params.g.pw;
-    let dh = params.g.dh;
-    let dw = params.g.dw;
-    let Ho = params.g.ho;
-    let Wo = params.g.wo;
-    let kk = kh * kw;
-    let L = Ho * Wo;
-    let nc = e / (H * W);
-    let h = (e % (H * W)) / W;
-    let w = (e % (H * W)) % W;
+    let g = params.g;
+    let kk = g.kh * g.kw;
+    let L = g.ho * g.wo;
+    let nc = e / (g.h * g.w);
+    let h = (e % (g.h * g.w)) / g.w;
+    let w = (e % (g.h * g.w)) % g.w;
     var acc = {{C}}(0);
-    for (var ki = 0u; ki < kh; ki = ki + 1u) {
-        let hh = i32(h + ph) - i32(ki * dh);
-        if (hh < 0 || u32(hh) % sh != 0u || u32(hh) / sh >= Ho) {
+    for (var ki = 0u; ki < g.kh; ki = ki + 1u) {
+        let hh = i32(h + g.ph) - i32(ki * g.dh);
+        if (hh < 0 || u32(hh) % g.sh != 0u || u32(hh) / g.sh >= g.ho) {
             continue;
         }
-        let oh = u32(hh) / sh;
-        for (var kj = 0u; kj < kw; kj = kj + 1u) {
-            let ww = i32(w + pw) - i32(kj * dw);
-            if (ww < 0 || u32(ww) % sw != 0u || u32(ww) / sw >= Wo) {
+        let oh = u32(hh) / g.sh;
+        for (var kj = 0u; kj < g.kw; kj = kj + 1u) {
+            let ww = i32(w + g.pw) - i32(kj * g.dw);
+            if (ww < 0 || u32(ww) % g.sw != 0u || u32(ww) / g.sw >= g.wo) {
                 continue;
             }
-            let ow = u32(ww) / sw;
-            acc = acc + ld_src((nc * kk + ki * kw + kj) * L + oh * Wo + ow);
+            let ow = u32(ww) / g.sw;
+            acc = acc + ld_src((nc * kk + ki * g.kw + kj) * L + oh * g.wo + ow);
         }
     }
     st_dst(e, acc);

@@ -9,30 +9,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     if (e >= params.total) {
         return;
     }
-    let H = params.g.h;
-    let W = params.g.w;
-    let kh = params.g.kh;
-    let kw = params.g.kw;
-    let sh = params.g.sh;
-    let sw = params.g.sw;
-    let ph = params.g.ph;
-    let pw = params.g.pw;
-    let dh = params.g.dh;
-    let dw = params.g.dw;
-    let Ho = params.g.ho;
-    let Wo = params.g.wo;
-    let kk = kh * kw;
-    let L = Ho * Wo;
+    let g = params.g;
+    let kk = g.kh * g.kw;
+    let L = g.ho * g.wo;
     let row = e / L;
     let p = e % L;
     let nc = row / kk;
-    let ki = (row % kk) / kw;
-    let kj = (row % kk) % kw;
-    let h = i32((p / Wo) * sh + ki * dh) - i32(ph);
-    let w = i32((p % Wo) * sw + kj * dw) - i32(pw);
-    if (h < 0 || w < 0 || h >= i32(H) || w >= i32(W)) {
+    let ki = (row % kk) / g.kw;
+    let kj = (row % kk) % g.kw;
+    let h = i32((p / g.wo) * g.sh + ki * g.dh) - i32(g.ph);
+    let w = i32((p % g.wo) * g.sw + kj * g.dw) - i32(g.pw);
+    if (h < 0 || w < 0 || h >= i32(g.h) || w >= i32(g.w)) {
         st_dst(e, bitcast<{{C}}>(params.pad));
     } else {
-        st_dst(e, ld_src(nc * H * W + u32(h) * W + u32(w)));
+        st_dst(e, ld_src(nc * g.h * g.w + u32(h) * g.w + u32(w)));
     }
 }
