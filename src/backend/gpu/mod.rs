@@ -27,6 +27,7 @@ mod adapter;
 mod checks;
 mod context;
 mod conv;
+mod index;
 pub mod kernels;
 mod matmul;
 mod oneshot;
@@ -40,6 +41,7 @@ pub(crate) use conv::{
     col2im, conv2d, conv2d_backward_input, conv2d_backward_weight, im2col, max_pool,
     max_pool_backward,
 };
+pub(crate) use index::{gather, scatter_add};
 use kernels::{GpuType, Kernel};
 pub(crate) use matmul::matmul;
 use params::*;
@@ -47,7 +49,7 @@ pub(crate) use sort::argsort_rows;
 
 use crate::backend::cpu::CpuStorage;
 use crate::ops::{BinaryOp, ReduceOp, UnaryOp};
-use crate::shape::{contiguous_strides, Layout};
+use crate::shape::Layout;
 use crate::{DType, Device, Error, Result};
 use std::sync::Arc;
 
@@ -410,7 +412,15 @@ pub(crate) fn unary(op: UnaryOp, x: &GpuStorage, l: &Layout) -> Result<GpuStorag
     };
     let k = Kernel::Unary(op, x.ty());
     let bufs = [x.raw(), out.raw()];
-    launch(ctx, op.name(), k, &p, &words(&sh, &st), &bufs, groups(n))?;
+    launch(
+        ctx,
+        op.name(),
+        k,
+        &p,
+        &strided_tail(&sh, &st),
+        &bufs,
+        groups(n),
+    )?;
     Ok(out)
 }
 
@@ -454,7 +464,7 @@ pub(crate) fn binary(
         off_b: u(bl.offset),
         check: IndexCheck::default(),
     };
-    let tail = words(&sh, &st);
+    let tail = strided_tail(&sh, &st);
     let kernel = Kernel::Binary(op, a.ty());
     if op.divides_integers() && !a.dtype.is_float() {
         // A zero divisor is recorded on the device and reported at the thread's next readback
@@ -492,12 +502,20 @@ pub(crate) fn where_cond(
     };
     let bufs = [c.raw(), a.raw(), b.raw(), out.raw()];
     let k = Kernel::Where(a.ty());
-    launch(ctx, "where", k, &p, &words(&sh, &st), &bufs, groups(n))?;
+    launch(
+        ctx,
+        "where",
+        k,
+        &p,
+        &strided_tail(&sh, &st),
+        &bufs,
+        groups(n),
+    )?;
     Ok(out)
 }
 
 /// The tail words of the strided kernels: the coalesced shape, then each operand's strides.
-fn words(shape: &[usize], strides: &[Vec<usize>]) -> Vec<u32> {
+fn strided_tail(shape: &[usize], strides: &[Vec<usize>]) -> Vec<u32> {
     let all = std::iter::once(shape).chain(strides.iter().map(|s| &s[..]));
     all.flat_map(|v| v.iter().map(|&x| u(x))).collect()
 }
@@ -511,7 +529,7 @@ fn copy_params(n: usize, sl: &Layout, dl: &Layout) -> (CopyParams, Vec<u32>) {
         off_src: u(sl.offset),
         off_dst: u(dl.offset),
     };
-    (p, words(&sh, &st))
+    (p, strided_tail(&sh, &st))
 }
 
 /// Copy a strided view into a new contiguous buffer, converting to `to`.
@@ -661,131 +679,15 @@ pub(crate) fn cumsum_rows(x: &GpuStorage, rows: usize, n: usize) -> Result<GpuSt
     Ok(out)
 }
 
-/// `out = x.gather(dim, idx)` for `op` (the name an out-of-range index is reported under).
-pub(crate) fn gather(
-    op: &'static str,
-    x: &GpuStorage,
-    xshape: &[usize],
-    dim: usize,
-    idx: &GpuStorage,
-    il: &Layout,
-) -> Result<GpuStorage> {
-    let ctx = x.ctx();
-    let n = il.numel();
-    let out = output(ctx, op, n, x.dtype)?;
-    if n == 0 {
-        return Ok(out);
+/// The first GPU for a unit test: `None` without one, and a test failure without one under `CI`
+/// (where lavapipe must be found), as `tests/common` does for the integration tests.
+#[cfg(test)]
+pub(crate) fn test_context() -> Option<Arc<GpuContext>> {
+    match context(0) {
+        Ok(ctx) => Some(ctx),
+        Err(e) if std::env::var_os("CI").is_some() => panic!("no GPU adapter under CI: {e}"),
+        Err(_) => None,
     }
-    let nd = xshape.len().max(1);
-    let pad = |v: &[usize]| {
-        if v.is_empty() {
-            vec![1u32]
-        } else {
-            v.iter().map(|&x| u(x)).collect()
-        }
-    };
-    ctx.checks.checked(op, |flag, check| {
-        let p = GatherParams {
-            n: u(n),
-            ndim: u(nd),
-            dim: u(dim),
-            off_idx: u(il.offset),
-            check: check.into(),
-        };
-        let mut tail = pad(xshape);
-        tail.extend(pad(&contiguous_strides(xshape)));
-        tail.extend(pad(&il.shape));
-        tail.extend(if il.strides.is_empty() {
-            vec![0]
-        } else {
-            il.strides.iter().map(|&x| u(x)).collect()
-        });
-        let bufs = [x.raw(), idx.raw(), out.raw(), flag];
-        launch(ctx, op, Kernel::Gather(x.ty()), &p, &tail, &bufs, groups(n))
-    })?;
-    Ok(out)
-}
-
-/// `base.scatter_add(dim, idx, src)` for `op` (the name an out-of-range index is reported under).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn scatter_add(
-    op: &'static str,
-    base: &GpuStorage,
-    bshape: &[usize],
-    dim: usize,
-    idx: &GpuStorage,
-    il: &Layout,
-    src: &GpuStorage,
-    sl: &Layout,
-) -> Result<GpuStorage> {
-    if base.dtype == DType::I64 {
-        let bl = Layout::contiguous(bshape);
-        return via_host(op, &[(base, &bl), (idx, il), (src, sl)], |h| {
-            let mut out = h[0].clone();
-            crate::backend::cpu::scatter_add_any(op, &mut out, bshape, dim, &h[1], il, &h[2], sl)?;
-            Ok(out)
-        });
-    }
-    let ctx = base.ctx();
-    let n: usize = bshape.iter().product();
-    let out = output(ctx, op, n, base.dtype)?;
-    if n == 0 {
-        // No base element to visit the indices from: dimension `dim` is empty (the others bound
-        // the index's), so every index is out of range. A gather with them records the first.
-        if il.numel() > 0 {
-            gather(op, base, bshape, dim, idx, il)?;
-        }
-        return Ok(out);
-    }
-    let nd = bshape.len().max(1);
-    let pad = |v: &[usize], d: usize| {
-        if v.is_empty() {
-            vec![d as u32]
-        } else {
-            v.iter().map(|&x| u(x)).collect()
-        }
-    };
-    ctx.checks.checked(op, |flag, check| {
-        let mut tail = pad(bshape, 1);
-        tail.extend(pad(&il.shape, 1));
-        tail.extend(pad(&il.strides, 0));
-        tail.extend(pad(&sl.strides, 0));
-        // Each output element loops over the index along `dim`: past the adapter's loop cap,
-        // in chunks, each launch adding its chunk to the previous launch's result.
-        let at = |v: &[usize], d: usize| v.get(dim).copied().unwrap_or(d);
-        let (kn, ist, sst) = (at(&il.shape, 1), at(&il.strides, 0), at(&sl.strides, 0));
-        let step = ctx.loop_budget().unwrap_or(usize::MAX);
-        let mut prev: Option<GpuStorage> = None;
-        let mut k0 = 0;
-        loop {
-            let k1 = k0 + step.min(kn - k0);
-            let part = if k1 < kn {
-                Some(output(ctx, op, n, base.dtype)?)
-            } else {
-                None
-            };
-            let dst = part.as_ref().unwrap_or(&out);
-            let from = prev.as_ref().unwrap_or(base);
-            let p = ScatterAddParams {
-                n: u(n),
-                ndim: u(nd),
-                dim: u(dim),
-                off_idx: u(il.offset + k0 * ist),
-                off_src: u(sl.offset + k0 * sst),
-                len_dim: u(k1 - k0),
-                check: check.into(),
-            };
-            let bufs = [from.raw(), idx.raw(), src.raw(), dst.raw(), flag];
-            let kernel = Kernel::ScatterAdd(base.ty());
-            launch(ctx, op, kernel, &p, &tail, &bufs, groups(n))?;
-            if part.is_none() {
-                return Ok(());
-            }
-            prev = part;
-            k0 = k1;
-        }
-    })?;
-    Ok(out)
 }
 
 /// Fused Adam/AdamW step in place on `p`, `m`, `v` (all f32, `n` elements). `h` holds lr, beta1,
