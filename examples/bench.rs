@@ -24,6 +24,10 @@
 //! resnet18|transformer_encoder_4l [--reps N] [--device cpu|gpu] [--profile]` times one model
 //! alone (wgtorch only), for a profiler; `--profile` prints `wgtorch::profiler`'s per-op tables.
 //!
+//! `--compile [--reps N]` times the SimpleCNN's inference (batch 64, evaluation mode) eager and
+//! through `wgtorch::compile::compile_module`, alternating, on the CPU and the GPU adapter, with
+//! the GPU dispatches per call (`bench/compile.rs`), writing `bench-compile-results.json`.
+//!
 //! `--soak N [--batch B] [--device cpu|gpu]` instead runs N SimpleCNN training steps (batch B,
 //! default 64; the embedded digits through a DataLoader) on each device, printing resident memory
 //! (VmRSS), the host pool and the GPU pool after warm-up, every tenth of the run and at the end,
@@ -33,6 +37,8 @@
 //! SimpleCNN step on 1 rank and on 2 ranks with DistributedDataParallel (1 thread per rank),
 //! with the all-reduce time and overlap, next to PyTorch's DDP; writes `bench-ddp-results.json`.
 
+#[path = "bench/compile.rs"]
+mod compile;
 #[cfg(feature = "mpi")]
 #[path = "bench/ddp.rs"]
 mod ddp;
@@ -476,29 +482,40 @@ fn main() -> Result<()> {
         let profile = std::env::args().any(|a| a == "--profile");
         return onnx::onnx_case(&case, &dev, reps.max(1), profile);
     }
-    if std::env::args().any(|a| a == "--onnx") {
-        let reps = arg::<usize>("--reps").unwrap_or(Ok(15)).map_err(usage)?;
-        let mut devs = vec![Device::Cpu];
-        if let Ok(g) = Device::gpu() {
-            devs.push(g);
+    // The section-only modes: each writes its own results file.
+    type Section =
+        fn(&[Device], usize, &mut serde_json::Map<String, serde_json::Value>) -> Result<()>;
+    let sections: [(&str, &str, usize, Section); 3] = [
+        ("--onnx", "bench-onnx-results.json", 15, onnx::onnx_bench),
+        (
+            "--compile",
+            "bench-compile-results.json",
+            15,
+            compile::compile_bench,
+        ),
+        ("--seq", "bench-seq-results.json", 3, |_, rounds, json| {
+            seq::seq_bench(rounds, json)
+        }),
+    ];
+    for (flag, path, default, run) in sections {
+        if std::env::args().any(|a| a == flag) {
+            let count = if flag == "--seq" {
+                "--rounds"
+            } else {
+                "--reps"
+            };
+            let n = arg::<usize>(count).unwrap_or(Ok(default)).map_err(usage)?;
+            let mut devs = vec![Device::Cpu];
+            if let Ok(g) = Device::gpu() {
+                devs.push(g);
+            }
+            let mut json = serde_json::Map::new();
+            run(&devs, n.max(1), &mut json)?;
+            let text = serde_json::to_string_pretty(&serde_json::Value::Object(json));
+            std::fs::write(path, text.unwrap_or_default()).ok();
+            println!("\nwrote {path}");
+            return Ok(());
         }
-        let mut json = serde_json::Map::new();
-        onnx::onnx_bench(&devs, reps, &mut json)?;
-        let path = "bench-onnx-results.json";
-        let text = serde_json::to_string_pretty(&serde_json::Value::Object(json));
-        std::fs::write(path, text.unwrap_or_default()).ok();
-        println!("\nwrote {path}");
-        return Ok(());
-    }
-    if std::env::args().any(|a| a == "--seq") {
-        let rounds = arg::<usize>("--rounds").unwrap_or(Ok(3)).map_err(usage)?;
-        let mut json = serde_json::Map::new();
-        seq::seq_bench(rounds.max(1), &mut json)?;
-        let path = "bench-seq-results.json";
-        let text = serde_json::to_string_pretty(&serde_json::Value::Object(json));
-        std::fs::write(path, text.unwrap_or_default()).ok();
-        println!("\nwrote {path}");
-        return Ok(());
     }
     let mut devs = vec![Device::Cpu];
     if let Ok(g) = Device::gpu() {

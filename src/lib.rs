@@ -23,6 +23,7 @@ extern crate self as wgtorch;
 pub mod amp;
 pub mod autograd;
 pub mod backend;
+pub mod compile;
 pub mod data;
 mod device;
 #[cfg(all(feature = "mpi", not(target_arch = "wasm32")))]
@@ -41,6 +42,7 @@ pub mod shape;
 mod tensor;
 
 pub use autograd::{enable_grad, is_grad_enabled, no_grad};
+pub use compile::compile_module;
 pub use device::Device;
 pub use dtype::{DType, Scalar};
 pub use error::{Error, Result};

@@ -80,6 +80,7 @@ pub fn manual_seed(seed: u64) {
 
 /// Run `f` with the default generator.
 pub fn with_default_generator<R>(f: impl FnOnce(&mut Generator) -> R) -> R {
+    crate::onnx::trace::random_draw();
     let mut g = DEFAULT.lock();
     f(g.get_or_insert_with(|| Generator::new(0x5eed)))
 }

@@ -5,6 +5,8 @@
 
 mod common;
 
+#[path = "compiled/mod.rs"]
+mod compiled;
 #[allow(dead_code)]
 #[path = "../examples/onnx_run.rs"]
 mod onnx_run;
@@ -885,6 +887,34 @@ fn export_refuses_what_it_cannot_write() {
         y.reshape([1, 2 * n])?.expand([n, 2 * n])
     });
     assert!(err.contains("batch") || err.contains("differ"), "{err}");
+    // A value read on the host (a data-dependent branch) and a random draw would be frozen
+    // into the file: both are errors.
+    let err = bad(&|x| {
+        let y = fc.forward(x)?;
+        if y.sum_all()?.item()? > 0.0 {
+            y.relu()
+        } else {
+            Ok(y)
+        }
+    });
+    assert!(
+        err.contains("ONNX export") && err.contains("on the host (item)"),
+        "{err}"
+    );
+    let err = bad(&|x| fc.forward(x)?.add(&Tensor::randn([3, 2], &dev)?));
+    assert!(err.contains("random"), "{err}");
+    // A parameter read on the host is a constant of the file, as the parameter is: allowed
+    // (a compiled graph, which reads the live parameters, refuses it).
+    wgtorch::onnx::export_bytes(
+        &fc,
+        std::slice::from_ref(&x),
+        |xs| {
+            let scale = fc.weight.to_vec::<f32>()?[0] as f64;
+            Ok(vec![fc.forward(&xs[0])?.mul_scalar(scale)?])
+        },
+        ExportOptions::default(),
+    )
+    .unwrap();
     let err = wgtorch::onnx::export_bytes(
         &fc,
         std::slice::from_ref(&x),

@@ -94,9 +94,51 @@ pub fn export_bytes(
     forward: impl Fn(&[Tensor]) -> Result<Vec<Tensor>>,
     options: ExportOptions,
 ) -> Result<Vec<u8>> {
+    let traced = trace_model(
+        module,
+        example_inputs,
+        forward,
+        &options,
+        "ONNX export",
+        false,
+    )?;
+    let bytes = traced.model.encode_to_vec();
+    // The file must compute what the module computes: run it with the importer on the example
+    // inputs, and on the second batch size when the batch is dynamic.
+    let check = super::Model::load_bytes(&bytes, &Device::Cpu)?;
+    for (inputs, expected) in traced.cases {
+        let cpu: Vec<Tensor> = inputs
+            .iter()
+            .map(|t| t.to(&Device::Cpu))
+            .collect::<Result<_>>()?;
+        let got = check.run(&cpu)?;
+        same_outputs("ONNX export", &got, &expected, &traced.output_names)?;
+    }
+    Ok(bytes)
+}
+
+/// A traced forward pass: the graph, and the module's own outputs on each traced batch.
+pub(crate) struct Traced {
+    pub model: ModelProto,
+    /// (inputs, the module's outputs) for each batch size traced.
+    pub cases: Vec<(Vec<Tensor>, Vec<Tensor>)>,
+    pub output_names: Vec<String>,
+}
+
+/// Traces `forward` on `example_inputs` (twice with `dynamic_batch`) into a model whose
+/// initializers are `module`'s parameters and buffers under their state_dict names. `what` and
+/// `live_params` go to [`trace::capture`].
+pub(crate) fn trace_model(
+    module: &dyn Module,
+    example_inputs: &[Tensor],
+    forward: impl Fn(&[Tensor]) -> Result<Vec<Tensor>>,
+    options: &ExportOptions,
+    what: &'static str,
+    live_params: bool,
+) -> Result<Traced> {
     if !super::OPSETS.contains(&options.opset) {
         return Err(Error::msg(format!(
-            "ONNX export: opset {} is not one of 13 to 21",
+            "{what}: opset {} is not one of 13 to 21",
             options.opset
         )));
     }
@@ -109,13 +151,23 @@ pub fn export_bytes(
     };
     let input_names = names(&options.input_names, example_inputs.len(), "input");
     if input_names.len() != example_inputs.len() {
-        return Err(Error::msg("ONNX export: input_names must name every input"));
+        return Err(Error::msg(format!(
+            "{what}: input_names must name every input"
+        )));
     }
     let mut params = Vec::new();
     module.visit(&mut |n, t, _| params.push((n.to_string(), t.clone())));
     let opset = options.opset;
     let run = |inputs: &[Tensor]| {
-        let (outs, tracer) = trace::capture(inputs, &input_names, params.clone(), opset, &forward)?;
+        let (outs, tracer) = trace::capture(
+            inputs,
+            &input_names,
+            params.clone(),
+            opset,
+            what,
+            live_params,
+            &forward,
+        )?;
         if let Some(e) = tracer.error {
             return Err(e);
         }
@@ -124,9 +176,9 @@ pub fn export_bytes(
     let (outs, mut tracer) = run(example_inputs)?;
     let output_names = names(&options.output_names, outs.len(), "output");
     if output_names.len() != outs.len() {
-        return Err(Error::msg(
-            "ONNX export: output_names must name every output",
-        ));
+        return Err(Error::msg(format!(
+            "{what}: output_names must name every output"
+        )));
     }
     let mut second = None;
     if options.dynamic_batch {
@@ -141,7 +193,9 @@ pub fn export_bytes(
     // Graph outputs: each output value renamed through an Identity.
     for (o, name) in outs.iter().zip(&output_names) {
         let src = tracer.traced(o).ok_or_else(|| {
-            Error::msg("ONNX export: an output is not computed from the inputs by recorded ops")
+            Error::msg(format!(
+                "{what}: an output is not computed from the inputs by recorded ops"
+            ))
         })?;
         tracer.raw("Identity", vec![src], vec![name.clone()], vec![]);
     }
@@ -173,48 +227,65 @@ pub fn export_bytes(
         }),
         ..Default::default()
     };
-    let bytes = model.encode_to_vec();
-    // The file must compute what the module computes: run it with the importer on the example
-    // inputs, and on the second batch size when the batch is dynamic.
-    let check = super::Model::load_bytes(&bytes, &Device::Cpu)?;
     let mut cases = vec![(example_inputs.to_vec(), outs)];
     cases.extend(second);
-    for (inputs, expected) in cases {
-        let cpu: Vec<Tensor> = inputs
-            .iter()
-            .map(|t| t.to(&Device::Cpu))
-            .collect::<Result<_>>()?;
-        let got = check.run(&cpu)?;
-        for ((g, e), name) in got.iter().zip(&expected).zip(&output_names) {
-            let e = e.detach().to(&Device::Cpu)?;
-            let same_shape = g.shape() == e.shape();
-            let diff = if same_shape && g.numel() > 0 {
-                g.to_dtype(DType::F64)?
-                    .sub(&e.to_dtype(DType::F64)?)?
-                    .abs()?
-                    .amax(Vec::<isize>::new(), false)?
-                    .item()?
-            } else {
-                0.0
-            };
-            let scale = if e.numel() > 0 {
-                e.to_dtype(DType::F64)?
-                    .abs()?
-                    .amax(Vec::<isize>::new(), false)?
-                    .item()?
-            } else {
-                0.0
-            };
-            if !same_shape || diff.is_nan() || diff > 1e-4 * (1.0 + scale) {
-                return Err(Error::msg(format!(
-                    "ONNX export: the exported graph's {name} differs from the module's (shape {:?} vs {:?}, max abs diff {diff:e}); please report this",
-                    g.shape(),
-                    e.shape()
-                )));
-            }
+    Ok(Traced {
+        model,
+        cases,
+        output_names,
+    })
+}
+
+/// The graph's outputs `got` against the module's `expected` (any devices): the same shapes,
+/// and values within `1e-4·(1 + max |expected|)` (`1e-2·(…)` for half types), NaN where NaN.
+pub(crate) fn same_outputs(
+    what: &str,
+    got: &[Tensor],
+    expected: &[Tensor],
+    names: &[String],
+) -> Result<()> {
+    for ((g, e), name) in got.iter().zip(expected).zip(names) {
+        let g = g.detach().to(&Device::Cpu)?;
+        let e = e.detach().to(&Device::Cpu)?;
+        let same_shape = g.shape() == e.shape() && g.dtype() == e.dtype();
+        let wide = |t: &Tensor| t.to_dtype(DType::F64);
+        let diff = if same_shape && g.numel() > 0 {
+            let (gw, ew) = (wide(&g)?, wide(&e)?);
+            // Equal values (infinities included) and NaN where the module has NaN match; a
+            // NaN elsewhere does not.
+            let same = gw
+                .eq(&ew)?
+                .logical_or(&gw.isnan()?.logical_and(&ew.isnan()?)?)?;
+            let d = gw.sub(&ew)?.abs()?;
+            let d = Tensor::where_cond(&same, &d.zeros_like()?, &d)?;
+            d.amax(Vec::<isize>::new(), false)?.item()?
+        } else {
+            0.0
+        };
+        let scale = if e.numel() > 0 {
+            let ew = wide(&e)?;
+            Tensor::where_cond(&ew.isfinite()?, &ew.abs()?, &ew.zeros_like()?)?
+                .amax(Vec::<isize>::new(), false)?
+                .item()?
+        } else {
+            0.0
+        };
+        let rel = if matches!(e.dtype(), DType::F16 | DType::BF16) {
+            1e-2
+        } else {
+            1e-4
+        };
+        if !same_shape || diff.is_nan() || diff > rel * (1.0 + scale) {
+            return Err(Error::msg(format!(
+                "{what}: the graph's {name} differs from the module's ({} {:?} vs {} {:?}, max abs diff {diff:e}); please report this",
+                g.dtype(),
+                g.shape(),
+                e.dtype(),
+                e.shape()
+            )));
         }
     }
-    Ok(bytes)
+    Ok(())
 }
 
 /// The inputs with one more row along dim 0 (the first row repeated).

@@ -184,6 +184,36 @@ impl Model {
         })
     }
 
+    /// A model built in trainable mode from a traced module (`compile`): its initializers that
+    /// name one of `live`'s tensors (state_dict name, same dtype and shape) become those very
+    /// tensors, so the model reads the module's current parameters and buffers (an optimizer
+    /// step or a `load_state_dict` is seen, and gradients reach them); the others (constants
+    /// made in the forward pass) stay constants, without gradients.
+    pub(crate) fn bind_live(&mut self, live: &[(String, Tensor)]) -> Result<()> {
+        for p in &self.named {
+            let Some(placed) = self.placed[p.id].as_mut() else {
+                continue;
+            };
+            match live.iter().find(|(n, _)| *n == p.name) {
+                Some((_, t)) => {
+                    if t.dtype() != placed.dtype() || t.shape() != placed.shape() {
+                        return Err(Error::msg(format!(
+                            "compile: the traced {} is {} {:?}, the module's {} {:?}",
+                            p.name,
+                            placed.dtype(),
+                            placed.shape(),
+                            t.dtype(),
+                            t.shape()
+                        )));
+                    }
+                    *placed = t.clone();
+                }
+                None => *placed = placed.detach(),
+            }
+        }
+        Ok(())
+    }
+
     /// The graph's inputs (initializers excluded), in order.
     pub fn inputs(&self) -> Vec<ValueSpec> {
         self.graph.inputs.iter().map(|&i| self.spec(i)).collect()

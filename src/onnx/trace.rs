@@ -44,6 +44,12 @@ pub(crate) struct Tracer {
     counter: usize,
     /// The first op that could not be recorded.
     pub error: Option<Error>,
+    /// What the capture is for (`"ONNX export"`, `"compile"`), in its errors.
+    pub what: &'static str,
+    /// Parameters read on the host count as data-dependent too (a compiled graph reads the
+    /// live parameters, so a value read from one at capture would go stale); an export's
+    /// parameters are constants.
+    pub live_params: bool,
 }
 
 impl Tracer {
@@ -64,8 +70,9 @@ impl Tracer {
         }
         if t.grad_fn().is_some() {
             return Err(Error::msg(format!(
-                "ONNX export: a {} tensor of shape {:?} comes from an op the exporter does not record ({}); \
+                "{}: a {} tensor of shape {:?} comes from an op the exporter does not record ({}); \
                  only the ops listed in docs/onnx.md export",
+                self.what,
                 t.dtype(),
                 t.shape(),
                 t.grad_fn().map(|g| g.name()).unwrap_or_default()
@@ -247,20 +254,71 @@ pub(crate) fn scope() -> Option<Scope> {
     })
 }
 
+/// Called by the host reads a user can make (`to_vec`, `item`): in the forward pass itself
+/// (outside any op) a read of a value computed from the inputs (or, for `compile`, of a
+/// parameter) makes what follows depend on data the graph cannot see, so the capture fails
+/// rather than bake one run's value (or branch) into the graph. Reads inside an op (its own
+/// checks) are part of the op, which records itself.
+pub(crate) fn host_read(t: &Tensor, op: &str) {
+    if ACTIVE.load(Ordering::Relaxed) == 0 {
+        return;
+    }
+    TRACER.with(|r| {
+        let Ok(mut r) = r.try_borrow_mut() else {
+            return;
+        };
+        let Some(r) = r.as_mut() else { return };
+        let traced = r.names.contains_key(&t.id())
+            || t.grad_fn().is_some()
+            || (r.live_params && r.params.contains_key(&t.id()));
+        if r.depth == 0 && r.error.is_none() && traced {
+            r.error = Some(Error::msg(format!(
+                "{}: the forward pass reads a {} tensor of shape {:?} on the host ({op}); a graph cannot hold a value (or a branch) known only at run time",
+                r.what,
+                t.dtype(),
+                t.shape()
+            )));
+        }
+    });
+}
+
+/// Called when the default generator draws: a random op in the forward pass would be one
+/// fixed draw in the graph, so the capture fails.
+pub(crate) fn random_draw() {
+    if ACTIVE.load(Ordering::Relaxed) == 0 {
+        return;
+    }
+    TRACER.with(|r| {
+        let Ok(mut r) = r.try_borrow_mut() else {
+            return;
+        };
+        if let Some(r) = r.as_mut().filter(|r| r.error.is_none()) {
+            r.error = Some(Error::msg(format!(
+                "{}: the forward pass draws random numbers (randn, rand, dropout in training mode, ...); a graph would repeat one draw",
+                r.what
+            )));
+        }
+    });
+}
+
 /// Runs `f` with inputs named `input_names` and parameters named by `params`, recording its
-/// ops; returns `f`'s outputs and the recording.
+/// ops; returns `f`'s outputs and the recording. `what` names the capture in its errors;
+/// `live_params` makes host reads of parameters fail it too ([`host_read`]).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn capture(
     inputs: &[Tensor],
     input_names: &[String],
     params: Vec<(String, Tensor)>,
     opset: i64,
+    what: &'static str,
+    live_params: bool,
     f: impl FnOnce(&[Tensor]) -> Result<Vec<Tensor>>,
 ) -> Result<(Vec<Tensor>, Tracer)> {
     let already = TRACER.with(|t| t.borrow().is_some());
     if already {
-        return Err(Error::msg(
-            "ONNX export: an export is already running on this thread",
-        ));
+        return Err(Error::msg(format!(
+            "{what}: an export or a compile capture is already running on this thread"
+        )));
     }
     let mut tracer = Tracer {
         nodes: Vec::new(),
@@ -273,6 +331,8 @@ pub(crate) fn capture(
         depth: 0,
         counter: 0,
         error: None,
+        what,
+        live_params,
     };
     // Fresh handles for the inputs, so that a parameter or a repeated tensor passed as an input
     // is still named as that input. Float inputs require grad (and the pass runs with grad on),
@@ -315,7 +375,7 @@ pub(crate) fn capture(
     };
     let tracer = stop
         .take()
-        .ok_or_else(|| Error::msg("ONNX export: the recorder was lost"))?;
+        .ok_or_else(|| Error::msg(format!("{what}: the recorder was lost")))?;
     drop(stop);
     Ok((out?, tracer))
 }

@@ -15,6 +15,7 @@ impl Tensor {
                 found: T::DTYPE,
             });
         }
+        crate::onnx::trace::host_read(self, "to_vec");
         let host = self.host_storage_async().await?;
         Ok(T::slice(&host).expect("dtype checked").to_vec())
     }
@@ -33,6 +34,7 @@ impl Tensor {
                 ),
             ));
         }
+        crate::onnx::trace::host_read(self, "item");
         Ok(self.host_storage_async().await?.to_f64_vec()[0])
     }
     /// The value of a one-element tensor, as f64 (blocking).
@@ -62,6 +64,7 @@ impl Tensor {
     }
     /// All elements widened to f64 (any dtype).
     pub fn to_f64_vec(&self) -> Result<Vec<f64>> {
+        crate::onnx::trace::host_read(self, "to_f64_vec");
         Ok(block_on(self.host_storage_async())?.to_f64_vec())
     }
 

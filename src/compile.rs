@@ -1,0 +1,368 @@
+//! Compiled inference: [`compile_module`] is `torch.compile(model)` for a module's forward pass
+//! in evaluation mode.
+//!
+//! The first call with a new input signature (shapes, dtypes, devices) traces the forward pass
+//! op by op into a graph (the ONNX exporter's recorder: wgtorch's graph form is ONNX's), checks
+//! and optimises it with the ONNX importer (shape inference, `Conv → [Add →] Relu` chains fused
+//! into one convolution, intermediates freed at their last use), runs the graph and compares
+//! its outputs with the traced eager pass before it is used. Later calls with that signature
+//! run the graph. The graph reads the module's live parameters and buffers, so optimizer steps
+//! and `load_state_dict` are seen; replacing a parameter tensor recompiles.
+//!
+//! What a graph cannot hold runs eagerly for that signature, with the reason kept for
+//! [`CompiledModule::explain`] (as `torch._dynamo.explain` reports graph breaks): a host read
+//! of a computed value in the forward pass (`item`, `to_vec`: a data-dependent branch), a
+//! random draw, an op the recorder does not know, training mode, autocast, more signatures
+//! than [`CompileOptions::cache_size_limit`]. With [`CompileOptions::fullgraph`] those are
+//! errors instead. A compiled call never returns another result than the checked graph's.
+//!
+//! ```
+//! use wgtorch::nn::{Conv2d, Conv2dOptions, ModuleExt, Sequential, ReLU};
+//! use wgtorch::{compile::compile_module, Device, Tensor};
+//! let dev = Device::Cpu;
+//! let mut net = Sequential::new()
+//!     .append(Conv2d::with_options(3, 8, 3, Conv2dOptions { padding: 1.into(), ..Default::default() }, &dev)?)
+//!     .append(ReLU::new());
+//! net.eval();
+//! let fast = compile_module(&net);
+//! let x = Tensor::randn([2, 3, 8, 8], &dev)?;
+//! let (a, b) = (fast.forward(&x)?, net.forward(&x)?); // the first call traces and checks
+//! assert_eq!(a.to_vec::<f32>()?, b.to_vec::<f32>()?); // conv + relu fused: the same bits
+//! fast.forward(&Tensor::randn([4, 3, 8, 8], &dev)?)?; // a new batch size: a second graph
+//! assert_eq!((fast.stats().graphs, fast.stats().recompiles), (2, 1));
+//! # Ok::<(), wgtorch::Error>(())
+//! ```
+
+use crate::nn::{Forward, ModuleExt};
+use crate::onnx::{export, ExportOptions, Model};
+use crate::{DType, Device, Error, Result, Tensor};
+use parking_lot::Mutex;
+use prost::Message;
+use std::fmt;
+use std::sync::Arc;
+
+/// [`compile_module_with`]'s options; `Default` is PyTorch's defaults.
+#[derive(Clone, Debug)]
+pub struct CompileOptions {
+    /// Input signatures compiled per module before further new ones run eagerly
+    /// (`torch._dynamo.config.cache_size_limit`, 8).
+    pub cache_size_limit: usize,
+    /// Whether what cannot be captured is an error instead of an eager call
+    /// (`torch.compile(fullgraph=True)`).
+    pub fullgraph: bool,
+}
+
+impl Default for CompileOptions {
+    fn default() -> Self {
+        CompileOptions {
+            cache_size_limit: 8,
+            fullgraph: false,
+        }
+    }
+}
+
+/// Counters of a [`CompiledModule`], as `torch._dynamo.utils.counters` reports them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CompileStats {
+    /// Graphs compiled (each new signature, and each signature again after a parameter or
+    /// buffer was replaced).
+    pub graphs: usize,
+    /// Graphs compiled after the first.
+    pub recompiles: usize,
+    /// Calls that ran a cached graph.
+    pub cache_hits: usize,
+    /// Calls that ran the module eagerly (see [`CompiledModule::explain`] for why).
+    pub eager_calls: usize,
+}
+
+/// What [`CompiledModule::explain`] reports.
+#[derive(Clone, Debug)]
+pub struct Explanation {
+    /// The graphs in the cache: signature, nodes, nodes fused into others.
+    pub graphs: Vec<GraphSummary>,
+    /// Why calls ran eagerly: signature and reason, once per distinct pair.
+    pub eager: Vec<(String, String)>,
+    /// The counters.
+    pub stats: CompileStats,
+}
+
+/// One cached graph.
+#[derive(Clone, Debug)]
+pub struct GraphSummary {
+    /// The input signature, e.g. `float32[2, 3, 32, 32] on cpu`.
+    pub signature: String,
+    /// Nodes in the graph.
+    pub nodes: usize,
+    /// Nodes that run inside a later one (a convolution's residual add and ReLU).
+    pub fused_nodes: usize,
+}
+
+impl fmt::Display for Explanation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = &self.stats;
+        writeln!(
+            f,
+            "graphs: {} ({} recompiles), cache hits: {}, eager calls: {}",
+            s.graphs, s.recompiles, s.cache_hits, s.eager_calls
+        )?;
+        for g in &self.graphs {
+            writeln!(
+                f,
+                "graph for {}: {} nodes, {} fused",
+                g.signature, g.nodes, g.fused_nodes
+            )?;
+        }
+        for (sig, why) in &self.eager {
+            writeln!(f, "eager for {sig}: {why}")?;
+        }
+        Ok(())
+    }
+}
+
+/// A module whose forward pass runs as compiled graphs, one per input signature; made by
+/// [`compile_module`]. It borrows the module, so the module keeps training in between (its
+/// parameters are shared, not copied).
+pub struct CompiledModule<'a, M: Forward + ?Sized> {
+    module: &'a M,
+    options: CompileOptions,
+    state: Mutex<State>,
+}
+
+/// The input signature a graph is specialised for.
+#[derive(Clone, PartialEq, Eq)]
+struct Signature(Vec<(Vec<usize>, DType, Device)>);
+
+impl fmt::Display for Signature {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let parts: Vec<String> = self
+            .0
+            .iter()
+            .map(|(s, d, dev)| format!("{d}{s:?} on {dev}"))
+            .collect();
+        f.write_str(&parts.join(", "))
+    }
+}
+
+enum Plan {
+    Graph(Arc<Model>),
+    Eager(String),
+}
+
+struct Entry {
+    sig: Signature,
+    plan: Plan,
+}
+
+#[derive(Default)]
+struct State {
+    /// The ids of the module's parameters and buffers the graphs read (the guard).
+    params: Vec<u64>,
+    entries: Vec<Entry>,
+    stats: CompileStats,
+    eager: Vec<(String, String)>,
+}
+
+impl State {
+    fn note_eager(&mut self, sig: &Signature, why: &str) {
+        self.stats.eager_calls += 1;
+        let pair = (sig.to_string(), why.to_string());
+        if !self.eager.contains(&pair) {
+            self.eager.push(pair);
+        }
+    }
+}
+
+/// Compiles `module`'s forward pass with the default [`CompileOptions`] (see the
+/// [module docs](self)).
+pub fn compile_module<M: Forward + ?Sized>(module: &M) -> CompiledModule<'_, M> {
+    compile_module_with(module, CompileOptions::default())
+}
+
+/// [`compile_module`] with options.
+pub fn compile_module_with<M: Forward + ?Sized>(
+    module: &M,
+    options: CompileOptions,
+) -> CompiledModule<'_, M> {
+    CompiledModule {
+        module,
+        options,
+        state: Mutex::new(State::default()),
+    }
+}
+
+fn param_ids(module: &dyn crate::nn::Module) -> Vec<u64> {
+    let mut ids = Vec::new();
+    module.visit(&mut |_, t, _| ids.push(t.id()));
+    ids
+}
+
+impl<M: Forward + ?Sized> CompiledModule<'_, M> {
+    /// The module's forward pass on `x`: the cached graph for `x`'s signature, compiled on the
+    /// first call with it; eagerly where no graph can be made (see [`Self::explain`]).
+    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let sig = Signature(vec![(x.shape().to_vec(), x.dtype(), x.device())]);
+        let why_eager = if self.module.training() == Some(true) {
+            Some("the module is in training mode (call eval(); compiled training steps are not built yet)".to_string())
+        } else {
+            crate::amp::autocast_dtype(&x.device())
+                .map(|dt| format!("autocast to {dt} is on (graphs are captured without autocast)"))
+        };
+        if let Some(why) = why_eager {
+            return self.eager(x, &sig, &why);
+        }
+        let model = {
+            let mut st = self.state.lock();
+            let ids = param_ids(self.module.as_dyn());
+            if ids != st.params {
+                // A parameter or buffer was replaced (not updated in place): the graphs read
+                // the old tensors, so they go.
+                st.entries.clear();
+                st.params = ids;
+            }
+            match st.entries.iter().find(|e| e.sig == sig).map(|e| &e.plan) {
+                Some(Plan::Graph(m)) => {
+                    let m = m.clone();
+                    st.stats.cache_hits += 1;
+                    Some(m)
+                }
+                Some(Plan::Eager(why)) => {
+                    let why = why.clone();
+                    drop(st);
+                    return self.eager(x, &sig, &why);
+                }
+                None if st.entries.len() >= self.options.cache_size_limit => {
+                    drop(st);
+                    let why = format!(
+                        "cache_size_limit ({}) reached: more input signatures than that",
+                        self.options.cache_size_limit
+                    );
+                    return self.eager(x, &sig, &why);
+                }
+                None => None,
+            }
+        };
+        if let Some(m) = model {
+            return Ok(m.run(std::slice::from_ref(x))?.remove(0));
+        }
+        // A new signature: trace, build, check, cache.
+        let (plan, out) = self.build(x)?;
+        let mut st = self.state.lock();
+        if let Plan::Graph(_) = plan {
+            st.stats.graphs += 1;
+            if st.stats.graphs > 1 {
+                st.stats.recompiles += 1;
+            }
+        }
+        if let Plan::Eager(why) = &plan {
+            st.note_eager(&sig, why);
+        }
+        st.entries.push(Entry { sig, plan });
+        Ok(out)
+    }
+
+    /// Runs the module itself (or, with `fullgraph`, refuses with `why`).
+    fn eager(&self, x: &Tensor, sig: &Signature, why: &str) -> Result<Tensor> {
+        self.refuse(sig, why)?;
+        self.state.lock().note_eager(sig, why);
+        self.module.forward(x)
+    }
+
+    /// With `fullgraph`, the error for a call that cannot run as a graph.
+    fn refuse(&self, sig: &Signature, why: &str) -> Result<()> {
+        if self.options.fullgraph {
+            return Err(Error::msg(format!(
+                "compile (fullgraph): no graph for {sig}: {why}"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The plan for `x`'s signature (a checked graph, or eager with the reason) and the
+    /// output on `x`; `Err` when the module's own forward pass fails (the error eager gives).
+    fn build(&self, x: &Tensor) -> Result<(Plan, Tensor)> {
+        let module = self.module;
+        let sig = Signature(vec![(x.shape().to_vec(), x.dtype(), x.device())]);
+        let options = ExportOptions {
+            dynamic_batch: false,
+            ..Default::default()
+        };
+        let forward = |xs: &[Tensor]| Ok(vec![module.forward(&xs[0])?]);
+        // A capture that fails may have drawn random numbers: the eager call then draws what
+        // it would have drawn without the attempt.
+        let rng = crate::with_default_generator(|g| g.state());
+        let traced = match export::trace_model(
+            module.as_dyn(),
+            std::slice::from_ref(x),
+            forward,
+            &options,
+            "compile",
+            true,
+        ) {
+            Ok(t) => t,
+            Err(e) => {
+                crate::with_default_generator(|g| g.set_state(rng));
+                // The module's own error (bad input) is the caller's, as in eager mode.
+                let why = e.to_string();
+                let out = module.forward(x)?;
+                self.refuse(&sig, &why)?;
+                return Ok((Plan::Eager(why), out));
+            }
+        };
+        let device = {
+            let mut first = None;
+            module.visit(&mut |_, t, _| {
+                first.get_or_insert(t.device());
+            });
+            first.unwrap_or(x.device())
+        };
+        let mut live = Vec::new();
+        module.visit(&mut |n, t, _| live.push((n.to_string(), t.clone())));
+        let built = Model::load_trainable_bytes(&traced.model.encode_to_vec(), &device)
+            .and_then(|mut m| m.bind_live(&live).map(|_| m))
+            .and_then(|m| {
+                let out = m.run(std::slice::from_ref(x))?;
+                let (_, expected) = &traced.cases[0];
+                export::same_outputs("compile", &out, expected, &traced.output_names)?;
+                Ok((m, out))
+            });
+        match built {
+            Ok((m, mut out)) => Ok((Plan::Graph(Arc::new(m)), out.remove(0))),
+            Err(e) => {
+                let why = e.to_string();
+                self.refuse(&sig, &why)?;
+                Ok((Plan::Eager(why), module.forward(x)?))
+            }
+        }
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> CompileStats {
+        self.state.lock().stats
+    }
+
+    /// The cached graphs and why calls ran eagerly (`torch._dynamo.explain`).
+    pub fn explain(&self) -> Explanation {
+        let st = self.state.lock();
+        Explanation {
+            graphs: st
+                .entries
+                .iter()
+                .filter_map(|e| match &e.plan {
+                    Plan::Graph(m) => Some(GraphSummary {
+                        signature: e.sig.to_string(),
+                        nodes: m.node_counts().0,
+                        fused_nodes: m.fused_nodes(),
+                    }),
+                    Plan::Eager(_) => None,
+                })
+                .collect(),
+            eager: st.eager.clone(),
+            stats: st.stats,
+        }
+    }
+
+    /// Drops every cached graph and the counters (`torch._dynamo.reset()`).
+    pub fn reset(&self) {
+        *self.state.lock() = State::default();
+    }
+}

@@ -1,0 +1,329 @@
+//! `wgtorch::compile`: compiled forward passes against the eager module, on the CPU and the GPU.
+
+use crate::common::{assert_close, devices, seed_lock, vals};
+use wgtorch::compile::{compile_module, compile_module_with, CompileOptions};
+use wgtorch::models::SimpleCnn;
+use wgtorch::nn::{
+    BatchNorm2d, Conv2d, Conv2dOptions, Forward, Kind, Linear, Module, ModuleExt, ReLU, Sequential,
+};
+use wgtorch::optim::{Optimizer, Sgd};
+use wgtorch::{Device, Result, Tensor};
+
+/// conv → bn → relu → conv → (+ x) → relu → mean → linear: a residual block and a head.
+#[derive(Module)]
+struct Block {
+    conv1: Conv2d,
+    bn1: BatchNorm2d,
+    conv2: Conv2d,
+    fc: Linear,
+}
+
+impl Block {
+    fn new(dev: &Device) -> Result<Block> {
+        let same = Conv2dOptions {
+            padding: 1.into(),
+            ..Default::default()
+        };
+        Ok(Block {
+            conv1: Conv2d::with_options(4, 4, 3, same, dev)?,
+            bn1: BatchNorm2d::new(4, dev)?,
+            conv2: Conv2d::with_options(4, 4, 3, same, dev)?,
+            fc: Linear::new(4, 3, dev)?,
+        })
+    }
+}
+
+impl Forward for Block {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let y = self.bn1.forward(&self.conv1.forward(x)?)?.relu()?;
+        let y = self.conv2.forward(&y)?.add(x)?.relu()?;
+        self.fc.forward(&y.mean_dims([2, 3], false)?)
+    }
+}
+
+fn bits(t: &Tensor) -> Vec<u32> {
+    t.to_vec::<f32>()
+        .unwrap()
+        .iter()
+        .map(|v| v.to_bits())
+        .collect()
+}
+
+#[test]
+fn compiled_modules_compute_what_the_module_computes() -> Result<()> {
+    let _g = seed_lock();
+    for dev in devices() {
+        wgtorch::manual_seed(1);
+        // SimpleCNN: every conv → relu runs fused, and gives eager's bits.
+        let mut cnn = SimpleCnn::new(&dev)?;
+        cnn.eval();
+        let fast = compile_module(&cnn);
+        let x = Tensor::randn([2, 3, 32, 32], &dev)?;
+        for _ in 0..2 {
+            assert_eq!(bits(&fast.forward(&x)?), bits(&cnn.forward(&x)?), "{dev}");
+        }
+        let e = fast.explain();
+        assert_eq!(e.graphs.len(), 1, "{e}");
+        assert!(e.graphs[0].fused_nodes > 0, "{e}");
+        assert_eq!(fast.stats().cache_hits, 1);
+
+        // A residual block with batch norm (running statistics) and a head.
+        let mut block = Block::new(&dev)?;
+        // Non-trivial running statistics.
+        block.forward(&Tensor::randn([8, 4, 5, 5], &dev)?.mul_scalar(2.0)?)?;
+        block.eval();
+        let fast = compile_module(&block);
+        for shape in [[2, 4, 5, 5], [3, 4, 5, 5], [2, 4, 5, 5]] {
+            let x = Tensor::randn(shape, &dev)?;
+            assert_close(
+                &format!("{dev} block {shape:?}"),
+                &vals(&fast.forward(&x)?),
+                &vals(&block.forward(&x)?),
+                1e-5,
+                1e-6,
+            );
+        }
+        let s = fast.stats();
+        assert_eq!(
+            (s.graphs, s.recompiles, s.cache_hits, s.eager_calls),
+            (2, 1, 1, 0)
+        );
+    }
+    Ok(())
+}
+
+#[test]
+fn compiled_graphs_read_the_live_parameters_and_pass_gradients() -> Result<()> {
+    let _g = seed_lock();
+    for dev in devices() {
+        wgtorch::manual_seed(2);
+        let mut block = Block::new(&dev)?;
+        block.eval();
+        let fast = compile_module(&block);
+        let x = Tensor::randn([2, 4, 5, 5], &dev)?;
+        fast.forward(&x)?;
+        // Gradients through the graph reach the module's parameters, as eager's do.
+        let mut opt = Sgd::new(block.parameters(), 0.5)?;
+        fast.forward(&x)?.square()?.sum_all()?.backward()?;
+        let compiled_grads: Vec<Vec<f64>> = block
+            .parameters()
+            .iter()
+            .map(|p| vals(&p.grad().unwrap()))
+            .collect();
+        opt.zero_grad();
+        block.forward(&x)?.square()?.sum_all()?.backward()?;
+        for (p, g) in block.parameters().iter().zip(&compiled_grads) {
+            assert_close(
+                &format!("{dev} grad"),
+                g,
+                &vals(&p.grad().unwrap()),
+                1e-5,
+                1e-6,
+            );
+        }
+        // An optimizer step (in place) is seen without a recompile.
+        opt.step()?;
+        assert_close(
+            &format!("{dev} after a step"),
+            &vals(&fast.forward(&x)?),
+            &vals(&block.forward(&x)?),
+            1e-5,
+            1e-6,
+        );
+        assert_eq!(fast.stats().graphs, 1);
+        // Values copied in (as load_state_dict does; it needs `&mut`, so outside the borrow):
+        // seen, no recompile.
+        let mut other = Block::new(&dev)?;
+        other.eval();
+        let state = other.state_dict();
+        let _ng = wgtorch::no_grad();
+        for ((_, p), (_, q)) in block.state_dict().iter().zip(&state) {
+            p.copy_(q)?;
+        }
+        drop(_ng);
+        assert_eq!(bits(&fast.forward(&x)?), bits(&other.forward(&x)?));
+        assert_eq!(fast.stats().graphs, 1);
+    }
+    // A parameter replaced by another tensor (a module with interior mutability can do it
+    // through the shared borrow): the graphs go, the next call recompiles.
+    let dev = Device::Cpu;
+    let m = Swappable {
+        w: std::sync::Mutex::new(Tensor::randn([4, 3], &dev)?),
+    };
+    let fast = compile_module(&m);
+    let x = Tensor::randn([2, 4], &dev)?;
+    assert_eq!(bits(&fast.forward(&x)?), bits(&m.forward(&x)?));
+    *m.w.lock().unwrap() = Tensor::randn([4, 3], &dev)?;
+    assert_eq!(bits(&fast.forward(&x)?), bits(&m.forward(&x)?));
+    let s = fast.stats();
+    assert_eq!((s.graphs, s.recompiles, s.cache_hits), (2, 1, 0));
+    Ok(())
+}
+
+/// `x @ w`, with `w` replaceable through `&self`.
+struct Swappable {
+    w: std::sync::Mutex<Tensor>,
+}
+impl Module for Swappable {
+    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, Kind)) {
+        f("w", &self.w.lock().unwrap(), Kind::Param)
+    }
+    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, Kind)) {
+        f("w", self.w.get_mut().unwrap(), Kind::Param)
+    }
+}
+impl Forward for Swappable {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        x.matmul(&self.w.lock().unwrap())
+    }
+}
+
+/// Adds a value the forward pass reads on the host.
+#[derive(Module)]
+struct ReadsBack {
+    fc: Linear,
+}
+impl Forward for ReadsBack {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let y = self.fc.forward(x)?;
+        let m = y.sum_all()?.item()?; // a data-dependent branch
+        if m > 0.0 {
+            y.relu()
+        } else {
+            y.neg()
+        }
+    }
+}
+
+/// Scales by a weight read on the host.
+#[derive(Module)]
+struct Scaled {
+    fc: Linear,
+}
+impl Forward for Scaled {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let s = self.fc.weight.to_vec::<f32>()?[0] as f64;
+        self.fc.forward(x)?.mul_scalar(s)
+    }
+}
+
+/// Adds noise: a random draw in the forward pass.
+#[derive(Module)]
+struct Noisy {
+    fc: Linear,
+}
+impl Forward for Noisy {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        self.fc
+            .forward(x)?
+            .add(&Tensor::randn([x.shape()[0], 3], &x.device())?)
+    }
+}
+
+#[test]
+fn what_a_graph_cannot_hold_runs_eagerly_with_the_reason() -> Result<()> {
+    let _g = seed_lock();
+    let dev = Device::Cpu;
+    // A host read of a computed value: each call takes its own branch, as eager does.
+    let rb = ReadsBack {
+        fc: Linear::new(4, 3, &dev)?,
+    };
+    let fast = compile_module(&rb);
+    for s in [1.0, -1.0] {
+        let x = Tensor::randn([2, 4], &dev)?.mul_scalar(s)?;
+        assert_eq!(bits(&fast.forward(&x)?), bits(&rb.forward(&x)?));
+    }
+    let e = fast.explain();
+    assert_eq!(e.stats.graphs, 0);
+    assert!(e.eager[0].1.contains("reads a float32 tensor"), "{e}");
+    assert!(e.eager[0].1.contains("item"), "{e}");
+    let strict = compile_module_with(
+        &rb,
+        CompileOptions {
+            fullgraph: true,
+            ..Default::default()
+        },
+    );
+    let err = strict
+        .forward(&Tensor::randn([2, 4], &dev)?)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("fullgraph") && err.contains("item"), "{err}");
+
+    // A parameter read on the host: its value would go stale in the graph.
+    let scaled = Scaled {
+        fc: Linear::new(4, 3, &dev)?,
+    };
+    let fast = compile_module(&scaled);
+    fast.forward(&Tensor::randn([2, 4], &dev)?)?;
+    let e = fast.explain();
+    assert!(e.eager[0].1.contains("on the host (to_vec)"), "{e}");
+
+    // A random draw: eager, drawing exactly what eager draws.
+    let noisy = Noisy {
+        fc: Linear::new(4, 3, &dev)?,
+    };
+    let fast = compile_module(&noisy);
+    let x = Tensor::randn([2, 4], &dev)?;
+    for _ in 0..2 {
+        wgtorch::manual_seed(9);
+        let a = fast.forward(&x)?;
+        wgtorch::manual_seed(9);
+        assert_eq!(bits(&a), bits(&noisy.forward(&x)?));
+    }
+    let e = fast.explain();
+    assert!(e.eager[0].1.contains("random"), "{e}");
+    assert_eq!(e.stats.eager_calls, 2);
+
+    // Training mode.
+    let cnn = Sequential::new()
+        .append(Linear::new(4, 3, &dev)?)
+        .append(ReLU::new())
+        .append(wgtorch::nn::Dropout::new(0.1)?);
+    let fast = compile_module(&cnn);
+    fast.forward(&x)?;
+    assert!(fast.explain().eager[0].1.contains("training mode"));
+
+    // Autocast.
+    let fc = Linear::new(4, 3, &dev)?;
+    let fast = compile_module(&fc);
+    let y = {
+        let _ac = wgtorch::amp::autocast(&dev, wgtorch::DType::BF16);
+        fast.forward(&x)?
+    };
+    assert_eq!(y.dtype(), wgtorch::DType::BF16);
+    assert!(
+        fast.explain().eager[0].1.contains("autocast to bfloat16"),
+        "{}",
+        fast.explain()
+    );
+
+    // More signatures than the cache holds.
+    let fc = Linear::new(4, 3, &dev)?;
+    let fast = compile_module_with(
+        &fc,
+        CompileOptions {
+            cache_size_limit: 1,
+            ..Default::default()
+        },
+    );
+    fast.forward(&Tensor::randn([2, 4], &dev)?)?;
+    let x3 = Tensor::randn([3, 4], &dev)?;
+    assert_eq!(bits(&fast.forward(&x3)?), bits(&fc.forward(&x3)?));
+    let e = fast.explain();
+    assert!(e.eager[0].1.contains("cache_size_limit (1)"), "{e}");
+
+    // Bad input is the module's own error, not a fallback.
+    let fast = compile_module(&fc);
+    let err = fast
+        .forward(&Tensor::randn([2, 5], &dev)?)
+        .unwrap_err()
+        .to_string();
+    let eager = fc
+        .forward(&Tensor::randn([2, 5], &dev)?)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(err, eager);
+    assert_eq!(fast.stats().eager_calls, 0);
+    Ok(())
+}
