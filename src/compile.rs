@@ -245,7 +245,7 @@ impl<M: Forward + ?Sized> CompiledModule<'_, M> {
             return Ok(m.run(std::slice::from_ref(x))?.remove(0));
         }
         // A new signature: trace, build, check, cache.
-        let (plan, out) = self.build(x)?;
+        let (plan, out) = self.build(x, &sig)?;
         let mut st = self.state.lock();
         if let Plan::Graph(_) = plan {
             st.stats.graphs += 1;
@@ -279,9 +279,8 @@ impl<M: Forward + ?Sized> CompiledModule<'_, M> {
 
     /// The plan for `x`'s signature (a checked graph, or eager with the reason) and the
     /// output on `x`; `Err` when the module's own forward pass fails (the error eager gives).
-    fn build(&self, x: &Tensor) -> Result<(Plan, Tensor)> {
+    fn build(&self, x: &Tensor, sig: &Signature) -> Result<(Plan, Tensor)> {
         let module = self.module;
-        let sig = Signature(vec![(x.shape().to_vec(), x.dtype(), x.device())]);
         let options = ExportOptions {
             dynamic_batch: false,
             ..Default::default()
@@ -304,19 +303,14 @@ impl<M: Forward + ?Sized> CompiledModule<'_, M> {
                 // The module's own error (bad input) is the caller's, as in eager mode.
                 let why = e.to_string();
                 let out = module.forward(x)?;
-                self.refuse(&sig, &why)?;
+                self.refuse(sig, &why)?;
                 return Ok((Plan::Eager(why), out));
             }
         };
-        let device = {
-            let mut first = None;
-            module.visit(&mut |_, t, _| {
-                first.get_or_insert(t.device());
-            });
-            first.unwrap_or(x.device())
-        };
         let mut live = Vec::new();
         module.visit(&mut |n, t, _| live.push((n.to_string(), t.clone())));
+        // The parameters' device (the input's for a module without any).
+        let device = live.first().map_or(x.device(), |(_, t)| t.device());
         let built = Model::load_trainable_bytes(&traced.model.encode_to_vec(), &device)
             .and_then(|mut m| m.bind_live(&live).map(|_| m))
             .and_then(|m| {
@@ -329,7 +323,7 @@ impl<M: Forward + ?Sized> CompiledModule<'_, M> {
             Ok((m, mut out)) => Ok((Plan::Graph(Arc::new(m)), out.remove(0))),
             Err(e) => {
                 let why = e.to_string();
-                self.refuse(&sig, &why)?;
+                self.refuse(sig, &why)?;
                 Ok((Plan::Eager(why), module.forward(x)?))
             }
         }
