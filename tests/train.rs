@@ -377,36 +377,35 @@ fn train_epochs(
     Ok(())
 }
 
+/// One epoch of the SimpleCNN on the CPU. On the GPU the same kernels are pinned to PyTorch's
+/// numbers step by step above, and a digits run to accuracy is `tests/amp.rs`'s f32 run, with a
+/// narrower CNN: a SimpleCNN epoch takes lavapipe 100 s on a 2-core machine.
 #[test]
-fn short_digits_run_reaches_90_percent_on_cpu_and_gpu() -> Result<()> {
+fn short_digits_run_reaches_90_percent() -> Result<()> {
     let _seed = common::seed_lock();
     let (train, test) = digits_split();
-    for dev in common::devices() {
-        wgtorch::manual_seed(0);
-        let mut model = SimpleCnn::new(&dev)?;
-        let mut opt = Adam::new(model.parameters(), 2e-3)?;
-        let loader = DataLoader::new(train.clone(), 32, &dev)?.shuffle(0);
-        train_epochs(&model, &mut opt, &loader, 0..1)?;
-        model.eval();
-        let _g = wgtorch::no_grad();
-        let (mut hits, mut n) = (0.0, 0);
-        for batch in DataLoader::new(test.clone(), 128, &dev)?.epoch(0) {
-            let (x, y) = batch?;
-            hits += model
-                .forward(&x)?
-                .argmax(Some(1), false)?
-                .eq(&y)?
-                .sum_all()?
-                .item()?;
-            n += y.numel();
-        }
-        let acc = hits / n as f64;
-        println!(
-            "[{dev}] digits accuracy after one epoch: {:.2}%",
-            acc * 100.0
-        );
-        assert!(acc >= 0.90, "[{dev}] accuracy {acc}");
+    let dev = Device::Cpu;
+    wgtorch::manual_seed(0);
+    let mut model = SimpleCnn::new(&dev)?;
+    let mut opt = Adam::new(model.parameters(), 2e-3)?;
+    let loader = DataLoader::new(train, 32, &dev)?.shuffle(0);
+    train_epochs(&model, &mut opt, &loader, 0..1)?;
+    model.eval();
+    let _g = wgtorch::no_grad();
+    let (mut hits, mut n) = (0.0, 0);
+    for batch in DataLoader::new(test, 128, &dev)?.epoch(0) {
+        let (x, y) = batch?;
+        hits += model
+            .forward(&x)?
+            .argmax(Some(1), false)?
+            .eq(&y)?
+            .sum_all()?
+            .item()?;
+        n += y.numel();
     }
+    let acc = hits / n as f64;
+    println!("digits accuracy after one epoch: {:.2}%", acc * 100.0);
+    assert!(acc >= 0.90, "accuracy {acc}");
     Ok(())
 }
 
