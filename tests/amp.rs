@@ -283,18 +283,7 @@ fn run(dev: &Device, amp_dtype: Option<DType>) -> Result<f64> {
     model.eval();
     let _g = wgtorch::no_grad();
     let _ac = amp_dtype.map(|d| amp::autocast(dev, d));
-    let (mut hits, mut n) = (0.0, 0);
-    for batch in DataLoader::new(Arc::new(test), 128, dev)?.epoch(0) {
-        let (x, y) = batch?;
-        hits += model
-            .forward(&x)?
-            .argmax(Some(1), false)?
-            .eq(&y)?
-            .sum_all()?
-            .item()?;
-        n += y.numel();
-    }
-    Ok(hits / n as f64)
+    common::accuracy(Arc::new(test), dev, |x| model.forward(x))
 }
 
 #[test]

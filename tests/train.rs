@@ -392,18 +392,7 @@ fn short_digits_run_reaches_90_percent() -> Result<()> {
     train_epochs(&model, &mut opt, &loader, 0..1)?;
     model.eval();
     let _g = wgtorch::no_grad();
-    let (mut hits, mut n) = (0.0, 0);
-    for batch in DataLoader::new(test, 128, &dev)?.epoch(0) {
-        let (x, y) = batch?;
-        hits += model
-            .forward(&x)?
-            .argmax(Some(1), false)?
-            .eq(&y)?
-            .sum_all()?
-            .item()?;
-        n += y.numel();
-    }
-    let acc = hits / n as f64;
+    let acc = common::accuracy(test, &dev, |x| model.forward(x))?;
     println!("digits accuracy after one epoch: {:.2}%", acc * 100.0);
     assert!(acc >= 0.90, "accuracy {acc}");
     Ok(())

@@ -1,7 +1,9 @@
 //! Shared test helpers: the devices to run on, and tolerance checks.
 #![allow(dead_code)]
 
-use wgtorch::{Device, Tensor};
+use std::sync::Arc;
+use wgtorch::data::{DataLoader, Dataset};
+use wgtorch::{Device, Result, Tensor};
 
 /// The CPU, plus the first GPU when there is one. With `CI` or `WGTORCH_REQUIRE_GPU=1` set, a
 /// missing GPU fails the test instead of silently testing the CPU alone.
@@ -105,4 +107,24 @@ pub fn check_matmul_layouts(gpu: &Device) -> wgtorch::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The fraction of `test` that `forward`'s logits classify right (argmax over dim 1), in
+/// batches of 128 on `dev`. Call it under `no_grad`, with the model in eval mode.
+pub fn accuracy(
+    test: Arc<dyn Dataset>,
+    dev: &Device,
+    forward: impl Fn(&Tensor) -> Result<Tensor>,
+) -> Result<f64> {
+    let (mut hits, mut n) = (0.0, 0);
+    for batch in DataLoader::new(test, 128, dev)?.epoch(0) {
+        let (x, y) = batch?;
+        hits += forward(&x)?
+            .argmax(Some(1), false)?
+            .eq(&y)?
+            .sum_all()?
+            .item()?;
+        n += y.numel();
+    }
+    Ok(hits / n as f64)
 }
