@@ -64,6 +64,22 @@ export async function launch(webgpu) {
   return chromium.launch({ executablePath: browserPath, ignoreDefaultArgs: true, args, timeout: 120000 });
 }
 
+// One look into a page that may be busy: evaluates `fn` there with no timeout of its own, and
+// fails only once `deadline` (ms since the epoch) has passed. Playwright's element queries give up
+// after 30 s, but a page's main thread can stay busy longer than that without being stuck: a
+// peer's shader compiles on SwiftShader, or a machine loaded by a parallel build.
+export async function look(page, fn, deadline, what) {
+  let timer;
+  const late = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what}: no answer from the page by the deadline`)), Math.max(0, deadline - Date.now()));
+  });
+  try {
+    return await Promise.race([page.evaluate(fn), late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 // `mode`: "webgpu" (forced with ?device=gpu: SwiftShader must be used), "auto" (WebGPU offered,
 // the page must pick its CPU path over the software adapter and say why) or "cpu-fallback"
 // (WebGPU disabled in the browser).
@@ -79,20 +95,19 @@ async function run(server, mode) {
   // the auto run; the CPU fallback trains the page's two test epochs.
   const query = { webgpu: "&device=gpu&epochs=1", auto: "&epochs=1", "cpu-fallback": "" }[mode];
   await page.goto(`http://127.0.0.1:${port}/index.html?test=1${query}`);
-  const t0 = Date.now();
+  const deadline = Date.now() + 20 * 60 * 1000;
+  const state = () => ({ s: window.wgtorchStatus, line: document.querySelector("#status")?.textContent ?? "" });
   let last = "";
   for (;;) {
-    const s = await page.evaluate(() => window.wgtorchStatus);
+    const { s, line } = await look(page, state, deadline, `[${mode}] training did not finish in 20 minutes`);
     if (s && (s.done || s.error)) break;
-    const line = await page.textContent("#status");
     if (line !== last) { console.log(`  [${mode}] ${line}`); last = line; }
-    if (Date.now() - t0 > 20 * 60 * 1000) throw new Error("training did not finish in 20 minutes");
     await new Promise((r) => setTimeout(r, 2000));
   }
-  const status = await page.evaluate(() => window.wgtorchStatus);
+  const { s: status, line: final } = await page.evaluate(state);
   console.log(`  backend: ${status.backend}`);
   console.log(`  from navigation: trainer ready at ${status.readyMs.toFixed(0)} ms, first step trained at ${status.firstStepMs.toFixed(0)} ms`);
-  console.log(`  final: ${await page.textContent("#status")}`);
+  console.log(`  final: ${final}`);
   if (status.error) throw new Error(`page error: ${status.error}`);
   if (webgpu && !status.gpu) throw new Error(`expected the WebGPU backend, got: ${status.backend}`);
   if (!webgpu && (status.gpu || !status.backend.startsWith("CPU"))) throw new Error(`expected the CPU fallback, got: ${status.backend}`);
