@@ -1,8 +1,8 @@
 //! The CPU's fast paths against the general ones they shortcut: the fused softmax / log_softmax
-//! (last dim) against the composite (any other dim), forward, backward and double backward; the
-//! row loops of strided and broadcast elementwise ops against values computed on the host; the
-//! lane-wise max/min reductions with NaN and infinities. On a GPU the same comparisons check the
-//! composites. The vectorisable f32 math (`exp`, `tanh`, `sigmoid`, `erf`, the normal CDF and
+//! (last dim; on a GPU too, for the rows its one-invocation-per-row kernel takes) against the
+//! composite (any other dim), forward, backward and double backward; the row loops of strided and
+//! broadcast elementwise ops against values computed on the host; the lane-wise max/min
+//! reductions with NaN and infinities. On a GPU the other comparisons check the composites. The vectorisable f32 math (`exp`, `tanh`, `sigmoid`, `erf`, the normal CDF and
 //! density) against f64 references, in ulps, on every instruction set the CPU has, and the fused
 //! gradient ops (sigmoid, tanh, GELU) against their composites, with double backward.
 
@@ -121,34 +121,53 @@ fn fused_softmax_double_backward_matches_the_composite() -> Result<()> {
 
 #[test]
 fn fused_softmax_rules_and_errors() -> Result<()> {
-    let x = Tensor::randn([2, 3], &Device::Cpu)?;
-    // Out-of-range dims are the composite's error, naming the op.
-    let e = x.log_softmax(2).unwrap_err().to_string();
-    assert!(e.contains("log_softmax"), "{e}");
-    let e = x.softmax(-3).unwrap_err().to_string();
-    assert!(e.contains("softmax"), "{e}");
-    // In-place change of the output before backward is refused.
-    let a = x.detach().requires_grad_(true);
-    let y = a.softmax(1)?;
-    {
-        let _g = wgtorch::no_grad();
-        y.add_(&Tensor::ones([2, 3], &Device::Cpu)?)?;
+    for dev in devices() {
+        let x = Tensor::randn([2, 3], &dev)?;
+        // Out-of-range dims are the composite's error, naming the op.
+        let e = x.log_softmax(2).unwrap_err().to_string();
+        assert!(e.contains("log_softmax"), "{e}");
+        let e = x.softmax(-3).unwrap_err().to_string();
+        assert!(e.contains("softmax"), "{e}");
+        // In-place change of the output before backward is refused.
+        for log in [false, true] {
+            let a = x.detach().requires_grad_(true);
+            let y = if log {
+                a.log_softmax(1)?
+            } else {
+                a.softmax(1)?
+            };
+            {
+                let _g = wgtorch::no_grad();
+                y.add_(&Tensor::ones([2, 3], &dev)?)?;
+            }
+            let e = y.sum_all()?.backward().unwrap_err().to_string();
+            assert!(
+                e.contains("modified by an inplace operation"),
+                "{dev:?}: {e}"
+            );
+        }
+        // Empty tensors normalise to themselves (as PyTorch); a 0-d tensor takes the composite.
+        assert_eq!(
+            Tensor::zeros([3, 0], &dev)?.log_softmax(1)?.shape(),
+            &[3, 0]
+        );
+        assert_eq!(Tensor::zeros([0, 4], &dev)?.softmax(0)?.shape(), &[0, 4]);
+        assert_eq!(vals(&Tensor::ones([], &dev)?.softmax(0)?), vec![1.0]);
+        // A non-contiguous input (a transpose's rows) and a single column.
+        let t = Tensor::randn([5, 4], &dev)?.t()?;
+        let host = t.to(&Device::Cpu)?;
+        assert_close(
+            &format!("{dev:?} transposed"),
+            &vals(&t.log_softmax(1)?),
+            &vals(&host.log_softmax(1)?),
+            1e-6,
+            1e-6,
+        );
+        assert_eq!(
+            vals(&Tensor::randn([3, 1], &dev)?.softmax(1)?),
+            vec![1.0; 3]
+        );
     }
-    let e = y.sum_all()?.backward().unwrap_err().to_string();
-    assert!(e.contains("modified by an inplace operation"), "{e}");
-    // Empty tensors normalise to themselves (as PyTorch); a 0-d tensor takes the composite.
-    assert_eq!(
-        Tensor::zeros([3, 0], &Device::Cpu)?.log_softmax(1)?.shape(),
-        &[3, 0]
-    );
-    assert_eq!(
-        Tensor::zeros([0, 4], &Device::Cpu)?.softmax(0)?.shape(),
-        &[0, 4]
-    );
-    assert_eq!(
-        vals(&Tensor::ones([], &Device::Cpu)?.softmax(0)?),
-        vec![1.0]
-    );
     Ok(())
 }
 

@@ -186,6 +186,74 @@ impl Storage {
     pub(crate) fn cumsum_rows(&self, rows: usize, n: usize) -> Result<Storage> {
         both!(self, c => cpu::cumsum_rows(c, rows, n), g => gpu::cumsum_rows(g, rows, n))
     }
+    /// Softmax (log-softmax when `log`) of each row of a contiguous `[rows, n]` input in one
+    /// kernel: f32 and f64 on the CPU, f32 rows a GPU takes one invocation each; `None` for the
+    /// rest, which the caller composes.
+    pub(crate) fn softmax_rows(&self, rows: usize, n: usize, log: bool) -> Result<Option<Storage>> {
+        let (op, numel) = (if log { "log_softmax" } else { "softmax" }, rows * n);
+        Ok(match self {
+            Storage::Cpu(CpuStorage::F32(x)) => {
+                cpu::reserve(op, DType::F32, numel)?;
+                Some(CpuStorage::F32(cpu::softmax_rows(
+                    &x[..numel],
+                    rows,
+                    n,
+                    log,
+                )))
+            }
+            Storage::Cpu(CpuStorage::F64(x)) => {
+                cpu::reserve(op, DType::F64, numel)?;
+                Some(CpuStorage::F64(cpu::softmax_rows(
+                    &x[..numel],
+                    rows,
+                    n,
+                    log,
+                )))
+            }
+            Storage::Cpu(_) => None,
+            Storage::Gpu(x) => return Ok(gpu::softmax_rows(x, rows, n, log)?.map(Storage::Gpu)),
+        }
+        .map(Storage::Cpu))
+    }
+    /// The input gradient of [`softmax_rows`](Self::softmax_rows) from its output (`self`) and
+    /// the output gradient `g`, both contiguous `[rows, n]` of one dtype; `None` where no fused
+    /// kernel takes them.
+    pub(crate) fn softmax_backward_rows(
+        &self,
+        g: &Storage,
+        rows: usize,
+        n: usize,
+        log: bool,
+    ) -> Result<Option<Storage>> {
+        let (op, numel) = (if log { "log_softmax" } else { "softmax" }, rows * n);
+        Ok(match (self, g) {
+            (Storage::Cpu(CpuStorage::F32(y)), Storage::Cpu(CpuStorage::F32(g))) => {
+                cpu::reserve(op, DType::F32, numel)?;
+                Some(CpuStorage::F32(cpu::softmax_backward_rows(
+                    &y[..numel],
+                    &g[..numel],
+                    rows,
+                    n,
+                    log,
+                )))
+            }
+            (Storage::Cpu(CpuStorage::F64(y)), Storage::Cpu(CpuStorage::F64(g))) => {
+                cpu::reserve(op, DType::F64, numel)?;
+                Some(CpuStorage::F64(cpu::softmax_backward_rows(
+                    &y[..numel],
+                    &g[..numel],
+                    rows,
+                    n,
+                    log,
+                )))
+            }
+            (Storage::Gpu(y), Storage::Gpu(g)) => {
+                return Ok(gpu::softmax_backward_rows(y, g, rows, n, log)?.map(Storage::Gpu))
+            }
+            _ => None,
+        }
+        .map(Storage::Cpu))
+    }
     /// Indices that sort each row of a contiguous `[rows, n]` input (stable; int32).
     pub(crate) fn argsort_rows(&self, rows: usize, n: usize, descending: bool) -> Result<Storage> {
         both!(self, c => cpu::argsort_rows(c, rows, n, descending)?, g => gpu::argsort_rows(g, rows, n, descending))

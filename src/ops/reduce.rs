@@ -2,8 +2,6 @@
 //! prod, vector_norm, cumsum, softmax and log_softmax.
 
 use crate::autograd::{is_grad_enabled, record, Saved};
-use crate::backend::cpu::{self, CpuStorage};
-use crate::backend::Storage;
 use crate::error::InOp;
 use crate::shape::{wrap_dim, IntoShape};
 use crate::{DType, Error, Result, Tensor};
@@ -529,8 +527,9 @@ impl Tensor {
         let _p = crate::profiler::op("log_softmax", &[self]);
         self.softmax_impl("log_softmax", dim, true)
     }
-    /// Softmax or log-softmax: a fused kernel for f32/f64 CPU tensors along their last dim, the
-    /// composite everywhere else (and for the gradient under `create_graph`).
+    /// Softmax or log-softmax: one fused kernel along the last dim where the backend has one
+    /// (f32/f64 on the CPU, short f32 rows on a GPU), the composite everywhere else (and for the
+    /// gradient under `create_graph`).
     fn softmax_impl(&self, op: &'static str, dim: isize, log: bool) -> Result<Tensor> {
         let x = crate::amp::upper(self)?;
         let nd = x.ndim();
@@ -540,8 +539,8 @@ impl Tensor {
             wrap_dim(op, dim, nd)?;
             return x.mul_scalar(0.0);
         }
-        if matches!(wrap_dim(op, dim, nd), Ok(d) if d + 1 == nd) && !x.device().is_gpu() {
-            if let Some(y) = x.softmax_cpu(op, log)? {
+        if matches!(wrap_dim(op, dim, nd), Ok(d) if d + 1 == nd) {
+            if let Some(y) = x.softmax_fused(op, log)? {
                 return Ok(y);
             }
         }
@@ -559,26 +558,17 @@ impl Tensor {
             e.div(&e.sum_dims([dim], true)?)
         }
     }
-    /// The fused CPU softmax over the last dim of a non-empty f32/f64 tensor (None for other
-    /// dtypes). Its gradient is a fused kernel too, except under `create_graph`,
-    /// where the composite's formula is recorded so that it can be differentiated again.
-    fn softmax_cpu(&self, op: &'static str, log: bool) -> Result<Option<Tensor>> {
-        let (numel, n) = (self.numel(), self.shape()[self.ndim() - 1]);
-        if n == 0 || !matches!(self.dtype(), DType::F32 | DType::F64) {
-            return Ok(None);
-        }
-        cpu::reserve(op, self.dtype(), numel)?;
+    /// The fused softmax over the last dim of a non-empty tensor (None where the backend has
+    /// no kernel for its dtype and row length). Its gradient is a fused kernel too, except under
+    /// `create_graph`, where the composite's formula is recorded so that it can be differentiated
+    /// again.
+    fn softmax_fused(&self, op: &'static str, log: bool) -> Result<Option<Tensor>> {
+        let n = self.shape()[self.ndim() - 1];
         let x = self.detach().dense()?;
-        let s = match &*x.storage() {
-            Storage::Cpu(CpuStorage::F32(v)) => {
-                CpuStorage::F32(cpu::softmax_rows(&v[..numel], numel / n, n, log))
-            }
-            Storage::Cpu(CpuStorage::F64(v)) => {
-                CpuStorage::F64(cpu::softmax_rows(&v[..numel], numel / n, n, log))
-            }
-            _ => return Ok(None),
+        let Some(s) = x.storage().softmax_rows(self.numel() / n, n, log)? else {
+            return Ok(None);
         };
-        let out = Tensor::from_storage(Storage::Cpu(s), self.shape(), self.device());
+        let out = Tensor::from_storage(s, self.shape(), self.device());
         let saved = (Saved::new(self), Saved::output(&out, op), log);
         let rule = |s: &(Saved, Saved, bool), g: &Tensor| {
             let (x, y, log) = s;
@@ -589,43 +579,24 @@ impl Tensor {
             } else {
                 y.get()?
             };
-            Ok(vec![Some(softmax_backward(&y, g, op, *log)?)])
+            Ok(vec![Some(softmax_backward(&y, g, *log)?)])
         };
         Ok(Some(record(out, op, &[self], saved, rule)))
     }
 }
 
 /// The input gradient of softmax (log-softmax when `log`) along the last dim from its output `y`
-/// and the output gradient `g`: the fused CPU kernel when neither is recorded, else tensor ops.
-fn softmax_backward(y: &Tensor, g: &Tensor, op: &'static str, log: bool) -> Result<Tensor> {
+/// and the output gradient `g`: the backend's fused kernel when neither is recorded and it has
+/// one, else tensor ops.
+fn softmax_backward(y: &Tensor, g: &Tensor, log: bool) -> Result<Tensor> {
     let n = y.shape().last().copied().unwrap_or(1);
-    if !is_grad_enabled() && !y.device().is_gpu() && g.dtype() == y.dtype() && n > 0 {
-        let (numel, g) = (y.numel(), g.dense()?);
-        cpu::reserve(op, y.dtype(), numel)?;
-        let rows = numel / n;
-        let s = match (&*y.storage(), &*g.storage()) {
-            (Storage::Cpu(CpuStorage::F32(y)), Storage::Cpu(CpuStorage::F32(g))) => {
-                Some(CpuStorage::F32(cpu::softmax_backward_rows(
-                    &y[..numel],
-                    &g[..numel],
-                    rows,
-                    n,
-                    log,
-                )))
-            }
-            (Storage::Cpu(CpuStorage::F64(y)), Storage::Cpu(CpuStorage::F64(g))) => {
-                Some(CpuStorage::F64(cpu::softmax_backward_rows(
-                    &y[..numel],
-                    &g[..numel],
-                    rows,
-                    n,
-                    log,
-                )))
-            }
-            _ => None,
-        };
+    if !is_grad_enabled() && g.dtype() == y.dtype() && g.shape() == y.shape() && n > 0 {
+        let (yd, gd) = (y.dense()?, g.dense()?);
+        let s = yd
+            .storage()
+            .softmax_backward_rows(&gd.storage(), y.numel() / n, n, log)?;
         if let Some(s) = s {
-            return Ok(Tensor::from_storage(Storage::Cpu(s), y.shape(), y.device()));
+            return Ok(Tensor::from_storage(s, y.shape(), y.device()));
         }
     }
     if log {

@@ -28,6 +28,8 @@ const FILL: &str = include_str!("../../../shaders/fill.wgsl");
 const REDUCE: &str = include_str!("../../../shaders/reduce.wgsl");
 const REDUCE_SMALL: &str = include_str!("../../../shaders/reduce_small.wgsl");
 const CUMSUM: &str = include_str!("../../../shaders/cumsum.wgsl");
+const SOFTMAX_ROWS: &str = include_str!("../../../shaders/softmax_rows.wgsl");
+const SOFTMAX_BACKWARD_ROWS: &str = include_str!("../../../shaders/softmax_backward_rows.wgsl");
 const MATMUL: &str = include_str!("../../../shaders/matmul.wgsl");
 const MATMUL_DIRECT: &str = include_str!("../../../shaders/matmul_direct.wgsl");
 const MATMUL_VEC4: &str = include_str!("../../../shaders/matmul_vec4.wgsl");
@@ -319,6 +321,16 @@ pub enum Kernel {
     ReduceSmall(ReduceOp, GpuType),
     /// Inclusive prefix sum over the last axis.
     Cumsum(GpuType),
+    /// f32 softmax (log-softmax when `log`) over the last axis, one invocation per row.
+    SoftmaxRows {
+        /// Log-softmax.
+        log: bool,
+    },
+    /// The input gradient of [`Kernel::SoftmaxRows`] from its output and the output gradient.
+    SoftmaxBackwardRows {
+        /// Of log-softmax.
+        log: bool,
+    },
     /// Shared-memory tiled GEMM over the given operands.
     Matmul(GpuType, Gemm),
     /// Register-blocked GEMM without workgroup memory (CPU adapters).
@@ -454,6 +466,15 @@ impl Kernel {
             Kernel::Reduce(op, t) => format!("reduce_{}_{}", op.name(), t.key()),
             Kernel::ReduceSmall(op, t) => format!("reduce_small_{}_{}", op.name(), t.key()),
             Kernel::Cumsum(t) => format!("cumsum_{}", t.key()),
+            Kernel::SoftmaxRows { log } => {
+                format!("{}softmax_rows_f32", if *log { "log_" } else { "" })
+            }
+            Kernel::SoftmaxBackwardRows { log } => {
+                format!(
+                    "{}softmax_backward_rows_f32",
+                    if *log { "log_" } else { "" }
+                )
+            }
             Kernel::Matmul(t, op) => format!("{}_{}_tile64", op.key(), t.key()),
             Kernel::MatmulDirect(t, op) => format!("{}_{}_direct4x4", op.key(), t.key()),
             Kernel::MatmulVec4 { a_t, b_t } | Kernel::MatmulTiledVec4 { a_t, b_t } => {
@@ -497,7 +518,9 @@ impl Kernel {
             Kernel::Copy(..) => of::<CopyParams>(),
             Kernel::Fill(_) => of::<FillParams>(),
             Kernel::Reduce(..) => of::<ReduceParams>(),
-            Kernel::ReduceSmall(..) => of::<ReduceSmallParams>(),
+            Kernel::ReduceSmall(..)
+            | Kernel::SoftmaxRows { .. }
+            | Kernel::SoftmaxBackwardRows { .. } => of::<ReduceSmallParams>(),
             Kernel::Cumsum(_) => of::<CumsumParams>(),
             Kernel::Matmul(_, Gemm::Strided)
             | Kernel::MatmulDirect(_, Gemm::Strided)
@@ -674,6 +697,37 @@ impl Kernel {
                 &[("C", t.compute())],
             ),
             Kernel::AdamF32 => fill(ADAM, &[], &[]),
+            Kernel::SoftmaxRows { log } => {
+                let store = if log {
+                    "let lse = log(s);\n    for (var j = 0u; j < n; j = j + 1u) {\n        st_dst(base + j, (ld_src(base + j) - m) - lse);\n    }"
+                } else {
+                    "for (var j = 0u; j < n; j = j + 1u) {\n        st_dst(base + j, exp(ld_src(base + j) - m) / s);\n    }"
+                };
+                fill(
+                    SOFTMAX_ROWS,
+                    &[("src", GpuType::F32, false), ("dst", GpuType::F32, true)],
+                    &[("STORE", store)],
+                )
+            }
+            Kernel::SoftmaxBackwardRows { log } => {
+                let (term, grad) = if log {
+                    ("ld_g(base + j)", "ld_g(base + j) - exp(ld_y(base + j)) * s")
+                } else {
+                    (
+                        "ld_g(base + j) * ld_y(base + j)",
+                        "ld_y(base + j) * (ld_g(base + j) - s)",
+                    )
+                };
+                fill(
+                    SOFTMAX_BACKWARD_ROWS,
+                    &[
+                        ("y", GpuType::F32, false),
+                        ("g", GpuType::F32, false),
+                        ("dst", GpuType::F32, true),
+                    ],
+                    &[("TERM", term), ("GRAD", grad)],
+                )
+            }
             Kernel::MaxPool(t) => fill(
                 MAXPOOL,
                 &[("src", t, false), ("dst", t, true), ("idx", I32, true)],
@@ -705,6 +759,10 @@ impl Kernel {
         use crate::ops::Operands;
         let mut v = vec![
             Kernel::AdamF32,
+            Kernel::SoftmaxRows { log: false },
+            Kernel::SoftmaxRows { log: true },
+            Kernel::SoftmaxBackwardRows { log: false },
+            Kernel::SoftmaxBackwardRows { log: true },
             Kernel::SortKeys,
             Kernel::SortStep,
             Kernel::SortLocal,

@@ -603,12 +603,7 @@ pub(crate) fn reduce_rows(
         launch(ctx, op.name(), kernel, &p, &[], &bufs, [u(rows * k), 1, 1])?;
         return reduce_rows(op, &part, rows, k);
     }
-    // Short rows, and on CPU adapters (where barriers are costly and invocations run as SIMD
-    // lanes) any row count that fills the lanes: one invocation per row. Not past the adapter's
-    // loop cap (llvmpipe ends a shader's loops at 65,535 iterations: the rest of the row was
-    // silently left out); the workgroup tree loops at most CHUNK / 256 times.
-    let fits = ctx.loop_budget().is_none_or(|b| n <= b);
-    if n <= 64 || (ctx.is_cpu_adapter() && rows >= 16 && fits) {
+    if row_per_invocation(ctx, rows, n) {
         let k = Kernel::ReduceSmall(op, x.ty());
         let p = ReduceSmallParams {
             rows: u(rows),
@@ -642,6 +637,69 @@ pub(crate) fn reduce_rows(
         [u(rows), 1, 1],
     )?;
     Ok(out)
+}
+
+/// Whether `rows` rows of `n` go one invocation per row: short rows, and on CPU adapters (where
+/// barriers are costly and invocations run as SIMD lanes) any row count that fills the lanes. Not
+/// past the adapter's loop cap (llvmpipe ends a shader's loops at 65,535 iterations: the rest of
+/// the row was silently left out); the workgroup tree loops at most CHUNK / 256 times.
+fn row_per_invocation(ctx: &GpuContext, rows: usize, n: usize) -> bool {
+    let fits = ctx.loop_budget().is_none_or(|b| n <= b);
+    n <= 64 || (ctx.is_cpu_adapter() && rows >= 16 && fits)
+}
+
+/// Softmax (log-softmax when `log`) of each row of a contiguous f32 `[rows, n]` input in one
+/// kernel, where [`row_per_invocation`] takes the rows; `None` elsewhere (the caller composes it
+/// from reductions and elementwise ops, five launches more).
+pub(crate) fn softmax_rows(
+    x: &GpuStorage,
+    rows: usize,
+    n: usize,
+    log: bool,
+) -> Result<Option<GpuStorage>> {
+    let ctx = x.ctx();
+    if x.dtype != DType::F32 || rows == 0 || n == 0 || !row_per_invocation(ctx, rows, n) {
+        return Ok(None);
+    }
+    let op = if log { "log_softmax" } else { "softmax" };
+    let out = output(ctx, op, rows * n, x.dtype)?;
+    let p = ReduceSmallParams {
+        rows: u(rows),
+        n: u(n),
+    };
+    let k = Kernel::SoftmaxRows { log };
+    launch(ctx, op, k, &p, &[], &[x.raw(), out.raw()], groups(rows))?;
+    Ok(Some(out))
+}
+
+/// The input gradient of [`softmax_rows`] from its output `y` and the output gradient `g` (both
+/// contiguous f32 `[rows, n]`) in one kernel, or `None` where the forward kernel would not run.
+pub(crate) fn softmax_backward_rows(
+    y: &GpuStorage,
+    g: &GpuStorage,
+    rows: usize,
+    n: usize,
+    log: bool,
+) -> Result<Option<GpuStorage>> {
+    let ctx = y.ctx();
+    let f32s = y.dtype == DType::F32 && g.dtype == DType::F32;
+    if !f32s || rows == 0 || n == 0 || !row_per_invocation(ctx, rows, n) {
+        return Ok(None);
+    }
+    let op = if log {
+        "log_softmax_backward"
+    } else {
+        "softmax_backward"
+    };
+    let out = output(ctx, op, rows * n, y.dtype)?;
+    let p = ReduceSmallParams {
+        rows: u(rows),
+        n: u(n),
+    };
+    let k = Kernel::SoftmaxBackwardRows { log };
+    let bufs = [y.raw(), g.raw(), out.raw()];
+    launch(ctx, op, k, &p, &[], &bufs, groups(rows))?;
+    Ok(Some(out))
 }
 
 pub(crate) fn cumsum_rows(x: &GpuStorage, rows: usize, n: usize) -> Result<GpuStorage> {
