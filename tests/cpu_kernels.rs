@@ -1,7 +1,7 @@
 //! The CPU's fast paths against the general ones they shortcut: the fused softmax / log_softmax
 //! (last dim; on a GPU too, for the rows its one-invocation-per-row kernel takes) against the
-//! composite (any other dim), forward, backward and double backward; the row loops of strided and
-//! broadcast elementwise ops against values computed on the host; the lane-wise max/min
+//! composite (any other dim), forward, backward and double backward; the row loops of strided
+//! and broadcast elementwise ops against values computed on the host; the lane-wise max/min
 //! reductions with NaN and infinities. On a GPU the other comparisons check the composites. The vectorisable f32 math (`exp`, `tanh`, `sigmoid`, `erf`, the normal CDF and
 //! density) against f64 references, in ulps, on every instruction set the CPU has, and the fused
 //! gradient ops (sigmoid, tanh, GELU) against their composites, with double backward.
@@ -31,9 +31,23 @@ fn fused_softmax_matches_the_composite() -> Result<()> {
     for dev in devices() {
         wgtorch::manual_seed(3);
         // Rows shorter and longer than the 16 lanes, with remainders; one wide enough to run
-        // several rows per task and one long row.
-        for (r, n) in [(3, 5), (7, 37), (64, 300), (2, 20_000)] {
-            let n = if dev.is_gpu() { n.min(600) } else { n };
+        // several rows per task and one long row. On a GPU: rows over several workgroups, and
+        // the longest rows the fused kernels take (8,192: three passes within llvmpipe's loop
+        // cap, which counts all of an invocation's loops) and past them.
+        let cases: &[(usize, usize)] = if dev.is_gpu() {
+            &[
+                (3, 5),
+                (7, 37),
+                (64, 300),
+                (2, 600),
+                (300, 10),
+                (16, 8192),
+                (16, 30_000),
+            ]
+        } else {
+            &[(3, 5), (7, 37), (64, 300), (2, 20_000)]
+        };
+        for &(r, n) in cases {
             for dtype in [DType::F32, DType::F64] {
                 if dev.is_gpu() && dtype == DType::F64 {
                     continue; // no f64 on WebGPU

@@ -186,6 +186,15 @@ impl Storage {
     pub(crate) fn cumsum_rows(&self, rows: usize, n: usize) -> Result<Storage> {
         both!(self, c => cpu::cumsum_rows(c, rows, n), g => gpu::cumsum_rows(g, rows, n))
     }
+    /// Whether [`softmax_rows`](Self::softmax_rows) (or, when `backward`,
+    /// [`softmax_backward_rows`](Self::softmax_backward_rows)) has a fused kernel for `rows` rows
+    /// of `n` of this storage's dtype: asked before making an input contiguous for it.
+    pub(crate) fn has_fused_softmax(&self, rows: usize, n: usize, backward: bool) -> bool {
+        match self {
+            Storage::Cpu(c) => matches!(c.dtype(), DType::F32 | DType::F64),
+            Storage::Gpu(g) => gpu::softmax_takes(g, rows, n, if backward { 2 } else { 3 }),
+        }
+    }
     /// Softmax (log-softmax when `log`) of each row of a contiguous `[rows, n]` input in one
     /// kernel: f32 and f64 on the CPU, f32 rows a GPU takes one invocation each; `None` for the
     /// rest, which the caller composes.

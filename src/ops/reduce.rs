@@ -564,8 +564,12 @@ impl Tensor {
     /// again.
     fn softmax_fused(&self, op: &'static str, log: bool) -> Result<Option<Tensor>> {
         let n = self.shape()[self.ndim() - 1];
+        let rows = self.numel() / n;
+        if !self.storage().has_fused_softmax(rows, n, false) {
+            return Ok(None);
+        }
         let x = self.detach().dense()?;
-        let Some(s) = x.storage().softmax_rows(self.numel() / n, n, log)? else {
+        let Some(s) = x.storage().softmax_rows(rows, n, log)? else {
             return Ok(None);
         };
         let out = Tensor::from_storage(s, self.shape(), self.device());
@@ -590,11 +594,17 @@ impl Tensor {
 /// one, else tensor ops.
 fn softmax_backward(y: &Tensor, g: &Tensor, log: bool) -> Result<Tensor> {
     let n = y.shape().last().copied().unwrap_or(1);
-    if !is_grad_enabled() && g.dtype() == y.dtype() && g.shape() == y.shape() && n > 0 {
+    let rows = y.numel() / n.max(1);
+    if !is_grad_enabled()
+        && g.dtype() == y.dtype()
+        && g.shape() == y.shape()
+        && n > 0
+        && y.storage().has_fused_softmax(rows, n, true)
+    {
         let (yd, gd) = (y.dense()?, g.dense()?);
         let s = yd
             .storage()
-            .softmax_backward_rows(&gd.storage(), y.numel() / n, n, log)?;
+            .softmax_backward_rows(&gd.storage(), rows, n, log)?;
         if let Some(s) = s {
             return Ok(Tensor::from_storage(s, y.shape(), y.device()));
         }

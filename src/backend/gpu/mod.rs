@@ -587,7 +587,6 @@ pub(crate) fn reduce_rows(
         return Ok(out);
     }
     // Long rows of value reductions go in two passes: chunks of CHUNK, then the partials.
-    const CHUNK: usize = 4096;
     let arg = matches!(op, ReduceOp::ArgMax | ReduceOp::ArgMin);
     if !arg && n > 2 * CHUNK {
         let k = n.div_ceil(CHUNK);
@@ -603,7 +602,7 @@ pub(crate) fn reduce_rows(
         launch(ctx, op.name(), kernel, &p, &[], &bufs, [u(rows * k), 1, 1])?;
         return reduce_rows(op, &part, rows, k);
     }
-    if row_per_invocation(ctx, rows, n) {
+    if row_per_invocation(ctx, rows, n, 1) {
         let k = Kernel::ReduceSmall(op, x.ty());
         let p = ReduceSmallParams {
             rows: u(rows),
@@ -639,12 +638,19 @@ pub(crate) fn reduce_rows(
     Ok(out)
 }
 
-/// Whether `rows` rows of `n` go one invocation per row: short rows, and on CPU adapters (where
-/// barriers are costly and invocations run as SIMD lanes) any row count that fills the lanes. Not
-/// past the adapter's loop cap (llvmpipe ends a shader's loops at 65,535 iterations: the rest of
-/// the row was silently left out); the workgroup tree loops at most CHUNK / 256 times.
-fn row_per_invocation(ctx: &GpuContext, rows: usize, n: usize) -> bool {
-    let fits = ctx.loop_budget().is_none_or(|b| n <= b);
+/// Row length from which value reductions go in two passes ([`reduce_rows`]): chunks of this
+/// many, then the partials.
+const CHUNK: usize = 4096;
+
+/// Whether `rows` rows of `n` go one invocation per row, in a kernel that reads the row `passes`
+/// times: short rows, and on CPU adapters (where barriers are costly and invocations run as SIMD
+/// lanes) any row count that fills the lanes. Not past the adapter's loop cap, which counts every
+/// loop of an invocation together (llvmpipe ends a shader's loops at 65,535 iterations in all:
+/// the rest of the row was silently left out); the workgroup tree loops at most CHUNK / 256 times.
+fn row_per_invocation(ctx: &GpuContext, rows: usize, n: usize, passes: usize) -> bool {
+    let fits = ctx
+        .loop_budget()
+        .is_none_or(|b| n.checked_mul(passes).is_some_and(|total| total <= b));
     n <= 64 || (ctx.is_cpu_adapter() && rows >= 16 && fits)
 }
 
@@ -657,10 +663,10 @@ pub(crate) fn softmax_rows(
     n: usize,
     log: bool,
 ) -> Result<Option<GpuStorage>> {
-    let ctx = x.ctx();
-    if x.dtype != DType::F32 || rows == 0 || n == 0 || !row_per_invocation(ctx, rows, n) {
+    if !softmax_takes(x, rows, n, 3) {
         return Ok(None);
     }
+    let ctx = x.ctx();
     let op = if log { "log_softmax" } else { "softmax" };
     let out = output(ctx, op, rows * n, x.dtype)?;
     let p = ReduceSmallParams {
@@ -681,11 +687,10 @@ pub(crate) fn softmax_backward_rows(
     n: usize,
     log: bool,
 ) -> Result<Option<GpuStorage>> {
-    let ctx = y.ctx();
-    let f32s = y.dtype == DType::F32 && g.dtype == DType::F32;
-    if !f32s || rows == 0 || n == 0 || !row_per_invocation(ctx, rows, n) {
+    if g.dtype != DType::F32 || !softmax_takes(y, rows, n, 2) {
         return Ok(None);
     }
+    let ctx = y.ctx();
     let op = if log {
         "log_softmax_backward"
     } else {
@@ -700,6 +705,16 @@ pub(crate) fn softmax_backward_rows(
     let bufs = [y.raw(), g.raw(), out.raw()];
     launch(ctx, op, k, &p, &[], &bufs, groups(rows))?;
     Ok(Some(out))
+}
+
+/// Whether the fused softmax kernels take `rows` f32 rows of `n` of `x`'s dtype, reading each
+/// row `passes` times (3 forward, 2 backward): one invocation per row, and rows no longer than
+/// those [`reduce_rows`] sums in one pass (longer ones the composite sums in chunks).
+pub(crate) fn softmax_takes(x: &GpuStorage, rows: usize, n: usize, passes: usize) -> bool {
+    x.dtype == DType::F32
+        && rows > 0
+        && (1..=2 * CHUNK).contains(&n)
+        && row_per_invocation(x.ctx(), rows, n, passes)
 }
 
 pub(crate) fn cumsum_rows(x: &GpuStorage, rows: usize, n: usize) -> Result<GpuStorage> {
