@@ -474,31 +474,39 @@ fn index_tensor_changed_in_place() -> Result<()> {
     Ok(())
 }
 
+/// Rows longer than the GPU's fused softmax takes (8,192): there it is a composite.
+const COMPOSITE_ROW: usize = 9000;
+
 #[test]
 fn softmax_output_changed_in_place() -> Result<()> {
     for dev in common::devices() {
-        let x = seq(&[2, 3], true, &dev);
-        let y = x.softmax(1)?;
-        let loss = y.sum_all()?;
-        y.detach().mul_(&y.detach())?;
-        // The CPU's fused softmax saves its output (as PyTorch's SoftmaxBackward does); the GPU's
-        // composite saves it in its final division.
-        let op = if dev.is_gpu() { "div" } else { "softmax" };
-        let origin = format!(", which is output 0 of {op}Backward,");
-        expect_err(&loss, &modified(&y, &origin, 1, 0), op);
+        // Short rows: every backend's fused softmax saves its output, as PyTorch's
+        // SoftmaxBackward does. Long rows on a GPU: the composite saves it in its final division.
+        let mut cases = vec![(3, "softmax")];
+        if dev.is_gpu() {
+            cases.push((COMPOSITE_ROW, "div"));
+        }
+        for (n, op) in cases {
+            let x = seq(&[2, n], true, &dev);
+            let y = x.softmax(1)?;
+            let loss = y.sum_all()?;
+            y.detach().mul_(&y.detach())?;
+            let origin = format!(", which is output 0 of {op}Backward,");
+            expect_err(&loss, &modified(&y, &origin, 1, 0), op);
+        }
     }
     Ok(())
 }
 
 #[test]
 fn log_softmax_output_changed_in_place_is_refused_or_keeps_its_gradient() -> Result<()> {
-    // On the CPU the fused log_softmax saves its output, as PyTorch's LogSoftmaxBackward does, so
-    // changing it in place is reported. On a GPU log_softmax is a composite whose last op (a
-    // subtraction) reads nothing: the gradient comes from the forward pass's intermediates and
-    // stays right (never the new values'). Either way, no wrong number.
+    // Short rows: every backend's fused log_softmax saves its output, as PyTorch's
+    // LogSoftmaxBackward does, so changing it in place is reported. Long rows on a GPU: a
+    // composite whose last op (a subtraction) reads nothing, so the gradient comes from the forward
+    // pass's intermediates and stays right (never the new values'). Either way, no wrong number.
     for dev in common::devices() {
-        let run = |change: bool| -> Result<Vec<f32>> {
-            let x = seq(&[2, 3], true, &dev);
+        let run = |n: usize, change: bool| -> Result<Vec<f32>> {
+            let x = seq(&[2, n], true, &dev);
             let y = x.log_softmax(1)?;
             let loss = y.narrow(1, 0, 2)?.sum_all()?;
             if change {
@@ -507,17 +515,16 @@ fn log_softmax_output_changed_in_place_is_refused_or_keeps_its_gradient() -> Res
             loss.backward()?;
             Ok(grad(&x))
         };
+        let m = run(3, true)
+            .expect_err("the saved output was changed")
+            .to_string();
+        assert!(
+            m.contains("output 0 of log_softmaxBackward, is at version 1"),
+            "{m}"
+        );
+        run(3, false)?;
         if dev.is_gpu() {
-            assert_eq!(run(true)?, run(false)?);
-        } else {
-            let m = run(true)
-                .expect_err("the saved output was changed")
-                .to_string();
-            assert!(
-                m.contains("output 0 of log_softmaxBackward, is at version 1"),
-                "{m}"
-            );
-            run(false)?;
+            assert_eq!(run(COMPOSITE_ROW, true)?, run(COMPOSITE_ROW, false)?);
         }
     }
     Ok(())
