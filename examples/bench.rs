@@ -23,6 +23,8 @@
 //! onnxruntime, default 15; 5 on a GPU), writing `bench-onnx-results.json`. `--onnx-case
 //! resnet18|transformer_encoder_4l [--reps N] [--device cpu|gpu] [--profile]` times one model
 //! alone (wgtorch only), for a profiler; `--profile` prints `wgtorch::profiler`'s per-op tables.
+//! `--cnn-case f32|f16|bf16 [--reps N] [--device cpu|gpu]` times the SimpleCNN training step
+//! alone (autocast for the half types), for a profiler.
 //!
 //! `--compile [--reps N]` times the SimpleCNN's inference (batch 64, evaluation mode) eager and
 //! through `wgtorch::compile::compile_module`, alternating, on the CPU and the GPU adapter, with
@@ -465,6 +467,37 @@ fn main() -> Result<()> {
             }
         };
         println!("{case}: median {:.2} ms over {reps} steps", s * 1e3);
+        return Ok(());
+    }
+    if let Some(case) = arg::<String>("--cnn-case") {
+        // The SimpleCNN training step alone (batch 64, Adam), wgtorch only: for a profiler.
+        let case = case.map_err(usage)?;
+        let reps = arg::<usize>("--reps").unwrap_or(Ok(20)).map_err(usage)?;
+        let half = match case.as_str() {
+            "f32" => None,
+            "f16" => Some(DType::F16),
+            "bf16" => Some(DType::BF16),
+            other => {
+                return Err(usage(format!(
+                    "--cnn-case takes f32, f16 or bf16, got {other}"
+                )))
+            }
+        };
+        let dev = match arg::<String>("--device")
+            .transpose()
+            .map_err(usage)?
+            .as_deref()
+        {
+            None | Some("cpu") => Device::Cpu,
+            Some("gpu") => Device::gpu()?,
+            Some(other) => return Err(usage(format!("--device takes cpu or gpu, got {other}"))),
+        };
+        let s = cnn_step(&dev, half, false, reps.max(1))?;
+        println!(
+            "SimpleCNN step {case} on {}: median {:.2} ms over {reps} steps",
+            dev.describe(),
+            s.ms
+        );
         return Ok(());
     }
     if let Some(case) = arg::<String>("--onnx-case") {

@@ -4,7 +4,8 @@
 //! and broadcast elementwise ops against values computed on the host; the lane-wise max/min
 //! reductions with NaN and infinities. On a GPU the other comparisons check the composites. The vectorisable f32 math (`exp`, `tanh`, `sigmoid`, `erf`, the normal CDF and
 //! density) against f64 references, in ulps, on every instruction set the CPU has, and the fused
-//! gradient ops (sigmoid, tanh, GELU) against their composites, with double backward.
+//! gradient ops (sigmoid, tanh, GELU) against their composites, with double backward. Half-type
+//! max pooling and the bulk f32 <-> half casts against the f32 pooling and the strided casts.
 
 mod common;
 use common::{assert_close, devices, vals};
@@ -696,6 +697,63 @@ fn fused_lstm_cell_matches_tensor_ops() -> Result<()> {
     let (a, b2) = (run(&fused)?, run(&by_hand)?);
     for (k, (a, b2)) in a.iter().zip(&b2).enumerate() {
         assert_close(&format!("lstm result {k}"), a, b2, 1e-10, 1e-10);
+    }
+    Ok(())
+}
+
+/// Half-type max pooling (which pools the input widened to f32) and casts between f32 and the
+/// half types (in bulk for whole contiguous tensors, element by element otherwise) against the
+/// f32 pooling of the same values and the strided casts: the same values, NaN and infinities
+/// included, and the same gradient (the first maximum of each window).
+#[test]
+fn half_pooling_and_casts_match_f32() -> Result<()> {
+    let dev = Device::Cpu;
+    let mut v: Vec<f32> = (0..2 * 3 * 7 * 9)
+        .map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0)
+        .collect();
+    v[5] = f32::NAN;
+    v[40] = f32::NEG_INFINITY;
+    v[41] = f32::INFINITY;
+    v[100] = 3.0; // ties with its neighbour: the first maximum takes the gradient
+    v[101] = 3.0;
+    let x32 = Tensor::from_vec(v, [2, 3, 7, 9], &dev)?;
+    let bits = |t: &Tensor| -> Result<Vec<u32>> {
+        Ok(t.to_dtype(DType::F32)?
+            .to_vec::<f32>()?
+            .iter()
+            .map(|x| if x.is_nan() { u32::MAX } else { x.to_bits() })
+            .collect())
+    };
+    for dt in [DType::F16, DType::BF16] {
+        // The contiguous cast (bulk) equals the transposed one (element-wise) made contiguous.
+        let xh = x32.to_dtype(dt)?;
+        let xt = x32.transpose(2, 3)?.to_dtype(dt)?.transpose(2, 3)?;
+        assert_eq!(bits(&xh)?, bits(&xt.contiguous()?)?, "{dt:?} casts");
+        let back = xh.to_dtype(DType::F32)?;
+        let back_t = xh.transpose(1, 3)?.to_dtype(DType::F32)?.transpose(1, 3)?;
+        assert_eq!(
+            bits(&back)?,
+            bits(&back_t.contiguous()?)?,
+            "{dt:?} widening"
+        );
+        // Pooling in the half type equals pooling its values in f32, forward and backward.
+        let opts = || wgtorch::nn::functional::MaxPool2dOptions {
+            stride: Some(2.into()),
+            padding: 1.into(),
+            ..Default::default()
+        };
+        let xh = xh.requires_grad_(true);
+        let xw = back.detach().requires_grad_(true);
+        let (yh, yw) = (
+            wgtorch::nn::functional::max_pool2d_with(&xh, 3, opts())?,
+            wgtorch::nn::functional::max_pool2d_with(&xw, 3, opts())?,
+        );
+        assert_eq!(yh.dtype(), dt);
+        assert_eq!(bits(&yh)?, bits(&yw)?, "{dt:?} max_pool2d values");
+        yh.to_dtype(DType::F32)?.sum_all()?.backward()?;
+        yw.sum_all()?.backward()?;
+        let (gh, gw) = (xh.grad().expect("grad"), xw.grad().expect("grad"));
+        assert_eq!(bits(&gh)?, bits(&gw)?, "{dt:?} max_pool2d gradient");
     }
     Ok(())
 }

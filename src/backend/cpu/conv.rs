@@ -8,9 +8,8 @@
 //! `Wᵀ · dY[n]` back into the image.
 
 use super::gemm::{copy_short, gemm, gemm_src, Gemm, Source, Strided, Transposed};
-use super::{pool, with_cpu, CpuElem, CpuStorage};
+use super::{half_f32, pool, CpuElem, CpuStorage};
 use crate::backend::ConvEpilogue;
-use crate::dtype::Elem;
 use crate::ops::ConvGeom;
 use rayon::prelude::*;
 
@@ -85,13 +84,21 @@ fn widen(
         (CpuStorage::F64(a), CpuStorage::F64(b)) => {
             CpuStorage::F64(f64k(a, b, extra.map(|c| c.and_then(f64::slice))))
         }
-        _ => with_cpu!(a, av, T => {
-            let wide = |v: &[T]| v.iter().map(|x| x.to_f64() as f32).collect::<Vec<f32>>();
-            let bv = T::slice(b).expect("conv2d: operands share a dtype");
-            let cv = extra.map(|c| c.map(|c| wide(T::slice(c).expect("conv2d: operands share a dtype"))));
-            let out = f32k(&wide(av), &wide(bv), [cv[0].as_deref(), cv[1].as_deref()]);
-            T::wrap(out.into_iter().map(|v| T::from_f64(v as f64)).collect())
-        }),
+        _ => {
+            let dtype = a.dtype();
+            let wide = |s: &CpuStorage| {
+                assert_eq!(s.dtype(), dtype, "conv2d: operands share a dtype");
+                half_f32::widen(s).expect("conv2d: a float dtype")
+            };
+            let (aw, bw) = (wide(a), wide(b));
+            let cv = extra.map(|c| c.map(wide));
+            let out = f32k(&aw, &bw, [cv[0].as_deref(), cv[1].as_deref()]);
+            let narrow = half_f32::narrow(&out, dtype).expect("conv2d: a half dtype");
+            for v in [aw, bw, out].into_iter().chain(cv.into_iter().flatten()) {
+                pool::give_back(v);
+            }
+            narrow
+        }
     }
 }
 

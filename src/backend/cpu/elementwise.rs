@@ -165,6 +165,19 @@ pub(crate) fn contiguous(x: &CpuStorage, l: &Layout) -> CpuStorage {
 
 /// Convert to another dtype (strided in, contiguous out).
 pub(crate) fn cast(x: &CpuStorage, l: &Layout, to: DType) -> CpuStorage {
+    // Between f32 and a half type over whole contiguous storages (autocast's casts): in bulk,
+    // with the same values.
+    if let Some(v) = super::head::<f32>(x, l.numel()).filter(|_| l.is_contiguous() && l.offset == 0)
+    {
+        if let Some(out) = super::half_f32::narrow(v, to) {
+            return out;
+        }
+    }
+    if to == DType::F32 && l.is_contiguous() && l.offset == 0 && x.len() == l.numel() {
+        if let Some(out) = super::half_f32::widen(x) {
+            return CpuStorage::F32(out);
+        }
+    }
     with_cpu!(x, v, S => with_dtype!(to, D => {
         let mut out = pool::any(l.numel());
         par_fill(&mut out, |start, chunk| {

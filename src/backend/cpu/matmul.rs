@@ -1,9 +1,9 @@
 //! Batched matrix multiply on the CPU: one [`gemm`] per batch entry, in parallel over the batch
-//! when the products are small. Half types compute in f32 and round once.
+//! when the products are small. Half types compute in f32 and round once (see [`half_f32`] for
+//! why bf16 does not multiply with `vdpbf16ps`).
 
 use super::gemm::gemm;
-use super::{pool, with_cpu, CpuElem, CpuStorage};
-use crate::dtype::Elem;
+use super::{half_f32, pool, CpuStorage};
 use crate::shape::Layout;
 use rayon::prelude::*;
 
@@ -27,15 +27,22 @@ pub(crate) fn matmul(a: &CpuStorage, al: &Layout, b: &CpuStorage, bl: &Layout) -
             });
             CpuStorage::F64(out)
         }
-        _ => with_cpu!(a, av, T => {
-            // Half types: widen the viewed elements to f32, multiply, round once.
-            let bv = T::slice(b).expect("matmul: same dtype");
-            let af: Vec<f32> = av.iter().map(|x| x.to_f64() as f32).collect();
-            let bf: Vec<f32> = bv.iter().map(|x| x.to_f64() as f32).collect();
-            let mut of = vec![0f32; bs * m * n];
-            run(&af, al, &bf, bl, &mut of, |a, sa, b, sb, c| gemm(m, al.shape[2], n, a, sa, b, sb, 0.0, c, n));
-            T::wrap(of.into_iter().map(|v| T::from_f64(v as f64)).collect())
-        }),
+        _ => {
+            // Half types: widen the storages to f32, multiply, round once.
+            let dtype = a.dtype();
+            assert_eq!(dtype, b.dtype(), "matmul: operands share a dtype");
+            let widen = |s| half_f32::widen(s).expect("matmul: a float dtype");
+            let (af, bf) = (widen(a), widen(b));
+            let mut of = pool::any(bs * m * n);
+            run(&af, al, &bf, bl, &mut of, |a, sa, b, sb, c| {
+                gemm(m, al.shape[2], n, a, sa, b, sb, 0.0, c, n)
+            });
+            let out = half_f32::narrow(&of, dtype).expect("matmul: a half dtype");
+            for v in [af, bf, of] {
+                pool::give_back(v);
+            }
+            out
+        }
     }
 }
 

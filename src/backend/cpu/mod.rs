@@ -17,6 +17,7 @@
 mod conv;
 mod elementwise;
 mod gemm;
+mod half_f32;
 mod index;
 mod matmul;
 mod norm;

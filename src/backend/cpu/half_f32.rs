@@ -1,0 +1,129 @@
+//! Half-precision storages to and from f32 in bulk: the widening and rounding that half-type
+//! matmuls and convolutions (which compute in f32) and casts between f32 and a half type do on
+//! every element. `half`'s slice conversions use the CPU's conversion instructions where it has
+//! them (F16C) and vectorisable loops otherwise; the values are those of the element-wise
+//! conversions (exact widening, rounding to nearest even).
+//!
+//! Why bf16 products are not multiplied as bf16: a 12×32 microkernel on `vdpbf16ps` (AVX512_BF16,
+//! two bf16 products per f32 lane and instruction, operands packed in pairs along k) reached
+//! 51–54 GFLOP/s at 512³ on one thread of an Intel Xeon (family 6 model 207, Emerald Rapids,
+//! Dec 2026), where the f32 FMA kernel on the same widened operands reached 85–86: there the
+//! instruction's throughput is below that of two FMAs. AMX, which would pay, was not offered by
+//! that machine's hypervisor (no `amx_tile` flag).
+
+use super::{par_fill, pool, CpuStorage};
+use crate::DType;
+use half::slice::HalfFloatSliceExt;
+
+/// The elements of an f16 or bf16 storage widened to f32 (exactly); None for other dtypes.
+pub(crate) fn widen(s: &CpuStorage) -> Option<Vec<f32>> {
+    let n = match s {
+        CpuStorage::F16(v) => v.len(),
+        CpuStorage::BF16(v) => v.len(),
+        _ => return None,
+    };
+    let mut out: Vec<f32> = pool::any(n);
+    par_fill(&mut out, |start, chunk| {
+        let end = start + chunk.len();
+        match s {
+            CpuStorage::F16(v) => v[start..end].convert_to_f32_slice(chunk),
+            CpuStorage::BF16(v) => v[start..end].convert_to_f32_slice(chunk),
+            _ => unreachable!("matched above"),
+        }
+    });
+    Some(out)
+}
+
+/// `v` rounded to `to` (f16 or bf16; to nearest, ties to even) as a storage; None for other
+/// dtypes.
+pub(crate) fn narrow(v: &[f32], to: DType) -> Option<CpuStorage> {
+    Some(match to {
+        DType::F16 => {
+            let mut out: Vec<half::f16> = pool::any(v.len());
+            par_fill(&mut out, |s, c| {
+                c.convert_from_f32_slice(&v[s..s + c.len()])
+            });
+            CpuStorage::F16(out)
+        }
+        DType::BF16 => {
+            let mut out: Vec<half::bf16> = pool::any(v.len());
+            par_fill(&mut out, |s, c| {
+                c.convert_from_f32_slice(&v[s..s + c.len()])
+            });
+            CpuStorage::BF16(out)
+        }
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dtype::Elem;
+
+    /// The bulk conversions give the element-wise ones (`Elem`'s, as casts use) bit for bit,
+    /// at rounding ties, subnormals, infinities and NaN, over more than one parallel chunk.
+    #[test]
+    fn bulk_conversions_match_elementwise() {
+        let mut xs: Vec<f32> = vec![
+            0.0,
+            -0.0,
+            1.0,
+            f32::from_bits(0x3f80_8000), // bf16 tie, rounds to even (down)
+            f32::from_bits(0x3f81_8000), // bf16 tie, rounds up
+            f32::from_bits(0x3f80_8001),
+            65504.0,
+            65520.0, // f16 overflows to inf
+            1e-40,   // f32 subnormal
+            6e-8,    // f16 subnormal
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+            f32::MAX,
+        ];
+        let mut state = 7u32;
+        while xs.len() < 3 * super::super::GRAIN + 5 {
+            state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            xs.push(f32::from_bits(state));
+        }
+        for dt in [DType::F16, DType::BF16] {
+            let s = narrow(&xs, dt).expect("a half dtype");
+            let back = widen(&s).expect("a half storage");
+            for (i, &x) in xs.iter().enumerate() {
+                let (want, got) = match &s {
+                    CpuStorage::F16(v) => (
+                        <half::f16 as Elem>::from_f64(x as f64).to_bits(),
+                        v[i].to_bits(),
+                    ),
+                    CpuStorage::BF16(v) => (
+                        <half::bf16 as Elem>::from_f64(x as f64).to_bits(),
+                        v[i].to_bits(),
+                    ),
+                    _ => unreachable!(),
+                };
+                let nan = match &s {
+                    CpuStorage::F16(v) => v[i].is_nan(),
+                    _ => half::bf16::from_bits(got).is_nan(),
+                };
+                if x.is_nan() {
+                    assert!(nan, "{dt:?}: NaN stays NaN");
+                    assert!(back[i].is_nan());
+                    continue;
+                }
+                assert_eq!(got, want, "{dt:?} rounding of {x:e} ({:#x})", x.to_bits());
+                let wide = match &s {
+                    CpuStorage::F16(v) => Elem::to_f64(v[i]),
+                    CpuStorage::BF16(v) => Elem::to_f64(v[i]),
+                    _ => unreachable!(),
+                };
+                assert_eq!(
+                    back[i].to_bits(),
+                    (wide as f32).to_bits(),
+                    "{dt:?} widening"
+                );
+            }
+        }
+        assert!(widen(&CpuStorage::F32(vec![1.0])).is_none());
+        assert!(narrow(&[1.0], DType::F32).is_none());
+    }
+}
