@@ -412,6 +412,19 @@ fn arg<T: std::str::FromStr>(flag: &str) -> Option<std::result::Result<T, String
     )
 }
 
+/// `--device cpu|gpu` (the CPU when absent).
+fn device_arg() -> Result<Device> {
+    match arg::<String>("--device")
+        .transpose()
+        .map_err(usage)?
+        .as_deref()
+    {
+        None | Some("cpu") => Ok(Device::Cpu),
+        Some("gpu") => Device::gpu(),
+        Some(other) => Err(usage(format!("--device takes cpu or gpu, got {other}"))),
+    }
+}
+
 fn main() -> Result<()> {
     if std::env::args().any(|a| a == "--ddp-worker" || a == "--ddp") {
         let steps = arg::<usize>("--steps").unwrap_or(Ok(20)).map_err(usage)?;
@@ -483,15 +496,7 @@ fn main() -> Result<()> {
                 )))
             }
         };
-        let dev = match arg::<String>("--device")
-            .transpose()
-            .map_err(usage)?
-            .as_deref()
-        {
-            None | Some("cpu") => Device::Cpu,
-            Some("gpu") => Device::gpu()?,
-            Some(other) => return Err(usage(format!("--device takes cpu or gpu, got {other}"))),
-        };
+        let dev = device_arg()?;
         let s = cnn_step(&dev, half, false, reps.max(1))?;
         println!(
             "SimpleCNN step {case} on {}: median {:.2} ms over {reps} steps",
@@ -503,15 +508,7 @@ fn main() -> Result<()> {
     if let Some(case) = arg::<String>("--onnx-case") {
         let case = case.map_err(usage)?;
         let reps = arg::<usize>("--reps").unwrap_or(Ok(20)).map_err(usage)?;
-        let dev = match arg::<String>("--device")
-            .transpose()
-            .map_err(usage)?
-            .as_deref()
-        {
-            None | Some("cpu") => Device::Cpu,
-            Some("gpu") => Device::gpu()?,
-            Some(other) => return Err(usage(format!("--device takes cpu or gpu, got {other}"))),
-        };
+        let dev = device_arg()?;
         let profile = std::env::args().any(|a| a == "--profile");
         return onnx::onnx_case(&case, &dev, reps.max(1), profile);
     }

@@ -17,21 +17,22 @@ use half::slice::HalfFloatSliceExt;
 
 /// The elements of an f16 or bf16 storage widened to f32 (exactly); None for other dtypes.
 pub(crate) fn widen(s: &CpuStorage) -> Option<Vec<f32>> {
-    let n = match s {
-        CpuStorage::F16(v) => v.len(),
-        CpuStorage::BF16(v) => v.len(),
-        _ => return None,
-    };
-    let mut out: Vec<f32> = pool::any(n);
+    match s {
+        CpuStorage::F16(v) => Some(widen_slice(v)),
+        CpuStorage::BF16(v) => Some(widen_slice(v)),
+        _ => None,
+    }
+}
+
+fn widen_slice<H: Sync>(v: &[H]) -> Vec<f32>
+where
+    [H]: HalfFloatSliceExt,
+{
+    let mut out: Vec<f32> = pool::any(v.len());
     par_fill(&mut out, |start, chunk| {
-        let end = start + chunk.len();
-        match s {
-            CpuStorage::F16(v) => v[start..end].convert_to_f32_slice(chunk),
-            CpuStorage::BF16(v) => v[start..end].convert_to_f32_slice(chunk),
-            _ => unreachable!("matched above"),
-        }
+        v[start..start + chunk.len()].convert_to_f32_slice(chunk)
     });
-    Some(out)
+    out
 }
 
 /// `v` rounded to `to` (f16 or bf16; to nearest, ties to even) as a storage; None for other
