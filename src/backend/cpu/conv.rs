@@ -85,15 +85,16 @@ fn widen(
             CpuStorage::F64(f64k(a, b, extra.map(|c| c.and_then(f64::slice))))
         }
         _ => {
-            let dtype = a.dtype();
-            let wide = |s: &CpuStorage| {
-                assert_eq!(s.dtype(), dtype, "conv2d: operands share a dtype");
-                half_f32::widen(s).expect("conv2d: a float dtype")
+            // Half types (the op layer admits float operands of one dtype).
+            let (aw, half) = half_f32::widen(a).expect("conv2d: a float dtype");
+            let wide = |s: &CpuStorage| match half_f32::widen(s) {
+                Some((v, h)) if h == half => v,
+                _ => panic!("conv2d: operands share a dtype"),
             };
-            let (aw, bw) = (wide(a), wide(b));
+            let bw = wide(b);
             let cv = extra.map(|c| c.map(wide));
             let out = f32k(&aw, &bw, [cv[0].as_deref(), cv[1].as_deref()]);
-            let narrow = half_f32::narrow(&out, dtype).expect("conv2d: a half dtype");
+            let narrow = half_f32::narrow(&out, half);
             for v in [aw, bw, out].into_iter().chain(cv.into_iter().flatten()) {
                 pool::give_back(v);
             }

@@ -169,12 +169,12 @@ pub(crate) fn cast(x: &CpuStorage, l: &Layout, to: DType) -> CpuStorage {
     // with the same values.
     if let Some(v) = super::head::<f32>(x, l.numel()).filter(|_| l.is_contiguous() && l.offset == 0)
     {
-        if let Some(out) = super::half_f32::narrow(v, to) {
-            return out;
+        if let Some(h) = super::half_f32::Half::of(to) {
+            return super::half_f32::narrow(v, h);
         }
     }
     if to == DType::F32 && l.is_contiguous() && l.offset == 0 && x.len() == l.numel() {
-        if let Some(out) = super::half_f32::widen(x) {
+        if let Some((out, _)) = super::half_f32::widen(x) {
             return CpuStorage::F32(out);
         }
     }

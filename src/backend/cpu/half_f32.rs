@@ -15,11 +15,30 @@ use super::{par_fill, pool, CpuStorage};
 use crate::DType;
 use half::slice::HalfFloatSliceExt;
 
-/// The elements of an f16 or bf16 storage widened to f32 (exactly); None for other dtypes.
-pub(crate) fn widen(s: &CpuStorage) -> Option<Vec<f32>> {
+/// A half-precision dtype: what [`widen`] found and what [`narrow`] rounds to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Half {
+    F16,
+    BF16,
+}
+
+impl Half {
+    /// The half type `dtype` is, if it is one.
+    pub(crate) fn of(dtype: DType) -> Option<Half> {
+        match dtype {
+            DType::F16 => Some(Half::F16),
+            DType::BF16 => Some(Half::BF16),
+            _ => None,
+        }
+    }
+}
+
+/// The elements of an f16 or bf16 storage widened to f32 (exactly), with the storage's half
+/// type; None for other dtypes.
+pub(crate) fn widen(s: &CpuStorage) -> Option<(Vec<f32>, Half)> {
     match s {
-        CpuStorage::F16(v) => Some(widen_slice(v)),
-        CpuStorage::BF16(v) => Some(widen_slice(v)),
+        CpuStorage::F16(v) => Some((widen_slice(v), Half::F16)),
+        CpuStorage::BF16(v) => Some((widen_slice(v), Half::BF16)),
         _ => None,
     }
 }
@@ -35,26 +54,24 @@ where
     out
 }
 
-/// `v` rounded to `to` (f16 or bf16; to nearest, ties to even) as a storage; None for other
-/// dtypes.
-pub(crate) fn narrow(v: &[f32], to: DType) -> Option<CpuStorage> {
-    Some(match to {
-        DType::F16 => {
+/// `v` rounded to `to` (to nearest, ties to even) as a storage.
+pub(crate) fn narrow(v: &[f32], to: Half) -> CpuStorage {
+    match to {
+        Half::F16 => {
             let mut out: Vec<half::f16> = pool::any(v.len());
             par_fill(&mut out, |s, c| {
                 c.convert_from_f32_slice(&v[s..s + c.len()])
             });
             CpuStorage::F16(out)
         }
-        DType::BF16 => {
+        Half::BF16 => {
             let mut out: Vec<half::bf16> = pool::any(v.len());
             par_fill(&mut out, |s, c| {
                 c.convert_from_f32_slice(&v[s..s + c.len()])
             });
             CpuStorage::BF16(out)
         }
-        _ => return None,
-    })
+    }
 }
 
 #[cfg(test)]
@@ -87,9 +104,10 @@ mod tests {
             state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
             xs.push(f32::from_bits(state));
         }
-        for dt in [DType::F16, DType::BF16] {
-            let s = narrow(&xs, dt).expect("a half dtype");
-            let back = widen(&s).expect("a half storage");
+        for dt in [Half::F16, Half::BF16] {
+            let s = narrow(&xs, dt);
+            let (back, found) = widen(&s).expect("a half storage");
+            assert_eq!(found, dt);
             for (i, &x) in xs.iter().enumerate() {
                 let (want, got) = match &s {
                     CpuStorage::F16(v) => (
@@ -125,6 +143,7 @@ mod tests {
             }
         }
         assert!(widen(&CpuStorage::F32(vec![1.0])).is_none());
-        assert!(narrow(&[1.0], DType::F32).is_none());
+        assert_eq!(Half::of(DType::BF16), Some(Half::BF16));
+        assert_eq!(Half::of(DType::F32), None);
     }
 }

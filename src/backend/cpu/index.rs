@@ -336,11 +336,15 @@ pub(crate) fn max_pool(
 ) -> (CpuStorage, Option<CpuStorage>) {
     // Half types pool their f32 widening (the maxima are input values: narrowing them back is
     // exact), which costs one pass instead of a software conversion per window tap.
-    if let Some(wide) = super::half_f32::widen(x) {
-        let (vals, idx) = max_pool(&CpuStorage::F32(wide), g, indices);
-        let out = super::half_f32::narrow(f32::slice(&vals).expect("f32 maxima"), x.dtype());
-        pool::give_back(f32::into_vec(vals).expect("f32 maxima"));
-        return (out.expect("a half dtype"), idx);
+    if let Some((wide, half)) = super::half_f32::widen(x) {
+        return match max_pool(&CpuStorage::F32(wide), g, indices) {
+            (CpuStorage::F32(vals), idx) => {
+                let out = super::half_f32::narrow(&vals, half);
+                pool::give_back(vals);
+                (out, idx)
+            }
+            other => other,
+        };
     }
     let n = g.n * g.c * g.ho * g.wo;
     let plane_out = g.ho * g.wo;

@@ -28,16 +28,16 @@ pub(crate) fn matmul(a: &CpuStorage, al: &Layout, b: &CpuStorage, bl: &Layout) -
             CpuStorage::F64(out)
         }
         _ => {
-            // Half types: widen the storages to f32, multiply, round once.
-            let dtype = a.dtype();
-            assert_eq!(dtype, b.dtype(), "matmul: operands share a dtype");
+            // Half types (the op layer admits float operands of one dtype): widen the storages
+            // to f32, multiply, round once.
+            assert_eq!(a.dtype(), b.dtype(), "matmul: operands share a dtype");
             let widen = |s| half_f32::widen(s).expect("matmul: a float dtype");
-            let (af, bf) = (widen(a), widen(b));
+            let ((af, half), (bf, _)) = (widen(a), widen(b));
             let mut of = pool::any(bs * m * n);
             run(&af, al, &bf, bl, &mut of, |a, sa, b, sb, c| {
                 gemm(m, al.shape[2], n, a, sa, b, sb, 0.0, c, n)
             });
-            let out = half_f32::narrow(&of, dtype).expect("matmul: a half dtype");
+            let out = half_f32::narrow(&of, half);
             for v in [af, bf, of] {
                 pool::give_back(v);
             }
