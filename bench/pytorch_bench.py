@@ -261,7 +261,12 @@ def main():
         out["numpy_matmul_gflops"][str(n)] = 2 * n**3 / t / 1e9
     x = torch.randn(1 << 22)
     y = torch.randn(1 << 22)
-    out["add_gbs"] = 3 * 4 * (1 << 22) / median_time(lambda: x + y, 7) / 1e9
+    out["add_gbs"] = 3 * 4 * (1 << 22) / median_time(lambda: x + y, 15) / 1e9
+    out["mul_scalar_gbs"] = 2 * 4 * (1 << 22) / median_time(lambda: x * 1.5, 15) / 1e9
+    out["relu_gbs"] = 2 * 4 * (1 << 22) / median_time(lambda: torch.relu(x), 15) / 1e9
+    m = x.reshape(-1, 1024)
+    out["sum_rows_gbs"] = 4 * (1 << 22) / median_time(lambda: m.sum(1), 15) / 1e9
+    out["amax_rows_gbs"] = 4 * (1 << 22) / median_time(lambda: m.amax(1), 15) / 1e9
     img = torch.randn(64, 32, 16, 16, requires_grad=True)
     w = torch.randn(64, 32, 3, 3, requires_grad=True)
 

@@ -1,5 +1,5 @@
 //! The benchmark table: matmul GFLOP/s (f32, 256 to 2048), conv2d forward+backward, elementwise
-//! GB/s and the SimpleCNN training step (f32 and autocast) on the CPU and the GPU adapter found,
+//! and row-reduction GB/s next to the CPU's triad and read bandwidth, and the SimpleCNN training step (f32 and autocast) on the CPU and the GPU adapter found,
 //! with per-step GPU counters; then, when `import torch` works in `$WGTORCH_BENCH_PYTHON` (default
 //! `python3`), the same work in PyTorch (at rayon's thread count) and numpy from
 //! `bench/pytorch_bench.py`, as ratios; the sequence-model rows (log_softmax `[700, 18328]`
@@ -24,7 +24,9 @@
 //! resnet18|transformer_encoder_4l [--reps N] [--device cpu|gpu] [--profile]` times one model
 //! alone (wgtorch only), for a profiler; `--profile` prints `wgtorch::profiler`'s per-op tables.
 //! `--cnn-case f32|f16|bf16 [--reps N] [--device cpu|gpu]` times the SimpleCNN training step
-//! alone (autocast for the half types), for a profiler.
+//! alone (autocast for the half types), for a profiler. `--membw [--reps N]` runs only the
+//! memory-bound CPU rows: a triad and a read stream (the machine's bandwidth, plain loops), and
+//! add, mul_scalar, relu, row sums and row amax of 2^22 f32 as a share of it (`bench/membw.rs`).
 //!
 //! `--compile [--reps N]` times the SimpleCNN's inference (batch 64, evaluation mode) eager and
 //! through `wgtorch::compile::compile_module`, alternating, on the CPU and the GPU adapter, with
@@ -44,6 +46,8 @@ mod compile;
 #[cfg(feature = "mpi")]
 #[path = "bench/ddp.rs"]
 mod ddp;
+#[path = "bench/membw.rs"]
+mod membw;
 #[path = "bench/onnx.rs"]
 mod onnx;
 #[path = "bench/seq.rs"]
@@ -505,6 +509,13 @@ fn main() -> Result<()> {
         );
         return Ok(());
     }
+    if std::env::args().any(|a| a == "--membw") {
+        // The memory-bound rows alone, CPU only.
+        let reps = arg::<usize>("--reps").unwrap_or(Ok(15)).map_err(usage)?;
+        let name = format!("cpu ({} threads, rayon)", rayon::current_num_threads());
+        println!("| device | work | size | time (ms) | throughput |\n|---|---|---|---|---|");
+        return membw::cpu_rows(&name, reps.max(1), &mut serde_json::Map::new());
+    }
     if let Some(case) = arg::<String>("--onnx-case") {
         let case = case.map_err(usage)?;
         let reps = arg::<usize>("--reps").unwrap_or(Ok(20)).map_err(usage)?;
@@ -600,16 +611,20 @@ fn main() -> Result<()> {
             "| {name} | conv2d fwd+bwd | [64,32,16,16] * [64,32,3,3] | {:.2} | - |",
             t * 1e3
         );
-        let n = 1 << 22;
-        let a = Tensor::randn([n], dev)?;
-        let b = Tensor::randn([n], dev)?;
-        let t = time(dev, 7, || a.add(&b).map(|_| ()))?;
-        let gbs = 3.0 * 4.0 * n as f64 / t / 1e9;
-        rec.insert("add_gbs".into(), gbs.into());
-        println!(
-            "| {name} | add f32 | 2^22 | {:.2} | {gbs:.1} GB/s |",
-            t * 1e3
-        );
+        if dev.is_gpu() {
+            let n = 1 << 22;
+            let a = Tensor::randn([n], dev)?;
+            let b = Tensor::randn([n], dev)?;
+            let t = time(dev, 7, || a.add(&b).map(|_| ()))?;
+            let gbs = 3.0 * 4.0 * n as f64 / t / 1e9;
+            rec.insert("add_gbs".into(), gbs.into());
+            println!(
+                "| {name} | add f32 | 2^22 | {:.2} | {gbs:.1} GB/s |",
+                t * 1e3
+            );
+        } else {
+            membw::cpu_rows(&name, 15, &mut rec)?;
+        }
         json.insert(name, rec.into());
     }
     // The GEMM crates a user could pick instead, on the same products and threads: `gemm`
@@ -767,6 +782,20 @@ fn main() -> Result<()> {
             );
             if let (Some(o), Some(t), Some(np)) = (o, t, np) {
                 println!("  matmul {n}³: wgtorch {o:.1}, PyTorch {t:.1}, numpy {np:.1} GFLOP/s -> {:.2}x PyTorch, {:.2}x numpy", o / t, o / np);
+            }
+        }
+        for (key, what) in [
+            ("add_gbs", "add"),
+            ("mul_scalar_gbs", "mul_scalar"),
+            ("relu_gbs", "relu"),
+            ("sum_rows_gbs", "row sums"),
+            ("amax_rows_gbs", "row amax"),
+        ] {
+            if let (Some(o), Some(t)) = (ours[key].as_f64(), pt[key].as_f64()) {
+                println!(
+                    "  {what} 2^22 f32: wgtorch {o:.1}, PyTorch {t:.1} GB/s -> {:.2}x PyTorch",
+                    o / t
+                );
             }
         }
         if let (Some(o), Some(t)) = (
