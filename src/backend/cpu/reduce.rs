@@ -135,9 +135,9 @@ fn int_row(op: ReduceOp, r: &[i32]) -> i32 {
     }
 }
 
-/// Lanes of the row reductions' running values: four 512-bit vectors of f64 sums (or of f32
-/// extremes, eight of f64), so that four or more independent chains hide the add's latency
-/// (eight lanes, one chain, ran a 1024-wide f32 row sum at 9 GB/s per core).
+/// Independent running values of the row reductions: 32 f64 sums, or 64 extremes (four 512-bit
+/// vectors of f32), so that several chains hide the latency of each step (one 8-lane chain ran a
+/// 1024-wide f32 row sum at 9 GB/s per core).
 const LANES: usize = 32;
 
 /// Sum in f64 over [`LANES`] independent accumulators (so the loop vectorises), combined in a
@@ -155,17 +155,20 @@ fn sum_lanes<T: Elem>(r: &[T]) -> f64 {
             *a += x.to_f64();
         }
     }
-    pairwise(&mut acc) + tail
+    halves(&mut acc, |a, b| a + b) + tail
 }
 
-/// The sum of `v` (a power of two long) by halves: `v[i] += v[i + len/2]` until one is left.
+/// `v` (a power of two long) folded by halves with `f`: `v[i] = f(v[i], v[i + len/2])` until
+/// one is left (vector steps, in a fixed order).
 #[inline(always)]
-fn pairwise(v: &mut [f64]) -> f64 {
+fn halves<A: Copy>(v: &mut [A], f: impl Fn(A, A) -> A) -> A {
     let mut len = v.len();
     while len > 1 {
         len /= 2;
         let (lo, hi) = v.split_at_mut(len);
-        lo.iter_mut().zip(&hi[..len]).for_each(|(a, b)| *a += b);
+        lo.iter_mut()
+            .zip(&hi[..len])
+            .for_each(|(a, &b)| *a = f(*a, b));
     }
     v[0]
 }
@@ -208,16 +211,7 @@ fn extreme_lanes<T: Elem>(r: &[T], min: bool) -> T::Acc {
             acc = std::array::from_fn(|i| pick(acc[i], c[i].to_acc(), false));
         }
     }
-    // Fold the lanes by halves (vector steps), then into the remainder's extreme.
-    let mut len = acc.len();
-    while len > 1 {
-        len /= 2;
-        let (lo, hi) = acc.split_at_mut(len);
-        lo.iter_mut()
-            .zip(&hi[..len])
-            .for_each(|(a, &b)| *a = pick(*a, b, min));
-    }
-    pick(best, acc[0], min)
+    pick(best, halves(&mut acc, |a, b| pick(a, b, min)), min)
 }
 
 /// One row's reduction, inlined into its caller's [`vectorized`] block.
