@@ -264,11 +264,14 @@ unsafe fn block<T: Gemm>(
     let nc_max = NC.min(cols.len().div_ceil(nr) * nr);
     // A row-major A is read in place by the kernels: packing it would cost a fair part of using
     // it when C is narrow (a 3×3 convolution at 7×7 ran 1.7× faster so), and no less elsewhere
-    // (measured from 256³ to 1024³). Rows a multiple of 4 KiB apart are packed all the same:
-    // the microkernel's rows would share one L1 set and evict one another.
-    let direct = a
-        .strided()
-        .filter(|s| s.cs == 1 && !(s.rs * std::mem::size_of::<T>()).is_multiple_of(4096));
+    // (measured from 256³ to 1024³). Rows a multiple of 4 KiB apart are packed all the same
+    // (the microkernel's rows would share one L1 set and evict one another), unless C is one
+    // panel wide: then each A panel is read once, and packing it would only add a pass over A
+    // (a weight gradient of `[32, 1024]·[1024, 27]` spent more time packing A than using it).
+    let one_panel = cols.len() <= nr;
+    let direct = a.strided().filter(|s| {
+        s.cs == 1 && (one_panel || !(s.rs * std::mem::size_of::<T>()).is_multiple_of(4096))
+    });
     let a_words = if direct.is_some() { 0 } else { mc_max * kc_max };
     with_scratch::<T, _>(a_words, kc_max * nc_max, |ap, bp| {
         for jc in cols.clone().step_by(NC) {

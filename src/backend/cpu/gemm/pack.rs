@@ -23,6 +23,10 @@ pub(crate) trait Source<T>: Sync {
     fn run(&self, _r: usize, _c0: usize, _n: usize) -> Option<&[T]> {
         None
     }
+    /// Column `c`'s rows `r0..r0 + n` when they lie contiguous in memory.
+    fn col_run(&self, _c: usize, _r0: usize, _n: usize) -> Option<&[T]> {
+        None
+    }
 }
 
 impl<T, S: Source<T> + ?Sized> Source<T> for &S {
@@ -40,6 +44,9 @@ impl<T, S: Source<T> + ?Sized> Source<T> for &S {
     }
     fn run(&self, r: usize, c0: usize, n: usize) -> Option<&[T]> {
         (**self).run(r, c0, n)
+    }
+    fn col_run(&self, c: usize, r0: usize, n: usize) -> Option<&[T]> {
+        (**self).col_run(c, r0, n)
     }
 }
 
@@ -100,6 +107,12 @@ impl<T, S: Source<T>> Source<T> for Transposed<S> {
             rs: s.cs,
             cs: s.rs,
         })
+    }
+    fn run(&self, r: usize, c0: usize, n: usize) -> Option<&[T]> {
+        self.0.col_run(r, c0, n)
+    }
+    fn col_run(&self, c: usize, r0: usize, n: usize) -> Option<&[T]> {
+        self.0.run(c, r0, n)
     }
 }
 
@@ -199,22 +212,18 @@ fn pack_w<T: Gemm, const W: usize>(
                 }
             }
         } else {
-            // Columns contiguous (or neither): read each column of the block front to back
-            // into its panel (`W` apart, in L1).
-            for p in 0..panels {
-                let panel = &mut dst[p * kc * W..(p + 1) * kc * W];
-                for j in 0..W {
-                    if p * W + j >= n {
-                        panel.chunks_exact_mut(W).for_each(|g| g[j] = T::zero());
-                        continue;
-                    }
-                    let base = k0 * s.rs + (n0 + p * W + j) * s.cs;
-                    for (kk, g) in panel.chunks_exact_mut(W).enumerate() {
-                        // SAFETY: `base + kk*rs` is at most `last` (asserted) for `kk < kc`.
-                        g[j] = unsafe { *s.data.get_unchecked(base + kk * s.rs) };
+            // Columns contiguous (or neither): transposed in tiles (see `transpose_tiles`).
+            transpose_tiles::<T, W>(kc, n, dst, |j, kk, out| {
+                let base = k0 * s.rs + (n0 + j) * s.cs + kk * s.rs;
+                if s.rs == 1 {
+                    copy_short(out, &s.data[base..base + out.len()]);
+                } else {
+                    for (i, o) in out.iter_mut().enumerate() {
+                        // SAFETY: `base + i*rs` is at most `last` (asserted): `kk + i < kc`.
+                        *o = unsafe { *s.data.get_unchecked(base + i * s.rs) };
                     }
                 }
-            }
+            });
         }
         return;
     }
@@ -245,19 +254,50 @@ fn pack_w<T: Gemm, const W: usize>(
             }
         }
     } else {
-        let run = &mut run[..kc];
-        for j in 0..panels * W {
-            let (p, jj) = (j / W, j % W);
-            let panel = &mut dst[p * kc * W..(p + 1) * kc * W];
-            if j < n {
-                src.col(n0 + j, k0, run);
-                for (group, &v) in panel.chunks_exact_mut(W).zip(run.iter()) {
-                    group[jj] = v;
+        transpose_tiles::<T, W>(kc, n, dst, |j, kk, out| {
+            match src.col_run(n0 + j, k0 + kk, out.len()) {
+                Some(run) => copy_short(out, run),
+                None => src.col(n0 + j, k0 + kk, out),
+            }
+        });
+    }
+}
+
+/// Rows of a tile that [`transpose_tiles`] reads from each column at once: one cache line of
+/// f32.
+const TILE: usize = 16;
+
+/// Pack a block whose columns are the cheaper direction (`read(j, kk, out)` fills `out` with
+/// column `j`'s rows `kk..`) into `ceil(n / W)` panels of `kc` groups of `W`, zero past column
+/// `n`. It goes `TILE` rows at a time: `W` short column reads into a tile, then the tile
+/// transposed into `TILE` consecutive groups. Reading whole columns and scattering each into
+/// its panel `W` apart touched every cache line of the panel once per column, and a 32- or
+/// 48-wide panel of 384 groups fills L1 by itself (a weight gradient's transposed columns
+/// packed at 2-3 ns per element).
+#[inline(always)]
+fn transpose_tiles<T: Gemm, const W: usize>(
+    kc: usize,
+    n: usize,
+    dst: &mut [T],
+    mut read: impl FnMut(usize, usize, &mut [T]),
+) {
+    let mut tile = [[T::zero(); TILE]; W];
+    for (p, panel) in dst.chunks_exact_mut(kc * W).take(n.div_ceil(W)).enumerate() {
+        let width = W.min(n - p * W);
+        for kk in (0..kc).step_by(TILE) {
+            let rows = TILE.min(kc - kk);
+            for (j, col) in tile.iter_mut().enumerate() {
+                if j < width {
+                    read(p * W + j, kk, &mut col[..rows]);
+                } else {
+                    *col = [T::zero(); TILE];
                 }
-            } else {
-                panel
-                    .chunks_exact_mut(W)
-                    .for_each(|group| group[jj] = T::zero());
+            }
+            let groups = &mut panel[kk * W..(kk + rows) * W];
+            for (t, group) in groups.chunks_exact_mut(W).enumerate() {
+                for (g, col) in group.iter_mut().zip(&tile) {
+                    *g = col[t];
+                }
             }
         }
     }

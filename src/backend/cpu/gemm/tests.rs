@@ -45,12 +45,21 @@ fn reference(
     out
 }
 
-/// Run one product on every path (f32 kernels for each ISA, f64) and compare.
+/// Run one product on every path (f32 kernels for each ISA, f64) and compare: A and B dense,
+/// row-major or (`ta`, `tb`) column-major.
 fn check(m: usize, k: usize, n: usize, ta: bool, tb: bool, beta: f64) {
-    let (a, b) = (mat(m * k, 1), mat(k * n, 2));
-    let c0 = mat(m * n, 3);
     let sa = if ta { [1, m] } else { [k, 1] };
     let sb = if tb { [1, k] } else { [n, 1] };
+    check_strided(m, k, n, sa, sb, beta);
+}
+
+/// [`check`] with any (row, column) strides for A and B.
+fn check_strided(m: usize, k: usize, n: usize, sa: [usize; 2], sb: [usize; 2], beta: f64) {
+    let extent =
+        |rows: usize, cols: usize, s: [usize; 2]| (rows - 1) * s[0] + (cols - 1) * s[1] + 1;
+    let (a, b) = (mat(extent(m, k, sa), 1), mat(extent(k, n, sb), 2));
+    let (ta, tb) = (sa[1] != 1, sb[1] != 1);
+    let c0 = mat(m * n, 3);
     let want = reference(m, k, n, &a, sa, &b, sb, beta, &c0);
     let tol = 1e-5 * (k as f64).sqrt() * 4.0;
     let (af, bf): (Vec<f32>, Vec<f32>) = (
@@ -116,6 +125,11 @@ fn every_kernel_matches_the_reference() {
     // A row-major A read in place, and packed because its rows are 4 KiB apart (f32).
     check(25, 30, 100, false, false, 1.0);
     check(13, 1024, 40, false, false, 1.0);
+    // ... and read in place all the same when C is one panel wide.
+    check(13, 1024, 27, false, false, 0.0);
+    // Neither stride 1 (packed by gathers); rows of the transposed tiles past KC and the panel.
+    check_strided(20, 400, 37, [3, 2 * 20 + 1], [2, 3 * 400 + 2], 1.0);
+    check_strided(9, 33, 50, [2 * 33 + 1, 2], [1, 33], 0.5);
 }
 
 #[test]
