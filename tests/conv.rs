@@ -2,7 +2,8 @@
 //! differentiable im2col formulation, finite differences in f64, and the GPU against the CPU:
 //! stride, padding, dilation, non-square kernels, 1×1 (the no-unfold path), strides and
 //! dilations that split the CPU's input into phases, a padding wider than the image, a batch large enough
-//! to split the GPU's weight gradient, bias and no bias.
+//! to split the GPU's weight gradient, bias and no bias, and the CPU's input gradient as a
+//! convolution of its own (16 channels or more at stride 1).
 
 mod common;
 
@@ -38,6 +39,12 @@ const GEOMS: &[Geom] = &[
     (1, 3, 16, 15, 4, 7, 7, [2, 2], [3, 3], [1, 1], true),
     (1, 2, 11, 10, 3, 3, 3, [2, 3], [1, 2], [3, 2], true),
     (2, 2, 1, 1, 3, 1, 1, [1, 1], [3, 3], [1, 1], true),
+    // 16 channels or more at stride 1: the CPU's input gradient runs as a convolution of the
+    // padded dY with the flipped weight (dilated, non-square, no padding on one side), and a
+    // padding past the kernel's reach folds back instead.
+    (2, 16, 6, 5, 3, 3, 3, [1, 1], [1, 1], [1, 1], false),
+    (2, 17, 7, 6, 4, 3, 2, [1, 1], [2, 0], [2, 1], true),
+    (1, 16, 4, 4, 2, 3, 3, [1, 1], [3, 3], [1, 1], false),
 ];
 
 /// Output, input grad, weight grad, bias grad of `sum(conv(x) * r)` for a fixed random `r`.
@@ -419,6 +426,37 @@ fn inputs_no_window_reads_do_not_reach_the_result() -> Result<()> {
             gx.iter().all(|v| v.is_finite()),
             "input gradient on {dev:?}"
         );
+    }
+    Ok(())
+}
+
+#[test]
+fn an_infinite_weight_reaches_only_the_input_gradients_it_multiplies() -> Result<()> {
+    // With padding 1, weight tap (0, 0) multiplies dY[h + 1, w + 1] into input (h, w), so never
+    // into the input's last row or column: an infinite weight there leaves them finite on the
+    // CPU, as in PyTorch (f32 and f64), though a convolution of the zero-padded dY, the CPU's
+    // faster path, would multiply it by a padding zero into NaN. (The GPU's implicit GEMM reads
+    // such a position as a zero and gives NaN there, as its forward pass and PyTorch's f64
+    // forward do at the border.)
+    let _seed = common::seed_lock();
+    wgtorch::manual_seed(10);
+    let mut wv = Tensor::randn([4, 16, 3, 3], &Device::Cpu)?.to_vec::<f32>()?;
+    wv[0] = f32::INFINITY;
+    let w = Tensor::from_vec(wv, [4, 16, 3, 3], &Device::Cpu)?;
+    let x = Tensor::randn([2, 16, 5, 6], &Device::Cpu)?.requires_grad_(true);
+    let opts = F::Conv2dFuncOptions {
+        padding: 1.into(),
+        ..Default::default()
+    };
+    F::conv2d_with(&x, &w, None, opts)?.sum_all()?.backward()?;
+    let gx = x.grad().unwrap().to_vec::<f32>()?;
+    for (i, v) in gx.iter().enumerate() {
+        let (plane, h, col) = (i / 30, i % 30 / 6, i % 6);
+        if plane % 16 == 0 && h < 4 && col < 5 {
+            assert_eq!(*v, f32::INFINITY, "gx[{i}]");
+        } else {
+            assert!(v.is_finite(), "gx[{i}] = {v}");
+        }
     }
     Ok(())
 }

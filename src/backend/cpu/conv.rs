@@ -389,6 +389,13 @@ impl<T: Gemm> Source<T> for Compact<'_, T> {
         }
     }
 
+    fn run(&self, r: usize, c0: usize, n: usize) -> Option<&[T]> {
+        // Inside one output row, the columns are one run of the layout.
+        let (wo, ow) = (self.g.wo, c0 % self.g.wo);
+        (ow + n <= wo)
+            .then(|| &self.taps.buf[self.taps.offs[r] + c0 / wo * self.taps.wq + ow..][..n])
+    }
+
     fn col(&self, c: usize, r0: usize, out: &mut [T]) {
         let at = c / self.g.wo * self.taps.wq + c % self.g.wo;
         for (o, &off) in out.iter_mut().zip(&self.taps.offs[r0..]) {
@@ -430,7 +437,48 @@ fn rows<T>(data: &[T], cols: usize) -> Strided<'_, T> {
     }
 }
 
+/// The geometry of a stride-1 convolution's input gradient as a convolution of its own: `dY`
+/// zero-padded by `d·(k-1) - p` on each side, convolved with the weight flipped in space and
+/// transposed in channels, gives `dX` (`[N, O, Ho, Wo] → [N, C, H, W]`). None for a stride
+/// other than 1, a padding wider than the kernel's reach (a negative padding), or fewer than 16
+/// input channels (the rows of that convolution's GEMM: fewer would leave its tiles mostly
+/// empty, and folding `Wᵀ·dY` back is faster there: 3 channels took 2× as long so).
+fn transposed_geom(g: &ConvGeom, o: usize) -> Option<ConvGeom> {
+    if g.sh != 1 || g.sw != 1 || is_pointwise(g) || g.c < 16 {
+        return None;
+    }
+    let pad = |d: usize, k: usize, p: usize| (d * (k - 1)).checked_sub(p);
+    let t = ConvGeom {
+        c: o,
+        h: g.ho,
+        w: g.wo,
+        ph: pad(g.dh, g.kh, g.ph)?,
+        pw: pad(g.dw, g.kw, g.pw)?,
+        ho: g.h,
+        wo: g.w,
+        ..*g
+    };
+    debug_assert_eq!(t.h + 2 * t.ph - t.dh * (t.kh - 1), t.ho);
+    Some(t)
+}
+
 fn backward_input<T: Gemm>(gy: &[T], w: &[T], g: &ConvGeom, o: usize) -> Vec<T> {
+    // A stride-1 input gradient runs as the forward convolution it is (its GEMM reads the
+    // padded dY in runs, and nothing is folded back), unless a weight is not finite: the padding
+    // would multiply it by zero into a NaN that the true gradient does not have.
+    if let Some(t) = transposed_geom(g, o).filter(|_| w.iter().all(|v| v.is_finite())) {
+        let taps = g.kh * g.kw;
+        let mut flipped = vec![T::zero(); w.len()];
+        for (oc, wo) in w.chunks_exact(g.c * taps).enumerate() {
+            for (c, wc) in wo.chunks_exact(taps).enumerate() {
+                let dst = &mut flipped[(c * o + oc) * taps..][..taps];
+                dst.iter_mut()
+                    .zip(wc.iter().rev())
+                    .for_each(|(d, &v)| *d = v);
+            }
+        }
+        return forward(gy, &flipped, None, (None, false), &t, g.c);
+    }
     let (k, l, chw) = (g.c * g.kh * g.kw, g.ho * g.wo, g.c * g.h * g.w);
     let mut gx = pool::any(g.n * chw);
     if chw == 0 {
