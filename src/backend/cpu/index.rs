@@ -524,6 +524,9 @@ fn pool_plane<T: Elem>(plane: Plane<'_, T>, bufs: PoolRows<'_, T::Acc>, plan: &P
         indices,
     } = plan;
     let indices = *indices;
+    if is_2x2(g) {
+        return pool_2x2(src, o, ixp, g.w, g.wo);
+    }
     let ConvGeom {
         w: ww,
         sh,
@@ -666,6 +669,55 @@ fn pool_plane<T: Elem>(plane: Plane<'_, T>, bufs: PoolRows<'_, T::Acc>, plan: &P
                 }
             }
             (*o, *ix) = (T::from_acc(best), bi as i32);
+        }
+    }
+}
+
+/// A 2×2 window at stride 2 with no padding or dilation, whole windows only (no `ceil_mode`
+/// window hanging over the edge): the common CNN pooling, which [`pool_2x2`] runs directly.
+fn is_2x2(g: &ConvGeom) -> bool {
+    (g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw) == (2, 2, 2, 2, 0, 0, 1, 1)
+        && 2 * g.ho <= g.h
+        && 2 * g.wo <= g.w
+}
+
+/// [`pool_plane`] for [`is_2x2`] windows: each output row from its two input rows in one
+/// branch-free loop. The taps fold in (ki, kj) order, a later one winning when larger or when
+/// it is NaN and the maximum so far is not: the first maximum and NaN first, as [`window`].
+#[inline(always)]
+fn pool_2x2<T: Elem>(src: &[T], o: &mut [T], ixp: Option<&mut [i32]>, w: usize, wo: usize) {
+    use num_traits::Float;
+    #[inline(always)]
+    fn fold<A: Float>((best, bi): (A, i32), (x, xi): (A, i32)) -> (A, i32) {
+        if (x > best) | (x.is_nan() & !best.is_nan()) {
+            (x, xi)
+        } else {
+            (best, bi)
+        }
+    }
+    let mut ixp = ixp;
+    for (oh, out) in o.chunks_exact_mut(wo).enumerate() {
+        let at = 2 * oh * w;
+        let (r0, r1) = (&src[at..at + 2 * wo], &src[at + w..at + w + 2 * wo]);
+        let taps = r0.chunks_exact(2).zip(r1.chunks_exact(2));
+        match ixp.as_deref_mut() {
+            Some(ix) => {
+                let ix = &mut ix[oh * wo..(oh + 1) * wo];
+                for (ow, ((out, ix), (t, b))) in out.iter_mut().zip(ix).zip(taps).enumerate() {
+                    let i = (at + 2 * ow) as i32;
+                    let m = fold((t[0].to_acc(), i), (t[1].to_acc(), i + 1));
+                    let m = fold(m, (b[0].to_acc(), i + w as i32));
+                    let (v, vi) = fold(m, (b[1].to_acc(), i + w as i32 + 1));
+                    (*out, *ix) = (T::from_acc(v), vi);
+                }
+            }
+            None => {
+                for (out, (t, b)) in out.iter_mut().zip(taps) {
+                    let m = fold((t[0].to_acc(), 0), (t[1].to_acc(), 0));
+                    let m = fold(m, (b[0].to_acc(), 0));
+                    *out = T::from_acc(fold(m, (b[1].to_acc(), 0)).0);
+                }
+            }
         }
     }
 }
