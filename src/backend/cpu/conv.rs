@@ -4,8 +4,10 @@
 //! packs ([`Unfold`], when a padding larger than the image would make the layout bigger than the
 //! unfolded matrix); 1×1 stride-1 unpadded convolutions read the sample as it is. The weight
 //! gradient packs the same columns transposed ([`Compact`]), `dW = Σ_n dY[n] · cols[n]ᵀ` (one
-//! accumulator per group of samples, summed in order), and the input gradient folds
-//! `Wᵀ · dY[n]` back into the image.
+//! accumulator per group of samples, summed in order). The input gradient of a stride-1
+//! convolution with 16 or more input channels is the forward convolution of the padded `dY` with
+//! the flipped, channel-transposed weight ([`transposed_geom`]); the others fold `Wᵀ · dY[n]`
+//! back into the image.
 
 use super::gemm::{copy_short, gemm, gemm_src, Gemm, Source, Strided, Transposed};
 use super::{half_f32, pool, CpuElem, CpuStorage};
