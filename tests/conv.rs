@@ -45,6 +45,8 @@ const GEOMS: &[Geom] = &[
     (2, 16, 6, 5, 3, 3, 3, [1, 1], [1, 1], [1, 1], false),
     (2, 17, 7, 6, 4, 3, 2, [1, 1], [2, 0], [2, 1], true),
     (1, 16, 4, 4, 2, 3, 3, [1, 1], [3, 3], [1, 1], false),
+    // ... and one whose padded dY is too sparse for the phase layout (the plain unfold).
+    (1, 16, 2, 2, 2, 2, 2, [1, 1], [2, 2], [5, 5], false),
 ];
 
 /// Output, input grad, weight grad, bias grad of `sum(conv(x) * r)` for a fixed random `r`.

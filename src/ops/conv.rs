@@ -404,7 +404,7 @@ fn conv2d_dense(
 /// For stride 1, the input gradient is a forward convolution of the output gradient with the
 /// weights transposed and flipped, padded by `d*(k-1) - p`: its geometry, when that padding is
 /// not negative.
-fn transposed_as_forward(g: &ConvGeom, o: usize) -> Option<ConvGeom> {
+pub(crate) fn transposed_as_forward(g: &ConvGeom, o: usize) -> Option<ConvGeom> {
     let pad = |k: usize, d: usize, p: usize| (d * (k - 1)).checked_sub(p);
     if g.sh != 1 || g.sw != 1 {
         return None;

@@ -45,6 +45,7 @@ mod sort;
 mod tri;
 mod views;
 
+pub(crate) use conv::transposed_as_forward;
 pub use conv::*;
 pub(crate) use conv_fused::conv2d_fused;
 pub use distance::*;

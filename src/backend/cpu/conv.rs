@@ -6,13 +6,13 @@
 //! gradient packs the same columns transposed ([`Compact`]), `dW = Σ_n dY[n] · cols[n]ᵀ` (one
 //! accumulator per group of samples, summed in order). The input gradient of a stride-1
 //! convolution with 16 or more input channels is the forward convolution of the padded `dY` with
-//! the flipped, channel-transposed weight ([`transposed_geom`]); the others fold `Wᵀ · dY[n]`
+//! the flipped, channel-transposed weight ([`as_forward`]); the others fold `Wᵀ · dY[n]`
 //! back into the image.
 
 use super::gemm::{copy_short, gemm, gemm_src, Gemm, Source, Strided, Transposed};
 use super::{half_f32, pool, CpuElem, CpuStorage};
 use crate::backend::ConvEpilogue;
-use crate::ops::ConvGeom;
+use crate::ops::{transposed_as_forward, ConvGeom};
 use rayon::prelude::*;
 
 /// `y = conv(x, w) + bias`, then the epilogue: `x` `[N, C, H, W]`, `w` `[O, C, kh, kw]`, bias
@@ -439,36 +439,23 @@ fn rows<T>(data: &[T], cols: usize) -> Strided<'_, T> {
     }
 }
 
-/// The geometry of a stride-1 convolution's input gradient as a convolution of its own: `dY`
-/// zero-padded by `d·(k-1) - p` on each side, convolved with the weight flipped in space and
-/// transposed in channels, gives `dX` (`[N, O, Ho, Wo] → [N, C, H, W]`). None for a stride
-/// other than 1, a padding wider than the kernel's reach (a negative padding), or fewer than 16
-/// input channels (the rows of that convolution's GEMM: fewer would leave its tiles mostly
-/// empty, and folding `Wᵀ·dY` back is faster there: 3 channels took 2× as long so).
-fn transposed_geom(g: &ConvGeom, o: usize) -> Option<ConvGeom> {
-    if g.sh != 1 || g.sw != 1 || is_pointwise(g) || g.c < 16 {
+/// The input gradient's geometry as a forward convolution ([`transposed_as_forward`]: stride 1,
+/// `dY` padded by `d·(k-1) - p`, the weight flipped and transposed in channels), where the CPU
+/// takes that path: 16 or more input channels (the rows of that convolution's GEMM: fewer leave
+/// its tiles mostly empty, and folding `Wᵀ·dY` back is faster there: 3 channels took 2× as long
+/// so), and not 1×1 (whose gradient is one GEMM already).
+fn as_forward(g: &ConvGeom, o: usize) -> Option<ConvGeom> {
+    if is_pointwise(g) || g.c < 16 {
         return None;
     }
-    let pad = |d: usize, k: usize, p: usize| (d * (k - 1)).checked_sub(p);
-    let t = ConvGeom {
-        c: o,
-        h: g.ho,
-        w: g.wo,
-        ph: pad(g.dh, g.kh, g.ph)?,
-        pw: pad(g.dw, g.kw, g.pw)?,
-        ho: g.h,
-        wo: g.w,
-        ..*g
-    };
-    debug_assert_eq!(t.h + 2 * t.ph - t.dh * (t.kh - 1), t.ho);
-    Some(t)
+    transposed_as_forward(g, o)
 }
 
 fn backward_input<T: Gemm>(gy: &[T], w: &[T], g: &ConvGeom, o: usize) -> Vec<T> {
     // A stride-1 input gradient runs as the forward convolution it is (its GEMM reads the
     // padded dY in runs, and nothing is folded back), unless a weight is not finite: the padding
     // would multiply it by zero into a NaN that the true gradient does not have.
-    if let Some(t) = transposed_geom(g, o).filter(|_| w.iter().all(|v| v.is_finite())) {
+    if let Some(t) = as_forward(g, o).filter(|_| w.iter().all(|v| v.is_finite())) {
         let taps = g.kh * g.kw;
         let mut flipped = vec![T::zero(); w.len()];
         for (oc, wo) in w.chunks_exact(g.c * taps).enumerate() {

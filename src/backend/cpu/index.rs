@@ -673,8 +673,8 @@ fn pool_plane<T: Elem>(plane: Plane<'_, T>, bufs: PoolRows<'_, T::Acc>, plan: &P
     }
 }
 
-/// A 2×2 window at stride 2 with no padding or dilation, whole windows only (no `ceil_mode`
-/// window hanging over the edge): the common CNN pooling, which [`pool_2x2`] runs directly.
+/// A 2×2 window at stride 2 with no padding or dilation, the common CNN pooling, which
+/// [`pool_2x2`] runs directly (every window lies inside the plane; the check says so).
 fn is_2x2(g: &ConvGeom) -> bool {
     (g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw) == (2, 2, 2, 2, 0, 0, 1, 1)
         && 2 * g.ho <= g.h

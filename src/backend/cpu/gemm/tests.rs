@@ -122,7 +122,8 @@ fn every_kernel_matches_the_reference() {
     check(250, 300, 9, false, true, 0.5);
     check(7, 260, 530, true, false, 1.0);
     check(30, 40, 50, true, true, 0.0);
-    // A row-major A read in place, and packed because its rows are 4 KiB apart (f32).
+    // A row-major A read in place, and packed because its rows are 4 KiB apart (f32; C wider
+    // than the 12×32 and 6×16 kernels' panels, though one 8×48 panel)...
     check(25, 30, 100, false, false, 1.0);
     check(13, 1024, 40, false, false, 1.0);
     // ... and read in place all the same when C is one panel wide.
