@@ -378,28 +378,35 @@ struct Compact<'a, T: Gemm> {
     g: &'a ConvGeom,
 }
 
+impl<T: Gemm> Compact<'_, T> {
+    /// Where output column `c` (`oh * wo + ow`) lies in a row of the layout (`wq` per output row).
+    fn at(&self, c: usize) -> usize {
+        c / self.g.wo * self.taps.wq + c % self.g.wo
+    }
+}
+
 impl<T: Gemm> Source<T> for Compact<'_, T> {
     fn row(&self, r: usize, c0: usize, out: &mut [T]) {
-        let (wo, wq, base) = (self.g.wo, self.taps.wq, self.taps.offs[r]);
         let mut done = 0;
         while done < out.len() {
-            let (oh, ow) = ((c0 + done) / wo, (c0 + done) % wo);
-            let n = (wo - ow).min(out.len() - done);
-            let src = &self.taps.buf[base + oh * wq + ow..][..n];
-            copy_short(&mut out[done..done + n], src);
+            let c = c0 + done;
+            let n = (self.g.wo - c % self.g.wo).min(out.len() - done);
+            let run = self
+                .run(r, c, n)
+                .expect("conv: a run inside one output row");
+            copy_short(&mut out[done..done + n], run);
             done += n;
         }
     }
 
     fn run(&self, r: usize, c0: usize, n: usize) -> Option<&[T]> {
         // Inside one output row, the columns are one run of the layout.
-        let (wo, ow) = (self.g.wo, c0 % self.g.wo);
-        (ow + n <= wo)
-            .then(|| &self.taps.buf[self.taps.offs[r] + c0 / wo * self.taps.wq + ow..][..n])
+        (c0 % self.g.wo + n <= self.g.wo)
+            .then(|| &self.taps.buf[self.taps.offs[r] + self.at(c0)..][..n])
     }
 
     fn col(&self, c: usize, r0: usize, out: &mut [T]) {
-        let at = c / self.g.wo * self.taps.wq + c % self.g.wo;
+        let at = self.at(c);
         for (o, &off) in out.iter_mut().zip(&self.taps.offs[r0..]) {
             *o = self.taps.buf[off + at];
         }

@@ -685,7 +685,7 @@ fn is_2x2(g: &ConvGeom) -> bool {
 /// branch-free loop. The taps fold in (ki, kj) order, a later one winning when larger or when
 /// it is NaN and the maximum so far is not: the first maximum and NaN first, as [`window`].
 #[inline(always)]
-fn pool_2x2<T: Elem>(src: &[T], o: &mut [T], ixp: Option<&mut [i32]>, w: usize, wo: usize) {
+fn pool_2x2<T: Elem>(src: &[T], o: &mut [T], mut ixp: Option<&mut [i32]>, w: usize, wo: usize) {
     use num_traits::Float;
     #[inline(always)]
     fn fold<A: Float>((best, bi): (A, i32), (x, xi): (A, i32)) -> (A, i32) {
@@ -695,7 +695,6 @@ fn pool_2x2<T: Elem>(src: &[T], o: &mut [T], ixp: Option<&mut [i32]>, w: usize, 
             (best, bi)
         }
     }
-    let mut ixp = ixp;
     for (oh, out) in o.chunks_exact_mut(wo).enumerate() {
         let at = 2 * oh * w;
         let (r0, r1) = (&src[at..at + 2 * wo], &src[at + w..at + w + 2 * wo]);
