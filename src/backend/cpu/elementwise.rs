@@ -94,6 +94,10 @@ fn map<T: Elem, U: CpuElem>(
 ) -> Vec<U> {
     let n = l.numel();
     let mut out = pool::any(n);
+    if n == 0 {
+        // A zero-size view may start past its storage's end (a slice of an empty tensor).
+        return out;
+    }
     if l.is_contiguous() {
         let src = &v[l.offset..l.offset + n];
         par_fill(&mut out, |start, chunk| {
@@ -283,6 +287,11 @@ fn zip<T: Elem, U: CpuElem>(
 ) -> Vec<U> {
     let n = al.numel();
     let mut out = pool::any(n);
+    if n == 0 {
+        // Nothing to read: a zero-size operand may have no storage at all, or start past its
+        // end (a slice of an empty tensor), or have every stride 0.
+        return out;
+    }
     let scalar = |l: &Layout| l.strides.iter().all(|&s| s == 0);
     if al.is_contiguous() && bl.is_contiguous() {
         let (a, b) = (&av[al.offset..al.offset + n], &bv[bl.offset..bl.offset + n]);

@@ -351,6 +351,10 @@ pub(crate) fn head<T: CpuElem>(c: &CpuStorage, len: usize) -> Option<&[T]> {
 /// Gather the elements of `layout` from `src` into a new contiguous vector.
 pub(crate) fn gather_strided<T: CpuElem>(src: &[T], layout: &Layout) -> Vec<T> {
     let n = layout.numel();
+    if n == 0 {
+        // A zero-size view may start past its storage's end (a slice of an empty tensor).
+        return Vec::new();
+    }
     if layout.is_contiguous() {
         return src[layout.offset..layout.offset + n].to_vec();
     }

@@ -89,9 +89,12 @@ pub(crate) fn sum_cols(
             });
         out
     }
+    // With no elements nothing is read, and the view may start past its storage's end (a
+    // slice of an empty tensor).
+    let from = |len: usize| if rows * cols == 0 { len } else { offset };
     match x {
-        CpuStorage::F32(v) => Some(CpuStorage::F32(go(&v[offset..], rows, cols))),
-        CpuStorage::F64(v) => Some(CpuStorage::F64(go(&v[offset..], rows, cols))),
+        CpuStorage::F32(v) => Some(CpuStorage::F32(go(&v[from(v.len())..], rows, cols))),
+        CpuStorage::F64(v) => Some(CpuStorage::F64(go(&v[from(v.len())..], rows, cols))),
         _ => None,
     }
 }
