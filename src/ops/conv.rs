@@ -77,6 +77,13 @@ impl ConvGeom {
         if hp < e0 || wp < e1 {
             return Err(Error::shape(op, format!("Calculated padded input size per channel: ({hp} x {wp}). Kernel size: ({e0} x {e1}). Kernel size can't be greater than actual input size")));
         }
+        // An empty image with padding would give windows of padding alone.
+        if h == 0 || w == 0 {
+            return Err(Error::shape(
+                op,
+                format!("Only zero batch or zero channel inputs are supported, but got input shape: {shape:?}"),
+            ));
+        }
         let (ho, wo) = ((hp - e0) / s[0] + 1, (wp - e1) / s[1] + 1);
         // im2col's column buffer [N, C*kh*kw, Ho*Wo] must be a valid shape.
         checked_numel(op, &[shape[0], shape[1], k[0], k[1], ho, wo])?;
@@ -447,6 +454,25 @@ fn conv2d_backward_graph(
     ])
 }
 
+/// PyTorch's pooling input check: 3-D or 4-D, and only a batch may be empty (an empty plane
+/// with padding would pool padding alone; no channels, nothing at all).
+fn check_pool_input(op: &'static str, shape: &[usize]) -> Result<()> {
+    let nd = shape.len();
+    if nd != 4 && nd != 3 {
+        return Err(Error::shape(
+            op,
+            format!("expected a 3-D or 4-D input, got {shape:?}"),
+        ));
+    }
+    if shape[nd - 3..].contains(&0) {
+        return Err(Error::shape(
+            op,
+            format!("Expected 3D or 4D (batch mode) tensor with optional 0 dim batch size for input, but got:{shape:?}"),
+        ));
+    }
+    Ok(())
+}
+
 fn pool_cols(
     op: &'static str,
     input: &Tensor,
@@ -455,12 +481,7 @@ fn pool_cols(
     p: [usize; 2],
     pad: f64,
 ) -> Result<(Tensor, ConvGeom, Vec<usize>)> {
-    if input.ndim() != 4 && input.ndim() != 3 {
-        return Err(Error::shape(
-            op,
-            format!("expected a 3-D or 4-D input, got {:?}", input.shape()),
-        ));
-    }
+    check_pool_input(op, input.shape())?;
     if p[0] > k[0] / 2 || p[1] > k[1] / 2 {
         return Err(Error::arg(op, format!("pad should be at most half of effective kernel size, but got pad={p:?}, kernel_size={k:?}")));
     }
@@ -541,12 +562,7 @@ fn max_pool2d_with_untraced(
     let stride = options.stride.map_or(kernel, |s| s.0);
     let Size2(padding) = options.padding;
     let Size2(dilation) = options.dilation;
-    if input.ndim() != 4 && input.ndim() != 3 {
-        return Err(Error::shape(
-            "max_pool2d",
-            format!("expected a 3-D or 4-D input, got {:?}", input.shape()),
-        ));
-    }
+    check_pool_input("max_pool2d", input.shape())?;
     if padding[0] > kernel[0] / 2 || padding[1] > kernel[1] / 2 {
         return Err(Error::arg("max_pool2d", format!("pad should be at most half of effective kernel size, but got pad={padding:?}, kernel_size={kernel:?}")));
     }
@@ -726,6 +742,16 @@ fn adaptive_avg_pool2d_untraced(input: &Tensor, output_size: impl Into<Size2>) -
         ));
     }
     let (h, w) = (input.shape()[nd - 2], input.shape()[nd - 1]);
+    if let Some(d) = [h, w].iter().position(|&x| x == 0) {
+        return Err(Error::shape(
+            "adaptive_avg_pool2d",
+            format!(
+                "Expected input to have non-zero size for non-batch dimensions, but input has sizes {:?} with dimension {} being empty",
+                input.shape(),
+                nd - 2 + d
+            ),
+        ));
+    }
     let [oh, ow] = output;
     if oh == 0 || ow == 0 {
         return Err(Error::arg(
@@ -733,7 +759,8 @@ fn adaptive_avg_pool2d_untraced(input: &Tensor, output_size: impl Into<Size2>) -
             "output size must be positive",
         ));
     }
-    if h % oh == 0 && w % ow == 0 {
+    // (No channels: not a pooling input, but PyTorch gives the empty result, as the cells do.)
+    if h % oh == 0 && w % ow == 0 && input.numel() > 0 {
         return avg_pool2d(input, [h / oh, w / ow]);
     }
     let mut rows = Vec::with_capacity(oh);

@@ -625,3 +625,113 @@ fn flip_repeated_dims_is_an_error() {
         assert_eq!(vals(&x.flip([]).unwrap()), vec![0., 1., 2., 3.]);
     }
 }
+
+/// Zero-size views whose storage offset lies past their storage's end (PyTorch allows them:
+/// `torch.empty(0, 130)[:, 2:3]` has offset 2 in an empty storage) or whose strides are all 0,
+/// through the paths that read a view: a copy, a unary and a binary op (contiguous operands and
+/// a broadcast scalar), a column sum, and back to the host. Each once panicked on the CPU with
+/// an index out of range (found by a differential fuzz against lavapipe).
+#[test]
+fn zero_size_views_past_their_storage() {
+    for dev in devices() {
+        let empty = Tensor::zeros([0, 130], &dev).unwrap();
+        let v = empty.slice(1, 2, 3, 2).unwrap();
+        assert_eq!((v.shape(), v.storage_offset()), (&[0usize, 1][..], 2));
+        let w = v.unsqueeze(2).unwrap().expand([0, 1, 3]).unwrap();
+        for (what, r) in [
+            ("contiguous", w.contiguous()),
+            ("exp", w.exp()),
+            ("add", w.add(&w)),
+            ("mul_scalar", w.mul_scalar(2.0)),
+            ("sum over dim 0", w.sum_dims([0], false)),
+        ] {
+            let r = r.unwrap_or_else(|e| panic!("{what} on {dev:?}: {e}"));
+            let want: &[usize] = if what == "sum over dim 0" {
+                &[1, 3]
+            } else {
+                &[0, 1, 3]
+            };
+            assert_eq!(r.shape(), want, "{what} on {dev:?}");
+            let zeros = vec![0.0; r.numel()];
+            assert_eq!(vals(&r), zeros, "{what} on {dev:?}");
+        }
+        assert_eq!(vals(&w), Vec::<f64>::new());
+        // int64 whose elementwise result has no storage (the second operand of remainder).
+        let i = Tensor::zeros([300, 16, 0], &dev)
+            .unwrap()
+            .to_dtype(DType::I64)
+            .unwrap();
+        let r = i
+            .remainder(&i.abs().unwrap().add_scalar(1).unwrap())
+            .unwrap();
+        assert_eq!((r.shape(), r.dtype()), (&[300usize, 16, 0][..], DType::I64));
+    }
+}
+
+/// Empty planes are refused as PyTorch refuses them, instead of pooling or convolving padding
+/// alone into numbers (a max pool of an empty plane with padding gave -inf, an adaptive average
+/// NaN). An empty batch gives the empty result; with no input channels a convolution gives its
+/// bias (a sum of no products; PyTorch 2.15 returns an input-shaped empty tensor there instead)
+/// and an adaptive pool the empty result. The messages are PyTorch's.
+#[test]
+fn empty_planes_are_refused_as_pytorch_does() {
+    let pool = "Expected 3D or 4D (batch mode) tensor with optional 0 dim batch size for input";
+    for dev in devices() {
+        for shape in [[2usize, 3, 7, 0], [2, 3, 0, 5], [2, 0, 4, 4]] {
+            let x = Tensor::zeros(shape, &dev).unwrap();
+            let opts = MaxPool2dOptions {
+                stride: Some(1.into()),
+                padding: 1.into(),
+                ..Default::default()
+            };
+            expect_err("max_pool2d", max_pool2d_with(&x, 2, opts), &[pool]);
+            let avg = wgtorch::nn::functional::AvgPool2dOptions {
+                stride: Some(1.into()),
+                padding: 1.into(),
+                ..Default::default()
+            };
+            expect_err(
+                "avg_pool2d",
+                wgtorch::nn::functional::avg_pool2d_with(&x, 2, avg),
+                &[pool],
+            );
+        }
+        for (shape, dim) in [([2usize, 3, 7, 0], 3), ([2, 3, 0, 5], 2)] {
+            let x = Tensor::zeros(shape, &dev).unwrap();
+            let w = Tensor::zeros([4, 3, 1, 1], &dev).unwrap();
+            let padded = Conv2dFuncOptions {
+                padding: 1.into(),
+                ..Default::default()
+            };
+            expect_err(
+                "conv2d",
+                conv2d_with(&x, &w, None, padded),
+                &["Only zero batch or zero channel inputs are supported"],
+            );
+            expect_err(
+                "adaptive_avg_pool2d",
+                wgtorch::nn::functional::adaptive_avg_pool2d(&x, [2, 2]),
+                &[&format!("with dimension {dim} being empty")],
+            );
+        }
+        let batch0 = Tensor::zeros([0, 3, 4, 4], &dev).unwrap();
+        let opts = MaxPool2dOptions {
+            padding: 1.into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            max_pool2d_with(&batch0, 2, opts).unwrap().shape(),
+            &[0, 3, 3, 3]
+        );
+        let none = Tensor::zeros([2, 0, 4, 4], &dev).unwrap();
+        let pooled = wgtorch::nn::functional::adaptive_avg_pool2d(&none, [2, 2]).unwrap();
+        assert_eq!(pooled.shape(), &[2, 0, 2, 2]);
+        let w = Tensor::ones([4, 0, 1, 1], &dev).unwrap();
+        let b = Tensor::ones([4], &dev).unwrap();
+        let y = conv2d_with(&none, &w, Some(&b), Conv2dFuncOptions::default()).unwrap();
+        assert_eq!(
+            (y.shape(), vals(&y)),
+            (&[2usize, 4, 4, 4][..], vec![1.0; 128])
+        );
+    }
+}
