@@ -78,8 +78,10 @@ impl Tensor {
                 Ok(crate::backend::cpu::contiguous(&c, l))
             }
             Storage::Gpu(g) => {
-                // contiguous() gave offset 0 unless the view was already contiguous.
-                let off = t.storage_offset();
+                // contiguous() gave offset 0 unless the view was already contiguous. A zero-size
+                // view reads nothing, wherever it starts (a slice of an empty tensor may start
+                // past its buffer's end).
+                let off = if t.numel() == 0 { 0 } else { t.storage_offset() };
                 let full = gpu::download(&g, off + t.numel()).await?;
                 Ok(crate::backend::cpu::contiguous(
                     &full,

@@ -627,19 +627,22 @@ fn flip_repeated_dims_is_an_error() {
 }
 
 /// Zero-size views whose storage offset lies past their storage's end (PyTorch allows them:
-/// `torch.empty(0, 130)[:, 2:3]` has offset 2 in an empty storage) or whose strides are all 0,
-/// through the paths that read a view: a copy, a unary and a binary op (contiguous operands and
-/// a broadcast scalar), a column sum, and back to the host. Each once panicked on the CPU with
-/// an index out of range (found by a differential fuzz against lavapipe).
+/// `torch.empty(0, 130)[:, 100:102:2]` has offset 100 in an empty storage) or whose strides are
+/// all 0, through the paths that read a view: a copy, a unary and a binary op (contiguous
+/// operands and a broadcast scalar), a column sum, a repeat, and back to the host. Each once
+/// panicked on the CPU with an index out of range, or failed the GPU's readback (a copy of 400
+/// bytes from a buffer of 256), as a differential fuzz against lavapipe found.
 #[test]
 fn zero_size_views_past_their_storage() {
     for dev in devices() {
         let empty = Tensor::zeros([0, 130], &dev).unwrap();
-        let v = empty.slice(1, 2, 3, 2).unwrap();
-        assert_eq!((v.shape(), v.storage_offset()), (&[0usize, 1][..], 2));
+        let v = empty.slice(1, 100, 102, 2).unwrap();
+        assert_eq!((v.shape(), v.storage_offset()), (&[0usize, 1][..], 100));
         let w = v.unsqueeze(2).unwrap().expand([0, 1, 3]).unwrap();
         for (what, r) in [
             ("contiguous", w.contiguous()),
+            ("repeat", w.repeat([2, 1, 1])),
+            ("to the CPU", w.to(&Device::Cpu)),
             ("exp", w.exp()),
             ("add", w.add(&w)),
             ("mul_scalar", w.mul_scalar(2.0)),
