@@ -81,7 +81,11 @@ impl Tensor {
                 // contiguous() gave offset 0 unless the view was already contiguous. A zero-size
                 // view reads nothing, wherever it starts (a slice of an empty tensor may start
                 // past its buffer's end).
-                let off = if t.numel() == 0 { 0 } else { t.storage_offset() };
+                let off = if t.numel() == 0 {
+                    0
+                } else {
+                    t.storage_offset()
+                };
                 let full = gpu::download(&g, off + t.numel()).await?;
                 Ok(crate::backend::cpu::contiguous(
                     &full,
