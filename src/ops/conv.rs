@@ -77,8 +77,9 @@ impl ConvGeom {
         if hp < e0 || wp < e1 {
             return Err(Error::shape(op, format!("Calculated padded input size per channel: ({hp} x {wp}). Kernel size: ({e0} x {e1}). Kernel size can't be greater than actual input size")));
         }
-        // An empty image with padding would give windows of padding alone.
-        if h == 0 || w == 0 {
+        // An empty image with padding would give windows of padding alone (PyTorch allows it
+        // only with no samples or no channels: nothing is computed).
+        if (h == 0 || w == 0) && shape[0] != 0 && shape[1] != 0 {
             return Err(Error::shape(
                 op,
                 format!("Only zero batch or zero channel inputs are supported, but got input shape: {shape:?}"),
@@ -714,7 +715,9 @@ fn avg_pool2d_with_untraced(
 }
 
 /// Adaptive average pooling over `[N, C, H, W]` or `[C, H, W]` to `output_size` (one number or
-/// `[oh, ow]`), with PyTorch's window bounds (torch.nn.functional.adaptive_avg_pool2d).
+/// `[oh, ow]`), with PyTorch's window bounds (torch.nn.functional.adaptive_avg_pool2d). An
+/// empty plane (H or W of 0) is an error, as in PyTorch, for a 1×1 output too (where PyTorch
+/// takes a mean of nothing, NaN, instead).
 ///
 /// ```
 /// use wgtorch::nn::functional as F;

@@ -628,10 +628,11 @@ fn flip_repeated_dims_is_an_error() {
 
 /// Zero-size views whose storage offset lies past their storage's end (PyTorch allows them:
 /// `torch.empty(0, 130)[:, 100:102:2]` has offset 100 in an empty storage) or whose strides are
-/// all 0, through the paths that read a view: a copy, a unary and a binary op (contiguous
-/// operands and a broadcast scalar), a column sum, a repeat, and back to the host. Each once
-/// panicked on the CPU with an index out of range, or failed the GPU's readback (a copy of 400
-/// bytes from a buffer of 256), as a differential fuzz against lavapipe found.
+/// all 0, through the paths that read a view: a copy, a repeat, unary and binary ops over
+/// strided and contiguous views (and a broadcast scalar), a column sum, a product with no
+/// inner dimension, and back to the host. Each once panicked on the CPU with an index out of
+/// range, or failed the GPU's readback (a copy of 400 bytes from a buffer of 256), as a
+/// differential fuzz against lavapipe (and a review of its fixes) found.
 #[test]
 fn zero_size_views_past_their_storage() {
     for dev in devices() {
@@ -659,6 +660,28 @@ fn zero_size_views_past_their_storage() {
             assert_eq!(vals(&r), zeros, "{what} on {dev:?}");
         }
         assert_eq!(vals(&w), Vec::<f64>::new());
+        // Contiguous views at that offset: the direct loops, a column sum over 0 rows, and a
+        // product whose inner dimension is 0 (zeros, reading neither operand).
+        let c = v.reshape([2, 0]).unwrap();
+        assert_eq!((c.is_contiguous(), c.storage_offset()), (true, 100));
+        for (what, r, want) in [
+            ("exp", c.exp(), vec![]),
+            ("add", c.add(&c), vec![]),
+            ("mul_scalar", c.mul_scalar(2.0), vec![]),
+            (
+                "sum over dim 0",
+                c.t().unwrap().sum_dims([0], false),
+                vec![0.0; 2],
+            ),
+            (
+                "matmul",
+                c.matmul(&Tensor::ones([0, 3], &dev).unwrap()),
+                vec![0.0; 6],
+            ),
+        ] {
+            let r = r.unwrap_or_else(|e| panic!("{what} on {dev:?}: {e}"));
+            assert_eq!(vals(&r), want, "{what} on {dev:?}");
+        }
         // int64 whose elementwise result has no storage (the second operand of remainder).
         let i = Tensor::zeros([300, 16, 0], &dev)
             .unwrap()
@@ -735,6 +758,21 @@ fn empty_planes_are_refused_as_pytorch_does() {
         assert_eq!(
             (y.shape(), vals(&y)),
             (&[2usize, 4, 4, 4][..], vec![1.0; 128])
+        );
+        // An empty plane with no samples or no channels is allowed, as in PyTorch.
+        let padded = Conv2dFuncOptions {
+            padding: 1.into(),
+            ..Default::default()
+        };
+        let x = Tensor::zeros([0, 3, 0, 5], &dev).unwrap();
+        let w3 = Tensor::ones([4, 3, 1, 1], &dev).unwrap();
+        let y = conv2d_with(&x, &w3, None, padded).unwrap();
+        assert_eq!(y.shape(), &[0, 4, 2, 7]);
+        let x = Tensor::zeros([2, 0, 0, 5], &dev).unwrap();
+        let y = conv2d_with(&x, &w, Some(&b), padded).unwrap();
+        assert_eq!(
+            (y.shape(), vals(&y)),
+            (&[2usize, 4, 2, 7][..], vec![1.0; 112])
         );
     }
 }

@@ -63,6 +63,12 @@ fn run<T: Copy + Default + Send + Sync>(
     if m == 0 || n == 0 {
         return;
     }
+    if k == 0 {
+        // Sums of no products; the operands (which may start past their storage's end, as a
+        // slice of an empty tensor does) are not read.
+        out.fill(T::default());
+        return;
+    }
     let one = |bi: usize, c: &mut [T]| {
         f(
             &av[al.offset + bi * al.strides[0]..],
