@@ -383,6 +383,12 @@ impl<T: Gemm> Compact<'_, T> {
     fn at(&self, c: usize) -> usize {
         c / self.g.wo * self.taps.wq + c % self.g.wo
     }
+
+    /// Row `r`'s columns `c0..c0 + n`, which must lie inside one output row (one run of the
+    /// layout).
+    fn span(&self, r: usize, c0: usize, n: usize) -> &[T] {
+        &self.taps.buf[self.taps.offs[r] + self.at(c0)..][..n]
+    }
 }
 
 impl<T: Gemm> Source<T> for Compact<'_, T> {
@@ -390,19 +396,16 @@ impl<T: Gemm> Source<T> for Compact<'_, T> {
         let mut done = 0;
         while done < out.len() {
             let c = c0 + done;
+            // To the end of this output row at most.
             let n = (self.g.wo - c % self.g.wo).min(out.len() - done);
-            let run = self
-                .run(r, c, n)
-                .expect("conv: a run inside one output row");
-            copy_short(&mut out[done..done + n], run);
+            copy_short(&mut out[done..done + n], self.span(r, c, n));
             done += n;
         }
     }
 
     fn run(&self, r: usize, c0: usize, n: usize) -> Option<&[T]> {
         // Inside one output row, the columns are one run of the layout.
-        (c0 % self.g.wo + n <= self.g.wo)
-            .then(|| &self.taps.buf[self.taps.offs[r] + self.at(c0)..][..n])
+        (c0 % self.g.wo + n <= self.g.wo).then(|| self.span(r, c0, n))
     }
 
     fn col(&self, c: usize, r0: usize, out: &mut [T]) {
