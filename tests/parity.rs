@@ -2,6 +2,8 @@
 //! and 0-d tensors.
 
 mod common;
+#[path = "parity/fuzz.rs"]
+mod fuzz;
 
 use common::{assert_close, vals};
 use wgtorch::nn::functional as F;
