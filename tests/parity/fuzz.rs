@@ -287,7 +287,7 @@ fn image_ops(
     let (out_ch, flag) = (1 + r.below(5), r.below(2) == 0);
     let w = randn(&[out_ch, channels, k, k], r.next())?.to_dtype(dtype)?;
     let wg = w.to(gpu)?;
-    let pool_pad = ((k + 1) / 2).min(pad);
+    let pool_pad = k.div_ceil(2).min(pad);
     Ok(vec![
         (
             "conv2d",
