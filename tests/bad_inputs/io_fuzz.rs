@@ -810,20 +810,13 @@ impl Drop for Watchdog {
     }
 }
 
-fn env_number(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
-}
-
 /// Deterministic mutations of a real checkpoint through every loader: no panic, no hang, no
 /// tensor whose data disagrees with its shape. For long runs, `WGTORCH_FUZZ_ITERS` sets the count
 /// (CPU; the GPU runs a quarter) and `WGTORCH_FUZZ_SEED` the stream.
 #[test]
 fn fuzz_loaders_with_mutated_checkpoints() {
-    let iters = env_number("WGTORCH_FUZZ_ITERS", 5000) as usize;
-    let stream = env_number("WGTORCH_FUZZ_SEED", 0x9e37_79b9_7f4a_7c15).max(1);
+    let iters = common::env_number("WGTORCH_FUZZ_ITERS", 5000) as usize;
+    let stream = common::env_number("WGTORCH_FUZZ_SEED", 0x9e37_79b9_7f4a_7c15).max(1);
     let dir = scratch("fuzz");
     let path = dir.join("f.safetensors");
     let seed = small_checkpoint_bytes();

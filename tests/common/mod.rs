@@ -59,6 +59,15 @@ pub fn vals(t: &Tensor) -> Vec<f64> {
     t.to_f64_vec().expect("read back")
 }
 
+/// A numeric knob from the environment (a fuzz's iteration count or seed), or `default` when it
+/// is unset or not a number.
+pub fn env_number(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
 /// Serialises tests that seed the process-wide default generator and need its exact sequence
 /// (model initialisation): the test harness runs tests on several threads, and the generator is
 /// global, as PyTorch's is.

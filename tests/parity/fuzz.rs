@@ -7,6 +7,7 @@
 //! or both refuse. The default run is small enough for lavapipe in CI; a deeper run:
 //! `WGTORCH_FUZZ_ITERS=2000 WGTORCH_FUZZ_SEED=7 cargo test --test parity fuzz -- --nocapture`.
 
+use crate::common::env_number;
 use wgtorch::nn::functional as F;
 use wgtorch::ops::{SortOptions, TopkOptions};
 use wgtorch::{DType, Device, Result, Tensor};
@@ -385,20 +386,16 @@ fn randn(shape: &[usize], seed: u64) -> Result<Tensor> {
     Tensor::from_vec(v, shape, &Device::Cpu)
 }
 
-fn env(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 #[test]
 fn random_views_dtypes_and_ops_agree_with_the_cpu() -> Result<()> {
     let Some(gpu) = crate::common::gpu() else {
         return Ok(());
     };
-    let (seed, iters) = (env("WGTORCH_FUZZ_SEED", 1), env("WGTORCH_FUZZ_ITERS", 64));
-    let max_numel = env("WGTORCH_FUZZ_MAX_NUMEL", 20_000) as usize;
+    let (seed, iters) = (
+        env_number("WGTORCH_FUZZ_SEED", 1),
+        env_number("WGTORCH_FUZZ_ITERS", 64),
+    );
+    let max_numel = env_number("WGTORCH_FUZZ_MAX_NUMEL", 20_000) as usize;
     let mut found = Vec::new();
     let mut cases = 0;
     for it in 0..iters {
