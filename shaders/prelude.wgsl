@@ -68,22 +68,50 @@ fn erf_f(x: f32) -> f32 {
     return sign(x) * (1.0 - r);
 }
 
-// pow with PyTorch's results for negative bases and integral exponents, and pow(x, 0) = 1.
+// An infinity, tested on the bits (a compiler may assume none reaches a comparison).
+fn is_inf_f(x: f32) -> bool {
+    return (bitcast<u32>(x) & 0x7fffffffu) == 0x7f800000u;
+}
+
+// pow with C's (and so PyTorch's) special values, which WGSL's `pow` leaves undefined and
+// llvmpipe's gets wrong (pow(NaN, 2) = 0, pow(0, -1) = 0, pow(1, inf) = NaN): pow(x, ±0) = 1
+// and pow(1, e) = 1, NaN included; else NaN for a NaN operand; the limits at infinite
+// exponents, zero and infinite bases with the sign of an odd integral exponent; NaN for a
+// negative base and a non-integral exponent; else `pow(|x|, e)` with that sign.
 fn pow_f(x: f32, e: f32) -> f32 {
-    if (e == 0.0) {
+    let nx = is_nan_f(x);
+    let ne = is_nan_f(e);
+    if (!ne && e == 0.0) {
         return 1.0;
     }
-    if (x >= 0.0) {
-        return pow(x, e);
+    if (!nx && x == 1.0) {
+        return 1.0;
     }
-    if (floor(e) != e) {
+    if (nx || ne) {
         return nan_f32();
     }
-    let m = pow(-x, e);
-    if (abs(e % 2.0) == 1.0) {
-        return -m;
+    let ax = abs(x);
+    if (is_inf_f(e)) {
+        if (ax == 1.0) {
+            return 1.0;
+        }
+        return select(inf_f32(), 0.0, (ax < 1.0) == (e > 0.0));
     }
-    return m;
+    let integral = floor(e) == e;
+    let negative = (bitcast<u32>(x) >> 31u) == 1u;
+    let flip = negative && integral && abs(e % 2.0) == 1.0;
+    var m: f32;
+    if (is_inf_f(x)) {
+        m = select(0.0, inf_f32(), e > 0.0);
+    } else if (x == 0.0) {
+        m = select(inf_f32(), 0.0, e > 0.0);
+    } else {
+        if (negative && !integral) {
+            return nan_f32();
+        }
+        m = pow(ax, e);
+    }
+    return select(m, -m, flip);
 }
 
 // Exact GELU's derivative: Φ(x) + x φ(x).

@@ -184,3 +184,57 @@ fn vec4_matmul_layouts_match_cpu() -> Result<()> {
     let _seed = common::seed_lock();
     common::check_matmul_layouts(&gpu)
 }
+
+/// `pow` at NaN, infinities, zeros and negative bases gives the CPU's (C's, PyTorch's) special
+/// values on the GPU, through the strided and the vec4 kernels and `pow_scalar`: llvmpipe's
+/// `pow` gave pow(NaN, 2) = 0, pow(0, -1) = 0 and pow(1, inf) = NaN. Finite non-zero results
+/// may differ in the last bits (the GPU's `pow` is not correctly rounded).
+#[test]
+fn pow_of_special_values_matches_the_cpu() -> Result<()> {
+    let Some(gpu) = common::gpu() else {
+        return Ok(());
+    };
+    let (nan, inf) = (f32::NAN, f32::INFINITY);
+    let specials = [
+        nan, inf, -inf, 0.0, -0.0, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5, 3.0,
+    ];
+    let n = specials.len();
+    let base: Vec<f32> = (0..n * n).map(|i| specials[i / n]).collect();
+    let expo: Vec<f32> = (0..n * n).map(|i| specials[i % n]).collect();
+    // `label(i)` is element i's (base, exponent).
+    let check = |what: &str, got: &Tensor, want: &Tensor, label: &dyn Fn(usize) -> (f32, f32)| {
+        let (g, w) = (got.to_vec::<f32>().unwrap(), want.to_vec::<f32>().unwrap());
+        for (i, (g, w)) in g.iter().zip(&w).enumerate() {
+            let ok = if w.is_nan() {
+                g.is_nan()
+            } else if w.is_finite() && *w != 0.0 {
+                (g - w).abs() <= 1e-6 * w.abs()
+            } else {
+                g.to_bits() == w.to_bits()
+            };
+            let (x, e) = label(i);
+            assert!(
+                ok,
+                "{what}: pow({x:?}, {e:?}) = {g:?} on the GPU, {w:?} on the CPU"
+            );
+        }
+    };
+    let pairs = |i: usize| (specials[i / n], specials[i % n]);
+    let (b, e) = (
+        Tensor::from_vec(base, [n * n], &Device::Cpu)?,
+        Tensor::from_vec(expo, [n * n], &Device::Cpu)?,
+    );
+    let want = b.pow(&e)?;
+    let (bg, eg) = (b.to(&gpu)?, e.to(&gpu)?);
+    check("contiguous", &bg.pow(&eg)?, &want, &pairs);
+    let strided = |t: &Tensor| t.reshape([n, n])?.t();
+    let got = strided(&bg)?.pow(&strided(&eg)?)?.t()?.reshape([n * n])?;
+    check("strided", &got, &want, &pairs);
+    let bases = Tensor::from_vec(specials.to_vec(), [n], &Device::Cpu)?;
+    for &x in &specials {
+        let want = bases.pow_scalar(x as f64)?;
+        let got = bases.to(&gpu)?.pow_scalar(x as f64)?;
+        check("pow_scalar", &got, &want, &|i| (specials[i], x));
+    }
+    Ok(())
+}
