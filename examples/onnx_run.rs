@@ -168,13 +168,16 @@ fn main() -> Result<()> {
     let (m, outputs, compared) = check(&args.model, &args.io, &dev, args.rtol, args.atol)?;
     let (nodes, folded) = m.node_counts();
     eprintln!(
-        "{}: {} (opset {}), {nodes} nodes ({folded} folded at load, {} fused into a convolution), on {}",
+        "{}: {} (opset {}), {nodes} nodes ({folded} folded at load, {} fused into a later node), on {}",
         args.model.display(),
         m.producer(),
         m.opset(),
         m.fused_nodes(),
         dev.describe()
     );
+    for group in m.fused_groups() {
+        eprintln!("  one kernel: {}", group.join(" -> "));
+    }
     for c in &compared {
         println!("{}", c.line(args.rtol, args.atol));
     }

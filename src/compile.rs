@@ -93,8 +93,12 @@ pub struct GraphSummary {
     pub signature: String,
     /// Nodes in the graph.
     pub nodes: usize,
-    /// Nodes that run inside a later one (a convolution's residual add and ReLU).
+    /// Nodes that run inside a later one (a convolution's residual add and ReLU, the
+    /// elementwise nodes of a fused kernel).
     pub fused_nodes: usize,
+    /// The op types of each tree of elementwise nodes run as one kernel
+    /// ([`Model::fused_groups`]).
+    pub fused_groups: Vec<Vec<String>>,
 }
 
 impl fmt::Display for Explanation {
@@ -111,6 +115,9 @@ impl fmt::Display for Explanation {
                 "graph for {}: {} nodes, {} fused",
                 g.signature, g.nodes, g.fused_nodes
             )?;
+            for group in &g.fused_groups {
+                writeln!(f, "  one kernel: {}", group.join(" -> "))?;
+            }
         }
         for (sig, why) in &self.eager {
             writeln!(f, "eager for {sig}: {why}")?;
@@ -346,6 +353,7 @@ impl<M: Forward + ?Sized> CompiledModule<'_, M> {
                         signature: e.sig.to_string(),
                         nodes: m.node_counts().0,
                         fused_nodes: m.fused_nodes(),
+                        fused_groups: m.fused_groups(),
                     }),
                     Plan::Eager(_) => None,
                 })

@@ -303,13 +303,20 @@ fn conv_relu_chains_fuse_where_nothing_else_reads_them() {
     // tests/onnx/conv_relu_fusion: four Conv → [Add →] Relu chains fuse (7 nodes: the residual
     // as the Add's second or first operand, computed after the Conv, and a Conv without bias or
     // residual); a Conv whose output is also a graph output, one with a broadcast residual and a
-    // Relu that reads a fused chain's Relu stay as they are. onnxruntime's outputs are checked by own_models_cover_every_required_op; here
+    // Relu that reads a fused chain's Relu stay out of the convolution (elementwise fusion takes
+    // them). onnxruntime's outputs are checked by own_models_cover_every_required_op; here
     // the fused run must equal, bit for bit, the same graph run op by op (a trainable load, whose
     // parameters need gradients, runs each op) on the CPU and on each GPU (fused in the
     // convolution kernel there), and the GPU's match the CPU's, NaN and infinities included.
     let path = own_dir().join("conv_relu_fusion.onnx");
     let frozen = Model::load(&path, &Device::Cpu).unwrap();
-    assert_eq!(frozen.fused_nodes(), 9, "{frozen:?}");
+    // Left to elementwise fusion: the broadcast residual's Add with its Relu, and the Relu
+    // after a fused chain with the Sub after it (one kernel each).
+    assert_eq!(
+        frozen.fused_groups(),
+        [["Add", "Relu"], ["Relu", "Sub"]].map(|g| g.map(String::from).to_vec())
+    );
+    assert_eq!(frozen.fused_nodes(), 9 + 2, "{frozen:?}");
     let trainable = Model::load_trainable(&path, &Device::Cpu).unwrap();
     let mut io = wgtorch::io::load(
         own_dir().join("conv_relu_fusion.io.safetensors"),

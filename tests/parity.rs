@@ -2,6 +2,8 @@
 //! and 0-d tensors.
 
 mod common;
+#[path = "parity/fused.rs"]
+mod fused;
 #[path = "parity/fuzz.rs"]
 mod fuzz;
 

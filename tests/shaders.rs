@@ -26,3 +26,31 @@ fn every_kernel_variant_validates_with_naga() {
         .unwrap_or_else(|e| panic!("{key}: validation error: {e:?}"));
     }
 }
+
+/// The fused elementwise kernels are generated per program: one program holding every unary op
+/// and every arithmetic binary op, over the most inputs a program reads, validates.
+#[test]
+fn a_fused_program_of_every_op_validates_with_naga() {
+    use wgtorch::ops::fused::{FusedProgram, MAX_FUSED_INPUTS};
+    use wgtorch::ops::{BinaryOp, UnaryOp};
+    let mut p = FusedProgram::new(MAX_FUSED_INPUTS).unwrap();
+    let mut r = p.binary(BinaryOp::Add, 0, 1).unwrap();
+    for j in 2..MAX_FUSED_INPUTS {
+        r = p.binary(BinaryOp::Mul, r, j).unwrap();
+    }
+    for &op in UnaryOp::ALL {
+        r = p.unary(op, r).unwrap();
+    }
+    for &op in BinaryOp::ALL.iter().filter(|op| !op.is_comparison()) {
+        r = p.binary(op, r, 0).unwrap();
+    }
+    let src = wgtorch::backend::gpu::kernels::fused_source(&p);
+    let module = naga::front::wgsl::parse_str(&src)
+        .unwrap_or_else(|e| panic!("parse error\n{}", e.emit_to_string(&src)));
+    naga::valid::Validator::new(
+        naga::valid::ValidationFlags::all(),
+        naga::valid::Capabilities::all(),
+    )
+    .validate(&module)
+    .unwrap_or_else(|e| panic!("validation error: {e:?}\n{src}"));
+}

@@ -144,6 +144,37 @@ impl Storage {
             }
         }
     }
+    /// A fused elementwise program over `inputs` (one device, f32 or, on the CPU, f64; each
+    /// view broadcast to the output's shape).
+    pub(crate) fn fused(
+        p: &crate::ops::fused::FusedProgram,
+        inputs: &[(&Storage, &Layout)],
+    ) -> Result<Storage> {
+        let (first, l0) = inputs[0];
+        match first {
+            Storage::Cpu(c) => {
+                cpu::reserve("fused", c.dtype(), l0.numel())?;
+                let ins: Vec<(&CpuStorage, &Layout)> = inputs
+                    .iter()
+                    .map(|&(s, l)| match s {
+                        Storage::Cpu(c) => (c, l),
+                        Storage::Gpu(_) => unreachable!("devices checked by the op layer"),
+                    })
+                    .collect();
+                Ok(Storage::Cpu(cpu::fused(p, &ins)))
+            }
+            Storage::Gpu(_) => {
+                let ins: Vec<(&GpuStorage, &Layout)> = inputs
+                    .iter()
+                    .map(|&(s, l)| match s {
+                        Storage::Gpu(g) => (g, l),
+                        Storage::Cpu(_) => unreachable!("devices checked by the op layer"),
+                    })
+                    .collect();
+                Ok(Storage::Gpu(gpu::fused(p, &ins)?))
+            }
+        }
+    }
     pub(crate) fn where_cond(
         &self,
         cl: &Layout,

@@ -23,6 +23,9 @@ pub(crate) struct Node {
     /// Value ids; `None` for an omitted optional output.
     pub outputs: Vec<Option<usize>>,
     pub attrs: Vec<proto::AttributeProto>,
+    /// The program of a fused tree of elementwise nodes (`Graph::fuse_elementwise`), which this
+    /// node runs in their place.
+    pub fused: Option<std::sync::Arc<super::fuse::FusedGroup>>,
 }
 
 /// A named value of the graph.
@@ -57,7 +60,7 @@ pub(crate) struct Graph {
     /// Nodes whose outputs were all computed at load.
     pub folded: Vec<bool>,
     /// Nodes whose work a later node does (a `Conv` and `Add` that the `Relu` after them runs as
-    /// one fused convolution): skipped at run time.
+    /// one fused convolution, the elementwise nodes of a fused program): skipped at run time.
     pub fused: Vec<bool>,
     /// The index of the last node reading each value (`usize::MAX`: a graph output or unused).
     pub last_use: Vec<usize>,
@@ -197,6 +200,7 @@ impl Graph {
                 inputs,
                 outputs,
                 attrs: n.attribute.clone(),
+                fused: None,
             });
         }
         let mut outputs = Vec::new();
@@ -227,6 +231,7 @@ impl Graph {
             check_declared(&graph.values[id], vi)?;
         }
         graph.fuse_conv_epilogues();
+        graph.fuse_elementwise()?;
         graph.plan_liveness();
         Ok(graph)
     }
@@ -317,6 +322,7 @@ impl Graph {
                 inputs,
                 outputs: self.nodes[k].outputs.clone(),
                 attrs: c.attrs.clone(),
+                fused: None,
             };
             self.fused[conv] = true;
             if let Some(a) = add {

@@ -27,6 +27,7 @@
 
 pub(crate) mod export;
 pub(crate) mod forms;
+mod fuse;
 mod graph;
 mod model;
 mod ops;

@@ -252,7 +252,8 @@ impl Model {
     }
 
     /// How many nodes run inside a later one: the `Conv` (and residual `Add`) of each
-    /// `Conv → [Add →] Relu` chain, which runs as one fused convolution at the `Relu`.
+    /// `Conv → [Add →] Relu` chain, which runs as one fused convolution at the `Relu`, and the
+    /// elementwise nodes of each fused program but its last ([`Model::fused_groups`]).
     ///
     /// ```no_run
     /// # fn main() -> wgtorch::Result<()> {
@@ -262,6 +263,28 @@ impl Model {
     /// ```
     pub fn fused_nodes(&self) -> usize {
         self.graph.fused.iter().filter(|&&f| f).count()
+    }
+
+    /// The op types of each tree of float elementwise nodes that runs as one fused kernel
+    /// ([`FusedProgram`](crate::ops::fused::FusedProgram)), in execution order: the trees
+    /// whose intermediate values have no other reader, with at most
+    /// [`MAX_FUSED_INPUTS`](crate::ops::fused::MAX_FUSED_INPUTS) inputs.
+    ///
+    /// ```
+    /// use wgtorch::{onnx::Model, Device, Tensor};
+    /// // y = relu(x) + 1: one kernel
+    /// let m = Model::load_bytes(&wgtorch::onnx::doc_example_model(), &Device::Cpu)?;
+    /// assert_eq!(m.fused_groups(), vec![vec!["Relu".to_string(), "Add".to_string()]]);
+    /// let y = m.run(&[Tensor::from_vec(vec![-1.0f32, 2.0], [1, 2], &Device::Cpu)?])?;
+    /// assert_eq!(y[0].to_vec::<f32>()?, vec![1.0, 3.0]);
+    /// # Ok::<(), wgtorch::Error>(())
+    /// ```
+    pub fn fused_groups(&self) -> Vec<Vec<String>> {
+        let g = &self.graph;
+        (0..g.nodes.len())
+            .filter(|&k| g.runs(k))
+            .filter_map(|k| g.nodes[k].fused.as_ref().map(|f| f.op_types.clone()))
+            .collect()
     }
 
     /// The device the model runs on: its parameters' (after `to_device`) or the one it was

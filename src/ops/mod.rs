@@ -26,6 +26,7 @@ mod distance;
 mod einsum;
 pub(crate) mod elementwise;
 mod finite;
+pub mod fused;
 mod index;
 mod index_write;
 mod inplace;

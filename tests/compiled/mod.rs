@@ -327,3 +327,48 @@ fn what_a_graph_cannot_hold_runs_eagerly_with_the_reason() -> Result<()> {
     assert_eq!(fast.stats().eager_calls, 0);
     Ok(())
 }
+
+/// `tanh(gelu(fc(x)) * 0.5 + x)`: the elementwise tail after the linear layer (the exporter
+/// writes GELU as `Div → Erf → Add → Mul → Mul`) runs as one fused kernel in the compiled graph
+/// (`explain` names its ops), with eager's values (the graph's
+/// `Gemm` may round the product differently from `Linear`; the fused kernel's own bits are
+/// tested against the ops in tests/parity/fused.rs).
+#[derive(Module)]
+struct GeluTail {
+    fc: Linear,
+}
+
+impl Forward for GeluTail {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        self.fc.forward(x)?.gelu()?.mul_scalar(0.5)?.add(x)?.tanh()
+    }
+}
+
+#[test]
+fn compiled_elementwise_chains_run_as_one_kernel() -> Result<()> {
+    let _g = seed_lock();
+    for dev in devices() {
+        wgtorch::manual_seed(3);
+        let mut m = GeluTail {
+            fc: Linear::new(6, 6, &dev)?,
+        };
+        m.eval();
+        let fast = compile_module(&m);
+        let x = Tensor::randn([5, 6], &dev)?;
+        let _nograd = wgtorch::no_grad();
+        for _ in 0..2 {
+            let (a, b) = (fast.forward(&x)?, m.forward(&x)?);
+            assert_close(&format!("{dev}"), &vals(&a), &vals(&b), 1e-5, 1e-6);
+        }
+        let e = fast.explain();
+        let groups = &e.graphs[0].fused_groups;
+        assert!(
+            groups.iter().any(|g| g.len() >= 4
+                && g.contains(&"Erf".to_string())
+                && g.last().unwrap() == "Tanh"),
+            "{e}"
+        );
+        assert!(e.to_string().contains("one kernel: "), "{e}");
+    }
+    Ok(())
+}

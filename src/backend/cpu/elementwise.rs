@@ -10,7 +10,7 @@ use crate::DType;
 /// `f` itself: a place where a closure may carry `#[inline(always)]` (an attribute on a closure
 /// is accepted in argument position), so that it inlines into [`vectorized`] loops.
 #[inline(always)]
-fn inlined<F>(f: F) -> F {
+pub(super) fn inlined<F>(f: F) -> F {
     f
 }
 
@@ -74,6 +74,9 @@ macro_rules! mono_binary {
         }
     }};
 }
+
+// The fused kernels (`fused.rs`) run each op through the same closures.
+pub(super) use {mono_binary, mono_unary};
 
 /// `op(x)` for a float tensor.
 pub(crate) fn unary(op: UnaryOp, x: &CpuStorage, l: &Layout) -> CpuStorage {

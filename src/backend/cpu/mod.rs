@@ -16,6 +16,7 @@
 
 mod conv;
 mod elementwise;
+mod fused;
 mod gemm;
 mod half_f32;
 mod index;
@@ -53,6 +54,7 @@ pub fn gemm_kernel() -> String {
     format!("{isa} {}", tiles.join(", "))
 }
 pub(crate) use elementwise::*;
+pub(crate) use fused::fused;
 pub(crate) use index::*;
 pub(crate) use matmul::*;
 pub(crate) use norm::*;

@@ -17,7 +17,8 @@ mod gpu_type;
 
 pub use gpu_type::GpuType;
 
-use super::params::ParamsDecl;
+use super::params::{FusedParams, ParamsDecl};
+use crate::ops::fused::{FusedInstr, FusedProgram};
 use crate::ops::{BinaryOp, ReduceOp, UnaryOp};
 
 const PRELUDE: &str = include_str!("../../../shaders/prelude.wgsl");
@@ -26,6 +27,7 @@ const BINARY: &str = include_str!("../../../shaders/binary.wgsl");
 const UNARY_VEC4: &str = include_str!("../../../shaders/unary_vec4.wgsl");
 const BINARY_VEC4: &str = include_str!("../../../shaders/binary_vec4.wgsl");
 const WHERE: &str = include_str!("../../../shaders/where.wgsl");
+const FUSED: &str = include_str!("../../../shaders/fused.wgsl");
 const COPY: &str = include_str!("../../../shaders/copy.wgsl");
 const FILL: &str = include_str!("../../../shaders/fill.wgsl");
 const REDUCE: &str = include_str!("../../../shaders/reduce.wgsl");
@@ -264,6 +266,99 @@ fn fill(template: &str, bindings: &[(&str, GpuType, bool)], subs: &[(&str, &str)
     }
     s.push_str(&body);
     s
+}
+
+/// The WGSL of a fused elementwise program ([`FusedProgram`]; `shaders/fused.wgsl`): f32 inputs
+/// bound from 1 as `in0`, `in1`, ..., the output after them; each instruction is a function of
+/// its operands (and, for a unary op, its two parameters, read from `params.tail` at launch, so
+/// that programs differing only in their scalars share the shader).
+///
+/// ```
+/// use wgtorch::backend::gpu::kernels::fused_source;
+/// use wgtorch::ops::{fused::FusedProgram, BinaryOp, UnaryOp};
+/// let mut p = FusedProgram::new(2)?;
+/// let s = p.binary(BinaryOp::Add, 0, 1)?;
+/// p.unary(UnaryOp::LeakyRelu(0.1), s)?;
+/// let wgsl = fused_source(&p);
+/// assert!(wgsl.contains("fn op0(a: f32, b: f32) -> f32 {\n    return a + b;"));
+/// assert!(wgsl.contains("let r3 = op1(r2, "));
+/// # Ok::<(), wgtorch::Error>(())
+/// ```
+pub fn fused_source(p: &FusedProgram) -> String {
+    use std::fmt::Write;
+    let k = p.inputs();
+    let mut bindings: Vec<(String, GpuType, bool)> = (0..k)
+        .map(|j| (format!("in{j}"), GpuType::F32, false))
+        .collect();
+    bindings.push(("dst".into(), GpuType::F32, true));
+    let bindings: Vec<(&str, GpuType, bool)> = bindings
+        .iter()
+        .map(|(n, t, w)| (n.as_str(), *t, *w))
+        .collect();
+    let (mut funcs, mut body) = (String::new(), String::new());
+    // Each input's element offset from one walk over the coordinates: input j's strides follow
+    // the shape, its offset follows the last strides.
+    let _ = writeln!(body, "    var rem = i;");
+    for j in 0..k {
+        let _ = writeln!(body, "    var o{j} = params.tail[ob + {j}u];");
+    }
+    let _ = writeln!(body, "    for (var d = i32(nd) - 1; d >= 0; d = d - 1) {{");
+    let _ = writeln!(body, "        let s = params.tail[u32(d)];");
+    let _ = writeln!(body, "        let c = rem % s;");
+    let _ = writeln!(body, "        rem = rem / s;");
+    for j in 0..k {
+        let _ = writeln!(
+            body,
+            "        o{j} = o{j} + c * params.tail[{}u * nd + u32(d)];",
+            j + 1
+        );
+    }
+    let _ = writeln!(body, "    }}");
+    for j in 0..k {
+        let _ = writeln!(body, "    let r{j} = ld_in{j}(o{j});");
+    }
+    for (m, instr) in p.instrs().iter().enumerate() {
+        let r = k + m;
+        match *instr {
+            FusedInstr::Unary { op, x } => {
+                let _ = writeln!(
+                    funcs,
+                    "fn op{m}(x: f32, p0: f32, p1: f32) -> f32 {{\n    return {};\n}}",
+                    op.wgsl()
+                );
+                let _ = writeln!(
+                    body,
+                    "    let r{r} = op{m}(r{x}, bitcast<f32>(params.tail[pb + {}u]), bitcast<f32>(params.tail[pb + {}u]));",
+                    2 * m,
+                    2 * m + 1
+                );
+            }
+            FusedInstr::Binary { op, a, b } => {
+                // As the f32 binary kernels: max and min propagate NaN.
+                let expr = match op {
+                    BinaryOp::Maximum => "max_nan(a, b)",
+                    BinaryOp::Minimum => "min_nan(a, b)",
+                    _ => op.wgsl(),
+                };
+                let _ = writeln!(
+                    funcs,
+                    "fn op{m}(a: f32, b: f32) -> f32 {{\n    return {expr};\n}}"
+                );
+                let _ = writeln!(body, "    let r{r} = op{m}(r{a}, r{b});");
+            }
+        }
+    }
+    let _ = write!(body, "    st_dst(i, r{});", k + p.instrs().len() - 1);
+    let src = fill(
+        FUSED,
+        &bindings,
+        &[
+            ("INPUTS", &k.to_string()),
+            ("FUNCS", &funcs),
+            ("BODY", &body),
+        ],
+    );
+    src.replace("{{PARAMS}}", &ParamsDecl::of::<FusedParams>().wgsl())
 }
 
 /// The index-check flag and `index_ok` (`shaders/index_check.wgsl`), bound after `bindings`

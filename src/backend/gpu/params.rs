@@ -179,6 +179,15 @@ kernel_params! {
         wo: u32,
     }
 
+    /// `fused.wgsl` (`kernels::fused_source`); the tail holds the shape, each input's strides
+    /// (`ndim` each), the inputs' offsets and two f32 parameters (bits) per instruction.
+    struct FusedParams {
+        /// Elements.
+        n: u32,
+        /// Dimensions of the coalesced view.
+        ndim: u32,
+    }
+
     /// `unary.wgsl`; the tail holds the shape and the strides (`ndim` each).
     struct UnaryParams {
         /// Elements.

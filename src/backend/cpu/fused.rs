@@ -1,0 +1,94 @@
+//! The CPU kernel of fused elementwise programs ([`FusedProgram`]): the output in blocks of
+//! [`BLOCK`] elements, each input's block gathered once, then each instruction as one loop over
+//! the block (which vectorises, through the same per-op closures as the single-op kernels, so
+//! the values are theirs bit for bit).
+
+use super::elementwise::{inlined, mono_binary, mono_unary};
+use super::vmath::vectorized;
+use super::{for_offsets, par_fill, pool, CpuElem, CpuStorage};
+use crate::dtype::Real;
+use crate::ops::fused::{FusedInstr, FusedProgram};
+use crate::ops::{BinaryOp, UnaryOp};
+use crate::shape::Layout;
+
+/// Elements per block: each register is a block on the stack of the task.
+const BLOCK: usize = 256;
+
+/// Runs `p` over `inputs` (f32 or f64, one dtype; each view broadcast to the output's shape).
+pub(crate) fn fused(p: &FusedProgram, inputs: &[(&CpuStorage, &Layout)]) -> CpuStorage {
+    match inputs[0].0 {
+        CpuStorage::F32(_) => CpuStorage::F32(run::<f32>(p, inputs)),
+        CpuStorage::F64(_) => CpuStorage::F64(run::<f64>(p, inputs)),
+        other => unreachable!("the op layer fuses f32 and f64 only, not {}", other.dtype()),
+    }
+}
+
+fn run<T: CpuElem + Real>(p: &FusedProgram, inputs: &[(&CpuStorage, &Layout)]) -> Vec<T> {
+    let views: Vec<(&[T], &Layout)> = inputs
+        .iter()
+        .map(|&(s, l)| (T::slice(s).expect("fused: inputs share a dtype"), l))
+        .collect();
+    let n = inputs[0].1.numel();
+    let mut out = pool::any(n);
+    if n == 0 {
+        // A zero-size view may start past its storage's end.
+        return out;
+    }
+    let k = p.inputs();
+    let regs = k + p.instrs().len();
+    par_fill(&mut out, |start, chunk| {
+        let mut r = vec![[T::zero(); BLOCK]; regs];
+        for (b, o) in chunk.chunks_mut(BLOCK).enumerate() {
+            let (s0, len) = (start + b * BLOCK, o.len());
+            for (j, &(v, l)) in views.iter().enumerate() {
+                load(v, l, s0, &mut r[j][..len]);
+            }
+            for (m, instr) in p.instrs().iter().enumerate() {
+                let (src, dst) = r.split_at_mut(k + m);
+                step(*instr, src, &mut dst[0][..len]);
+            }
+            o.copy_from_slice(&r[regs - 1][..len]);
+        }
+    });
+    out
+}
+
+/// Elements `s0..s0 + dst.len()` (row-major) of the view `l` of `v`.
+#[inline]
+fn load<T: Copy>(v: &[T], l: &Layout, s0: usize, dst: &mut [T]) {
+    if l.is_contiguous() {
+        dst.copy_from_slice(&v[l.offset + s0..l.offset + s0 + dst.len()]);
+    } else {
+        for_offsets(l, s0, dst.len(), |i, o| dst[i] = v[o]);
+    }
+}
+
+/// One instruction over a block: `dst = op(src[..])`.
+#[inline]
+fn step<T: Real>(instr: FusedInstr, src: &[[T; BLOCK]], dst: &mut [T]) {
+    let len = dst.len();
+    match instr {
+        FusedInstr::Unary { op, x } => {
+            let x = &src[x][..len];
+            mono_unary!(op, f => vectorized(
+                #[inline(always)]
+                || {
+                    for (o, &x) in dst.iter_mut().zip(x) {
+                        *o = f(x);
+                    }
+                }
+            ))
+        }
+        FusedInstr::Binary { op, a, b } => {
+            let (a, b) = (&src[a][..len], &src[b][..len]);
+            mono_binary!(op, f => vectorized(
+                #[inline(always)]
+                || {
+                    for ((o, &a), &b) in dst.iter_mut().zip(a).zip(b) {
+                        *o = f(a, b);
+                    }
+                }
+            ))
+        }
+    }
+}

@@ -1,0 +1,278 @@
+//! Fused elementwise programs: a chain of unary and binary float ops over broadcast inputs,
+//! run as one kernel (one pass over memory, one launch) instead of one kernel and one
+//! intermediate tensor per op. A [`FusedProgram`] is built op by op, with the ops' own enums
+//! ([`UnaryOp`], [`BinaryOp`]), so each op keeps its one declaration (name, WGSL, CPU function);
+//! the fused kernels are generated from those: a loop over blocks of 256 elements on the CPU,
+//! one WGSL shader per program structure on a GPU (`backend/gpu/fused.rs`, cached by
+//! [`FusedProgram::key`], the scalar parameters passed at launch).
+//!
+//! The result is the one the ops give one by one ([`FusedProgram::eager`]): bit for bit on the
+//! CPU (the same scalar functions in the same order), and on a GPU within the compiler's
+//! freedom to contract `a * b + c` across what were kernel boundaries. Where fusing could change
+//! what the ops would do — an input that needs a gradient, autocast, half or integer dtypes
+//! (which the ops round or promote after each step), mixed dtypes or devices, an ONNX export
+//! capture (which records the ops), an adapter with too few storage bindings — [`run`] runs the
+//! ops themselves.
+//!
+//! ONNX import (and so [`compile_module`](crate::compile::compile_module)) fuses chains of
+//! elementwise nodes into such programs.
+//!
+//! ```
+//! use wgtorch::ops::{fused::FusedProgram, BinaryOp, UnaryOp};
+//! use wgtorch::{Device, Tensor};
+//! let dev = Device::Cpu;
+//! // relu(a + b) * 0.5, with b broadcast over a's rows
+//! let mut p = FusedProgram::new(2)?;
+//! let s = p.binary(BinaryOp::Add, 0, 1)?;
+//! let r = p.unary(UnaryOp::Relu, s)?;
+//! p.unary(UnaryOp::MulScalar(0.5), r)?;
+//! let a = Tensor::from_vec(vec![1.0f32, -2.0, 3.0, -4.0], [2, 2], &dev)?;
+//! let b = Tensor::from_vec(vec![1.0f32, 1.0], [2], &dev)?;
+//! let y = p.run(&[&a, &b])?;
+//! assert_eq!(y.to_vec::<f32>()?, vec![1.0, 0.0, 2.0, 0.0]);
+//! assert_eq!(y.to_vec::<f32>()?, p.eager(&[&a, &b])?.to_vec::<f32>()?);
+//! # Ok::<(), wgtorch::Error>(())
+//! ```
+//!
+//! [`run`]: FusedProgram::run
+
+use crate::backend::Storage;
+use crate::ops::{BinaryOp, UnaryOp};
+use crate::shape::{broadcast_shapes, Layout};
+use crate::{DType, Device, Error, Result, Tensor};
+
+/// The most inputs a program reads. A GPU kernel binds each input, the output and its
+/// parameters as storage buffers: 6 inputs fit WebGPU's default of 8 storage buffers per stage
+/// (an adapter with fewer runs the ops one by one).
+pub const MAX_FUSED_INPUTS: usize = 6;
+
+/// The most instructions a program holds (a bound on the generated shader's size).
+pub const MAX_FUSED_INSTRS: usize = 64;
+
+/// One step of a [`FusedProgram`]. Registers `0..inputs` are the inputs; each instruction reads
+/// earlier registers and writes the next one.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum FusedInstr {
+    /// `op(x)`.
+    Unary {
+        /// The op.
+        op: UnaryOp,
+        /// The register read.
+        x: usize,
+    },
+    /// `op(a, b)`.
+    Binary {
+        /// The op (arithmetic: a comparison or logical op gives bool, which a program does not
+        /// hold).
+        op: BinaryOp,
+        /// The left register.
+        a: usize,
+        /// The right register.
+        b: usize,
+    },
+}
+
+impl FusedInstr {
+    /// The op's name (`"add"`, `"relu"`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            FusedInstr::Unary { op, .. } => op.name(),
+            FusedInstr::Binary { op, .. } => op.name(),
+        }
+    }
+    /// The op's two scalar parameters (a unary op's `p0`, `p1`; zeros for a binary op).
+    pub(crate) fn params(&self) -> [f32; 2] {
+        match self {
+            FusedInstr::Unary { op, .. } => op.params(),
+            FusedInstr::Binary { .. } => [0.0; 2],
+        }
+    }
+}
+
+/// A chain of elementwise ops run as one kernel (see the [module docs](self)). Its value is its
+/// last register; its shape is the inputs' shapes broadcast together.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FusedProgram {
+    inputs: usize,
+    instrs: Vec<FusedInstr>,
+}
+
+impl FusedProgram {
+    /// An empty program over `inputs` inputs (1 to [`MAX_FUSED_INPUTS`]).
+    pub fn new(inputs: usize) -> Result<FusedProgram> {
+        if !(1..=MAX_FUSED_INPUTS).contains(&inputs) {
+            return Err(Error::arg(
+                "fused",
+                format!("a fused program reads 1 to {MAX_FUSED_INPUTS} inputs, got {inputs}"),
+            ));
+        }
+        Ok(FusedProgram {
+            inputs,
+            instrs: Vec::new(),
+        })
+    }
+
+    /// Appends `op(x)`; returns the register it writes.
+    pub fn unary(&mut self, op: UnaryOp, x: usize) -> Result<usize> {
+        self.check_reg(op.name(), x)?;
+        self.push(FusedInstr::Unary { op, x })
+    }
+
+    /// Appends `op(a, b)` (broadcasting); returns the register it writes. `op` must be
+    /// arithmetic (not a comparison or logical op).
+    pub fn binary(&mut self, op: BinaryOp, a: usize, b: usize) -> Result<usize> {
+        if op.is_comparison() {
+            return Err(Error::arg(
+                "fused",
+                format!(
+                    "{} gives bool; a fused program holds floating-point values only",
+                    op.name()
+                ),
+            ));
+        }
+        self.check_reg(op.name(), a)?;
+        self.check_reg(op.name(), b)?;
+        self.push(FusedInstr::Binary { op, a, b })
+    }
+
+    fn check_reg(&self, op: &str, r: usize) -> Result<()> {
+        let have = self.inputs + self.instrs.len();
+        if r >= have {
+            return Err(Error::arg(
+                "fused",
+                format!("{op} reads register {r}, but only registers 0..{have} are written"),
+            ));
+        }
+        Ok(())
+    }
+
+    fn push(&mut self, i: FusedInstr) -> Result<usize> {
+        if self.instrs.len() == MAX_FUSED_INSTRS {
+            return Err(Error::arg(
+                "fused",
+                format!("a fused program holds at most {MAX_FUSED_INSTRS} instructions"),
+            ));
+        }
+        self.instrs.push(i);
+        Ok(self.inputs + self.instrs.len() - 1)
+    }
+
+    /// How many inputs it reads.
+    pub fn inputs(&self) -> usize {
+        self.inputs
+    }
+
+    /// Its instructions, in order.
+    pub fn instrs(&self) -> &[FusedInstr] {
+        &self.instrs
+    }
+
+    /// The op names in order, as the profiler and `explain` show them (`add+relu+mul_scalar`).
+    pub fn name(&self) -> String {
+        let names: Vec<&str> = self.instrs.iter().map(FusedInstr::name).collect();
+        names.join("+")
+    }
+
+    /// Its structure (the ops and the registers they read, not the scalar parameters, which
+    /// travel at launch), e.g. `fused2_add.0.1_relu.2`: the GPU pipeline cache key.
+    pub fn key(&self) -> String {
+        let mut k = format!("fused{}", self.inputs);
+        for i in &self.instrs {
+            match *i {
+                FusedInstr::Unary { op, x } => k.push_str(&format!("_{}.{x}", op.name())),
+                FusedInstr::Binary { op, a, b } => k.push_str(&format!("_{}.{a}.{b}", op.name())),
+            }
+        }
+        k
+    }
+
+    /// The checks every call makes: the input count, a non-empty program, and every input read
+    /// (an unread input would still widen the result's broadcast shape, which the ops would not).
+    fn check(&self, inputs: &[&Tensor]) -> Result<()> {
+        if inputs.len() != self.inputs {
+            return Err(Error::arg(
+                "fused",
+                format!(
+                    "the program reads {} inputs, got {}",
+                    self.inputs,
+                    inputs.len()
+                ),
+            ));
+        }
+        if self.instrs.is_empty() {
+            return Err(Error::arg("fused", "the program has no instructions"));
+        }
+        let mut read = vec![false; self.inputs + self.instrs.len()];
+        for i in &self.instrs {
+            match *i {
+                FusedInstr::Unary { x, .. } => read[x] = true,
+                FusedInstr::Binary { a, b, .. } => (read[a], read[b]) = (true, true),
+            }
+        }
+        if let Some(j) = read[..self.inputs].iter().position(|r| !r) {
+            return Err(Error::arg(
+                "fused",
+                format!("input {j} is not read by any instruction"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The ops one by one (with autograd, autocast, promotion and every check of each op).
+    pub fn eager(&self, inputs: &[&Tensor]) -> Result<Tensor> {
+        self.check(inputs)?;
+        let mut regs: Vec<Tensor> = inputs.iter().map(|&t| t.clone()).collect();
+        for i in &self.instrs {
+            let y = match *i {
+                FusedInstr::Unary { op, x } => regs[x].unary(op)?,
+                FusedInstr::Binary { op, a, b } => regs[a].binary(op, &regs[b])?,
+            };
+            regs.push(y);
+        }
+        Ok(regs.pop().expect("a checked program has an instruction"))
+    }
+
+    /// Runs the program as one kernel where that gives the ops' results (f32 tensors on the
+    /// CPU or a GPU, f64 on the CPU, nothing needing a gradient, no autocast or export
+    /// capture); else runs the ops one by one ([`eager`](Self::eager)).
+    pub fn run(&self, inputs: &[&Tensor]) -> Result<Tensor> {
+        self.check(inputs)?;
+        if !self.fusable(inputs)? {
+            return self.eager(inputs);
+        }
+        let _p = crate::profiler::op("fused", inputs);
+        let mut shape = inputs[0].shape().to_vec();
+        for t in &inputs[1..] {
+            shape = broadcast_shapes("fused", &shape, t.shape())?;
+        }
+        let layouts = inputs
+            .iter()
+            .map(|t| t.layout().broadcast_to("fused", &shape))
+            .collect::<Result<Vec<Layout>>>()?;
+        let guards: Vec<_> = inputs.iter().map(|t| t.storage()).collect();
+        let operands: Vec<(&Storage, &Layout)> =
+            guards.iter().map(|g| &**g).zip(&layouts).collect();
+        let s = Storage::fused(self, &operands)?;
+        Ok(Tensor::from_storage(s, &shape, inputs[0].device()))
+    }
+
+    fn fusable(&self, inputs: &[&Tensor]) -> Result<bool> {
+        let (dt, dev) = (inputs[0].dtype(), inputs[0].device());
+        if inputs.iter().any(|t| t.dtype() != dt || t.device() != dev)
+            || (crate::autograd::is_grad_enabled() && inputs.iter().any(|t| t.requires_grad()))
+            || crate::amp::autocast_dtype(&dev).is_some()
+            || crate::onnx::trace::capturing()
+        {
+            return Ok(false);
+        }
+        Ok(match dev {
+            Device::Cpu => matches!(dt, DType::F32 | DType::F64),
+            Device::Gpu(ordinal) => {
+                let ctx = crate::backend::gpu::context(ordinal)?;
+                dt == DType::F32
+                    && (self.inputs + 2) as u64
+                        <= u64::from(ctx.limits.max_storage_buffers_per_shader_stage)
+            }
+        })
+    }
+}

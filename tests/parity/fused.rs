@@ -1,0 +1,218 @@
+//! Fused elementwise programs (`wgtorch::ops::fused`): every unary and arithmetic binary op in a
+//! program over a transposed view, a broadcast row and a 0-d tensor equals the ops run one by
+//! one, bit for bit on the CPU and within 2e-5 on the GPU; NaN and infinities pass as the ops
+//! pass them; one program is one kernel; what cannot fuse runs the ops; bad programs are errors.
+
+use wgtorch::ops::fused::{FusedProgram, MAX_FUSED_INPUTS};
+use wgtorch::ops::{BinaryOp, UnaryOp};
+use wgtorch::profiler::{self, ProfileOptions, ProfilerActivity};
+use wgtorch::{DType, Device, Result, Tensor};
+
+/// Bits, NaN of any payload as one value.
+fn bits(t: &Tensor) -> Vec<u64> {
+    let v = t.to_dtype(DType::F64).unwrap().to_vec::<f64>().unwrap();
+    v.iter()
+        .map(|x| if x.is_nan() { u64::MAX } else { x.to_bits() })
+        .collect()
+}
+
+/// `[a (a transposed view), b (a row, broadcast), c (0-d)]` on `dev`, from fixed values: a in
+/// [0.25, 1.75] (every op's domain), b in [-1, 1], with NaN, ±inf and -0 when `specials`.
+fn inputs(dev: &Device, dt: DType, specials: bool) -> Result<[Tensor; 3]> {
+    let mut av: Vec<f32> = (0..35)
+        .map(|i| 0.25 + (i * 17 % 31) as f32 / 20.0)
+        .collect();
+    let mut bv: Vec<f32> = (0..7).map(|i| (i as f32 - 3.0) / 3.0).collect();
+    if specials {
+        (av[3], av[10], av[20]) = (f32::NAN, f32::INFINITY, -0.0);
+        (bv[1], bv[5]) = (f32::NEG_INFINITY, f32::NAN);
+    }
+    let a = Tensor::from_vec(av, [7, 5], dev)?.to_dtype(dt)?.t()?; // [5, 7], strides [1, 5]
+    let b = Tensor::from_vec(bv, [7], dev)?.to_dtype(dt)?;
+    let c = Tensor::scalar(0.75f32, dev)?.to_dtype(dt)?;
+    Ok([a, b, c])
+}
+
+/// One program per op: `(u(a) + b) * c` for a unary op, `(a op b) * c` for a binary one.
+fn programs() -> Result<Vec<FusedProgram>> {
+    let mut out = Vec::new();
+    for &op in UnaryOp::ALL {
+        let mut p = FusedProgram::new(3)?;
+        let u = p.unary(op, 0)?;
+        let s = p.binary(BinaryOp::Add, u, 1)?;
+        p.binary(BinaryOp::Mul, s, 2)?;
+        out.push(p);
+    }
+    for &op in BinaryOp::ALL.iter().filter(|op| !op.is_comparison()) {
+        let mut p = FusedProgram::new(3)?;
+        let r = p.binary(op, 0, 1)?;
+        p.binary(BinaryOp::Mul, r, 2)?;
+        out.push(p);
+    }
+    Ok(out)
+}
+
+#[test]
+fn every_op_fused_equals_its_ops() -> Result<()> {
+    for specials in [false, true] {
+        for dt in [DType::F32, DType::F64] {
+            let [a, b, c] = inputs(&Device::Cpu, dt, specials)?;
+            for p in programs()? {
+                let fused = p.run(&[&a, &b, &c])?;
+                let ops = p.eager(&[&a, &b, &c])?;
+                assert_eq!((fused.shape(), fused.dtype()), (&[5usize, 7][..], dt));
+                assert_eq!(bits(&fused), bits(&ops), "{} {dt} on the CPU", p.name());
+            }
+        }
+    }
+    let Some(gpu) = super::common::gpu() else {
+        return Ok(());
+    };
+    for specials in [false, true] {
+        let [a, b, c] = inputs(&gpu, DType::F32, specials)?;
+        let cpu = inputs(&Device::Cpu, DType::F32, specials)?;
+        for p in programs()? {
+            let fused = p.run(&[&a, &b, &c])?;
+            assert_eq!(fused.device(), gpu);
+            let ops = p.eager(&[&a, &b, &c])?;
+            let on_cpu = p.run(&[&cpu[0], &cpu[1], &cpu[2]])?;
+            let (f, o, h) = (
+                fused.to_vec::<f32>()?,
+                ops.to_vec::<f32>()?,
+                on_cpu.to_vec::<f32>()?,
+            );
+            for i in 0..f.len() {
+                for (other, what) in [(o[i], "the GPU's ops"), (h[i], "the CPU")] {
+                    let ok = (f[i].is_nan() && other.is_nan())
+                        || f[i] == other
+                        || (f[i] - other).abs() <= 2e-5 * (1.0 + other.abs());
+                    assert!(
+                        ok,
+                        "{} element {i}: fused {} vs {what} {other}",
+                        p.name(),
+                        f[i]
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn zero_size_and_zero_d_programs() -> Result<()> {
+    let mut p = FusedProgram::new(2)?;
+    let s = p.binary(BinaryOp::Sub, 0, 1)?;
+    p.unary(UnaryOp::Exp, s)?;
+    for dev in super::common::devices() {
+        // A zero-size slice past its storage's end, broadcast against a row.
+        let x = Tensor::ones([3, 4], &dev)?.slice(0, 3, 3, 1)?;
+        let y = Tensor::ones([4], &dev)?;
+        assert_eq!(p.run(&[&x, &y])?.shape(), &[0, 4]);
+        // Two 0-d tensors give a 0-d tensor.
+        let (u, v) = (Tensor::scalar(2.0f32, &dev)?, Tensor::scalar(1.0f32, &dev)?);
+        let z = p.run(&[&u, &v])?;
+        assert_eq!(z.shape(), &[] as &[usize]);
+        assert!((z.item()? - std::f64::consts::E).abs() < 1e-6, "{dev}");
+    }
+    Ok(())
+}
+
+#[test]
+fn one_program_is_one_kernel() -> Result<()> {
+    let Some(gpu) = super::common::gpu() else {
+        return Ok(());
+    };
+    let mut p = FusedProgram::new(2)?;
+    let s = p.binary(BinaryOp::Add, 0, 1)?;
+    let r = p.unary(UnaryOp::Relu, s)?;
+    p.unary(UnaryOp::MulScalar(3.0), r)?;
+    let a = Tensor::randn([64, 33], &gpu)?;
+    let b = Tensor::randn([33], &gpu)?;
+    let opts = ProfileOptions {
+        activities: &[ProfilerActivity::Cpu, ProfilerActivity::Gpu],
+        ..Default::default()
+    };
+    let prof = profiler::profile(opts, |_| {
+        let _scope = profiler::record_function("one_program");
+        p.run(&[&a, &b])?.to_vec::<f32>()?;
+        Ok(())
+    })?;
+    // Other tests of this binary run ops meanwhile: only the events under this test's scope.
+    let ev = prof.events();
+    let scope = (0..ev.len())
+        .find(|&i| ev[i].name == "one_program")
+        .unwrap();
+    let ops: Vec<usize> = (0..ev.len())
+        .filter(|&i| ev[i].parent == Some(scope))
+        .collect();
+    let names: Vec<&str> = ops.iter().map(|&i| ev[i].name.as_str()).collect();
+    let fused: Vec<usize> = ops.into_iter().filter(|&i| ev[i].name == "fused").collect();
+    assert_eq!(fused.len(), 1, "one fused op: {names:?}");
+    assert!(
+        !names.iter().any(|n| ["add", "relu", "mul"].contains(n)),
+        "{names:?}"
+    );
+    let timed = prof.gpu_time_unavailable().is_empty();
+    if timed {
+        let kernels: Vec<_> = prof
+            .gpu_kernels()
+            .iter()
+            .filter(|k| k.op == Some(fused[0]))
+            .collect();
+        assert_eq!(kernels.len(), 1, "{kernels:?}");
+        assert_eq!(kernels[0].name, p.key());
+    }
+    Ok(())
+}
+
+#[test]
+fn what_cannot_fuse_runs_the_ops() -> Result<()> {
+    let mut p = FusedProgram::new(2)?;
+    let m = p.binary(BinaryOp::Mul, 0, 1)?;
+    p.unary(UnaryOp::Tanh, m)?;
+    let dev = Device::Cpu;
+    // A gradient: the ops run, and backward reaches both inputs.
+    let a = Tensor::randn([4, 3], &dev)?.requires_grad_(true);
+    let b = Tensor::randn([3], &dev)?;
+    let y = p.run(&[&a, &b])?;
+    y.sum_all()?.backward()?;
+    let want = b
+        .mul(&a.mul(&b)?.tanh()?.square()?.neg()?.add_scalar(1.0)?)?
+        .detach();
+    assert_eq!(bits(&a.grad().unwrap()), bits(&want));
+    // Mixed dtypes and integers: the ops' promotion.
+    let i = Tensor::from_vec(vec![1i32, 2, 3], [3], &dev)?;
+    let h = Tensor::from_vec(vec![0.5f32, 0.25, 2.0], [3], &dev)?.to_dtype(DType::F16)?;
+    let y = p.run(&[&i, &h])?;
+    assert_eq!(y.dtype(), DType::F16);
+    assert_eq!(bits(&y), bits(&p.eager(&[&i, &h])?));
+    // Mixed devices: the ops' error.
+    if let Some(gpu) = super::common::gpu() {
+        let e = p.run(&[&a.detach(), &b.to(&gpu)?]).unwrap_err().to_string();
+        assert!(e.contains("device"), "{e}");
+    }
+    Ok(())
+}
+
+#[test]
+fn bad_programs_are_errors() -> Result<()> {
+    fn e<T>(r: Result<T>) -> String {
+        r.err().expect("an error").to_string()
+    }
+    assert!(e(FusedProgram::new(0)).contains("1 to 6 inputs, got 0"));
+    assert!(e(FusedProgram::new(MAX_FUSED_INPUTS + 1)).contains("got 7"));
+    let mut p = FusedProgram::new(2)?;
+    assert!(e(p.unary(UnaryOp::Exp, 2)).contains("reads register 2"));
+    assert!(e(p.binary(BinaryOp::Lt, 0, 1)).contains("lt gives bool"));
+    let x = Tensor::ones([2], &Device::Cpu)?;
+    assert!(e(p.run(&[&x, &x])).contains("no instructions"));
+    p.unary(UnaryOp::Exp, 0)?;
+    assert!(e(p.run(&[&x])).contains("reads 2 inputs, got 1"));
+    assert!(e(p.run(&[&x, &x])).contains("input 1 is not read"));
+    let y = Tensor::ones([3], &Device::Cpu)?;
+    p.binary(BinaryOp::Add, 2, 1)?;
+    let err = e(p.run(&[&x, &y]));
+    assert!(err.contains("must match the size"), "{err}");
+    Ok(())
+}
