@@ -186,8 +186,10 @@ impl FusedProgram {
         k
     }
 
-    /// The checks every call makes: the input count, a non-empty program, and every input read
-    /// (an unread input would still widen the result's broadcast shape, which the ops would not).
+    /// The checks every call makes: the input count, a non-empty program, and every input
+    /// reaching the result (the last register). The result's shape is all inputs broadcast
+    /// together, so an input read only by instructions the result does not use would widen it
+    /// where the ops would not.
     fn check(&self, inputs: &[&Tensor]) -> Result<()> {
         if inputs.len() != self.inputs {
             return Err(Error::arg(
@@ -202,17 +204,21 @@ impl FusedProgram {
         if self.instrs.is_empty() {
             return Err(Error::arg("fused", "the program has no instructions"));
         }
-        let mut read = vec![false; self.inputs + self.instrs.len()];
-        for i in &self.instrs {
-            match *i {
-                FusedInstr::Unary { x, .. } => read[x] = true,
-                FusedInstr::Binary { a, b, .. } => (read[a], read[b]) = (true, true),
+        // Registers the result depends on, walking back from the last one.
+        let mut live = vec![false; self.inputs + self.instrs.len()];
+        live[self.inputs + self.instrs.len() - 1] = true;
+        for (m, i) in self.instrs.iter().enumerate().rev() {
+            if live[self.inputs + m] {
+                match *i {
+                    FusedInstr::Unary { x, .. } => live[x] = true,
+                    FusedInstr::Binary { a, b, .. } => (live[a], live[b]) = (true, true),
+                }
             }
         }
-        if let Some(j) = read[..self.inputs].iter().position(|r| !r) {
+        if let Some(j) = live[..self.inputs].iter().position(|r| !r) {
             return Err(Error::arg(
                 "fused",
-                format!("input {j} is not read by any instruction"),
+                format!("input {j} does not reach the result (the last instruction's value)"),
             ));
         }
         Ok(())

@@ -10,7 +10,8 @@ use wgtorch::{DType, Device, Result, Tensor};
 
 /// Bits, NaN of any payload as one value.
 fn bits(t: &Tensor) -> Vec<u64> {
-    let v = t.to_dtype(DType::F64).unwrap().to_vec::<f64>().unwrap();
+    let v = t.to(&Device::Cpu).unwrap().to_dtype(DType::F64).unwrap();
+    let v = v.to_vec::<f64>().unwrap();
     v.iter()
         .map(|x| if x.is_nan() { u64::MAX } else { x.to_bits() })
         .collect()
@@ -93,6 +94,30 @@ fn every_op_fused_equals_its_ops() -> Result<()> {
                         f[i]
                     );
                 }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// An op reading one register twice (`t - t`, `t / t`) gives IEEE's values where `t` is
+/// infinite or zero (NaN), as the ops do: a shader compiler that folded `x - x` to 0 would not.
+#[test]
+fn an_op_reading_one_register_twice_keeps_ieee_values() -> Result<()> {
+    for dev in super::common::devices() {
+        let x = Tensor::from_vec(vec![100.0f32, 0.0, f32::NEG_INFINITY, 1.0], [4], &dev)?;
+        for op in [BinaryOp::Sub, BinaryOp::Div] {
+            let mut p = FusedProgram::new(1)?;
+            let t = p.unary(UnaryOp::Exp, 0)?; // inf, 1, 0, e
+            let u = p.binary(op, t, t)?;
+            p.binary(op, u, 0)?; // and the input twice through two registers' worth of reads
+            let mut q = FusedProgram::new(1)?;
+            q.binary(op, 0, 0)?;
+            let y = Tensor::from_vec(vec![f32::INFINITY, 0.0, -0.0, 2.0], [4], &dev)?;
+            for (prog, input) in [(&p, &x), (&q, &y)] {
+                let fused = prog.run(&[input])?;
+                let ops = prog.eager(&[input])?;
+                assert_eq!(bits(&fused), bits(&ops), "{} on {dev}", prog.name());
             }
         }
     }
@@ -209,7 +234,18 @@ fn bad_programs_are_errors() -> Result<()> {
     assert!(e(p.run(&[&x, &x])).contains("no instructions"));
     p.unary(UnaryOp::Exp, 0)?;
     assert!(e(p.run(&[&x])).contains("reads 2 inputs, got 1"));
-    assert!(e(p.run(&[&x, &x])).contains("input 1 is not read"));
+    assert!(e(p.run(&[&x, &x])).contains("input 1 does not reach the result"));
+    // Input 1 read, but by an instruction the result does not use: the ops' result would have
+    // input 0's shape, a kernel over both inputs input 1's.
+    let mut dead = FusedProgram::new(2)?;
+    dead.unary(UnaryOp::Neg, 1)?;
+    dead.unary(UnaryOp::Relu, 0)?;
+    let (a, b) = (
+        Tensor::ones([3], &Device::Cpu)?,
+        Tensor::ones([2, 3], &Device::Cpu)?,
+    );
+    assert!(e(dead.run(&[&a, &b])).contains("input 1 does not reach the result"));
+    assert!(e(dead.eager(&[&a, &b])).contains("input 1 does not reach the result"));
     let y = Tensor::ones([3], &Device::Cpu)?;
     p.binary(BinaryOp::Add, 2, 1)?;
     let err = e(p.run(&[&x, &y]));

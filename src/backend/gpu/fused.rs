@@ -25,6 +25,8 @@ pub(crate) fn fused(p: &FusedProgram, inputs: &[(&GpuStorage, &Layout)]) -> Resu
     for i in p.instrs() {
         tail.extend(i.params().map(f32::to_bits));
     }
+    // The zero words each operand is xored with (`opaque` in the generated WGSL).
+    tail.extend(std::iter::repeat_n(0u32, 2 * p.instrs().len()));
     let key = p.key();
     let pipeline = ctx.pipeline("fused", &key, || super::kernels::fused_source(p))?;
     let mut bufs: Vec<&wgpu::Buffer> = inputs.iter().map(|(s, _)| s.raw()).collect();

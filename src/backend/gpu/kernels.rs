@@ -271,7 +271,10 @@ fn fill(template: &str, bindings: &[(&str, GpuType, bool)], subs: &[(&str, &str)
 /// The WGSL of a fused elementwise program ([`FusedProgram`]; `shaders/fused.wgsl`): f32 inputs
 /// bound from 1 as `in0`, `in1`, ..., the output after them; each instruction is a function of
 /// its operands (and, for a unary op, its two parameters, read from `params.tail` at launch, so
-/// that programs differing only in their scalars share the shader).
+/// that programs differing only in their scalars share the shader). Each operand passes through
+/// `opaque` (an xor with a zero word of the launch), so that the shader compiler sees every op
+/// as the single-op kernel does, over a value it cannot know: llvmpipe otherwise folds `t - t`
+/// to 0 where `t` is infinite (eager gives NaN), and would be free to rewrite across ops.
 ///
 /// ```
 /// use wgtorch::backend::gpu::kernels::fused_source;
@@ -281,7 +284,7 @@ fn fill(template: &str, bindings: &[(&str, GpuType, bool)], subs: &[(&str, &str)
 /// p.unary(UnaryOp::LeakyRelu(0.1), s)?;
 /// let wgsl = fused_source(&p);
 /// assert!(wgsl.contains("fn op0(a: f32, b: f32) -> f32 {\n    return a + b;"));
-/// assert!(wgsl.contains("let r3 = op1(r2, "));
+/// assert!(wgsl.contains("let r3 = op1(opaque(r2, zb + 2u), "));
 /// # Ok::<(), wgtorch::Error>(())
 /// ```
 pub fn fused_source(p: &FusedProgram) -> String {
@@ -328,7 +331,8 @@ pub fn fused_source(p: &FusedProgram) -> String {
                 );
                 let _ = writeln!(
                     body,
-                    "    let r{r} = op{m}(r{x}, bitcast<f32>(params.tail[pb + {}u]), bitcast<f32>(params.tail[pb + {}u]));",
+                    "    let r{r} = op{m}(opaque(r{x}, zb + {}u), bitcast<f32>(params.tail[pb + {}u]), bitcast<f32>(params.tail[pb + {}u]));",
+                    2 * m,
                     2 * m,
                     2 * m + 1
                 );
@@ -344,16 +348,23 @@ pub fn fused_source(p: &FusedProgram) -> String {
                     funcs,
                     "fn op{m}(a: f32, b: f32) -> f32 {{\n    return {expr};\n}}"
                 );
-                let _ = writeln!(body, "    let r{r} = op{m}(r{a}, r{b});");
+                let _ = writeln!(
+                    body,
+                    "    let r{r} = op{m}(opaque(r{a}, zb + {}u), opaque(r{b}, zb + {}u));",
+                    2 * m,
+                    2 * m + 1
+                );
             }
         }
     }
     let _ = write!(body, "    st_dst(i, r{});", k + p.instrs().len() - 1);
+    let instrs = p.instrs().len().to_string();
     let src = fill(
         FUSED,
         &bindings,
         &[
             ("INPUTS", &k.to_string()),
+            ("INSTRS", &instrs),
             ("FUNCS", &funcs),
             ("BODY", &body),
         ],
