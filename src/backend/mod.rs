@@ -171,7 +171,7 @@ impl Storage {
                         Storage::Cpu(_) => unreachable!("devices checked by the op layer"),
                     })
                     .collect();
-                Ok(Storage::Gpu(gpu::fused(p, &ins)?))
+                Ok(Storage::Gpu(gpu::fused::fused(p, &ins)?))
             }
         }
     }

@@ -143,19 +143,7 @@ impl Graph {
     /// a [`FusedProgram`] over the tree's external inputs (at most [`MAX_FUSED_INPUTS`]).
     pub(crate) fn fuse_elementwise(&mut self) -> Result<()> {
         let n = self.nodes.len();
-        let mut producer = vec![usize::MAX; self.values.len()];
-        let mut readers = vec![0usize; self.values.len()];
-        for k in (0..n).filter(|&k| self.runs(k)) {
-            for &o in self.nodes[k].outputs.iter().flatten() {
-                producer[o] = k;
-            }
-            for &i in self.nodes[k].inputs.iter().flatten() {
-                readers[i] += 1;
-            }
-        }
-        for &o in &self.outputs {
-            readers[o] += 1; // a graph output is read by the caller
-        }
+        let (producer, readers) = self.producers_and_readers();
         let lowerings: Vec<Option<Lowering>> = (0..n)
             .map(|k| {
                 let node = &self.nodes[k];

@@ -248,19 +248,7 @@ impl Graph {
     /// convolution output's static shape, else the chain is left as it is.
     fn fuse_conv_epilogues(&mut self) {
         let n = self.nodes.len();
-        let mut producer = vec![usize::MAX; self.values.len()];
-        let mut readers = vec![0usize; self.values.len()];
-        for k in (0..n).filter(|&k| !self.folded[k]) {
-            for &o in self.nodes[k].outputs.iter().flatten() {
-                producer[o] = k;
-            }
-            for &i in self.nodes[k].inputs.iter().flatten() {
-                readers[i] += 1;
-            }
-        }
-        for &o in &self.outputs {
-            readers[o] += 1; // a graph output is read by the caller
-        }
+        let (producer, readers) = self.producers_and_readers();
         // Nodes this pass wrote (a fused convolution is no plain `Conv`: a `Relu` after it stays).
         let mut made = vec![false; n];
         // The node that produces `v` alone for one reader, if it is an op of `op_type` from the
@@ -331,6 +319,26 @@ impl Graph {
             self.nodes[k] = fused;
             made[k] = true;
         }
+    }
+
+    /// For each value, the node that computes it at run time (`usize::MAX`: none, an input or
+    /// a value known at load) and how many run-time readers it has (a graph output counts as
+    /// one: the caller reads it).
+    pub(crate) fn producers_and_readers(&self) -> (Vec<usize>, Vec<usize>) {
+        let mut producer = vec![usize::MAX; self.values.len()];
+        let mut readers = vec![0usize; self.values.len()];
+        for k in (0..self.nodes.len()).filter(|&k| self.runs(k)) {
+            for &o in self.nodes[k].outputs.iter().flatten() {
+                producer[o] = k;
+            }
+            for &i in self.nodes[k].inputs.iter().flatten() {
+                readers[i] += 1;
+            }
+        }
+        for &o in &self.outputs {
+            readers[o] += 1;
+        }
+        (producer, readers)
     }
 
     /// Shape inference and constant folding, in execution order.

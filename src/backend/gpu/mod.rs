@@ -27,7 +27,7 @@ mod adapter;
 mod checks;
 mod context;
 mod conv;
-mod fused;
+pub(crate) mod fused;
 mod index;
 pub mod kernels;
 mod matmul;
@@ -42,7 +42,6 @@ pub(crate) use conv::{
     col2im, conv2d, conv2d_backward_input, conv2d_backward_weight, im2col, max_pool,
     max_pool_backward,
 };
-pub(crate) use fused::fused;
 pub(crate) use index::{gather, scatter_add};
 use kernels::{GpuType, Kernel};
 pub(crate) use matmul::matmul;
