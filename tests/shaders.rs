@@ -15,16 +15,20 @@ fn every_kernel_variant_validates_with_naga() {
     for k in all {
         let key = k.key();
         assert!(keys.insert(key.clone()), "duplicate pipeline key {key}");
-        let src = k.source();
-        let module = naga::front::wgsl::parse_str(&src)
-            .unwrap_or_else(|e| panic!("{key}: parse error\n{}", e.emit_to_string(&src)));
-        naga::valid::Validator::new(
-            naga::valid::ValidationFlags::all(),
-            naga::valid::Capabilities::all(),
-        )
-        .validate(&module)
-        .unwrap_or_else(|e| panic!("{key}: validation error: {e:?}"));
+        validate(&key, &k.source());
     }
+}
+
+/// Parses and validates `src` with naga, panicking with `what` and naga's message.
+fn validate(what: &str, src: &str) {
+    let module = naga::front::wgsl::parse_str(src)
+        .unwrap_or_else(|e| panic!("{what}: parse error\n{}", e.emit_to_string(src)));
+    naga::valid::Validator::new(
+        naga::valid::ValidationFlags::all(),
+        naga::valid::Capabilities::all(),
+    )
+    .validate(&module)
+    .unwrap_or_else(|e| panic!("{what}: validation error: {e:?}\n{src}"));
 }
 
 /// The fused elementwise kernels are generated per program: one program holding every unary op
@@ -44,13 +48,5 @@ fn a_fused_program_of_every_op_validates_with_naga() {
     for &op in BinaryOp::ALL.iter().filter(|op| !op.is_comparison()) {
         r = p.binary(op, r, 0).unwrap();
     }
-    let src = wgtorch::backend::gpu::kernels::fused_source(&p);
-    let module = naga::front::wgsl::parse_str(&src)
-        .unwrap_or_else(|e| panic!("parse error\n{}", e.emit_to_string(&src)));
-    naga::valid::Validator::new(
-        naga::valid::ValidationFlags::all(),
-        naga::valid::Capabilities::all(),
-    )
-    .validate(&module)
-    .unwrap_or_else(|e| panic!("validation error: {e:?}\n{src}"));
+    validate(&p.key(), &wgtorch::backend::gpu::kernels::fused_source(&p));
 }

@@ -44,17 +44,25 @@ macro_rules! both {
     };
 }
 
-fn pair<'a>(a: &'a Storage, b: &'a Storage) -> (&'a CpuStorage, &'a CpuStorage) {
-    match (a, b) {
-        (Storage::Cpu(a), Storage::Cpu(b)) => (a, b),
-        _ => unreachable!("devices checked by the op layer"),
+/// The host storage of an operand the op layer placed on the CPU.
+fn on_cpu(s: &Storage) -> &CpuStorage {
+    match s {
+        Storage::Cpu(c) => c,
+        Storage::Gpu(_) => unreachable!("devices checked by the op layer"),
     }
 }
-fn gpair<'a>(a: &'a Storage, b: &'a Storage) -> (&'a GpuStorage, &'a GpuStorage) {
-    match (a, b) {
-        (Storage::Gpu(a), Storage::Gpu(b)) => (a, b),
-        _ => unreachable!("devices checked by the op layer"),
+/// The GPU storage of an operand the op layer placed on a GPU.
+fn on_gpu(s: &Storage) -> &GpuStorage {
+    match s {
+        Storage::Gpu(g) => g,
+        Storage::Cpu(_) => unreachable!("devices checked by the op layer"),
     }
+}
+fn pair<'a>(a: &'a Storage, b: &'a Storage) -> (&'a CpuStorage, &'a CpuStorage) {
+    (on_cpu(a), on_cpu(b))
+}
+fn gpair<'a>(a: &'a Storage, b: &'a Storage) -> (&'a GpuStorage, &'a GpuStorage) {
+    (on_gpu(a), on_gpu(b))
 }
 
 /// What a forward convolution applies to each output element before storing it: `conv + bias`,
@@ -154,23 +162,11 @@ impl Storage {
         match first {
             Storage::Cpu(c) => {
                 cpu::reserve("fused", c.dtype(), l0.numel())?;
-                let ins: Vec<(&CpuStorage, &Layout)> = inputs
-                    .iter()
-                    .map(|&(s, l)| match s {
-                        Storage::Cpu(c) => (c, l),
-                        Storage::Gpu(_) => unreachable!("devices checked by the op layer"),
-                    })
-                    .collect();
+                let ins: Vec<_> = inputs.iter().map(|&(s, l)| (on_cpu(s), l)).collect();
                 Ok(Storage::Cpu(cpu::fused(p, &ins)))
             }
             Storage::Gpu(_) => {
-                let ins: Vec<(&GpuStorage, &Layout)> = inputs
-                    .iter()
-                    .map(|&(s, l)| match s {
-                        Storage::Gpu(g) => (g, l),
-                        Storage::Cpu(_) => unreachable!("devices checked by the op layer"),
-                    })
-                    .collect();
+                let ins: Vec<_> = inputs.iter().map(|&(s, l)| (on_gpu(s), l)).collect();
                 Ok(Storage::Gpu(gpu::fused::fused(p, &ins)?))
             }
         }
