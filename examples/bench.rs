@@ -8,10 +8,14 @@
 //! 4-layer transformer encoder, batch 1, seq 128, through `wgtorch::onnx` on the CPU and the GPU
 //! adapter, next to onnxruntime's CPU latency at the same thread count, with the outputs' max abs
 //! diff; the models are written into `target/onnx-bench/` on first use, see `bench/onnx.rs`); and
-//! the GPU's cold start: a fresh process (this binary with `--cold-start`, Mesa's shader cache
-//! disabled) timing device creation and its first SimpleCNN training step (`--cold-start
-//! --profile` alone: the first step's GPU time per kernel against a warm step's). Writes
-//! `bench-results.json`. Medians of several runs; measure on an idle machine.
+//! on a CPU adapter, the GEMM tiles its tuner chose for each GEMM bucket met (the SimpleCNN
+//! step's forward, input-gradient and weight-gradient products among them), with the default's
+//! and the chosen tile's GFLOP/s (`bench/gemm_tiles.rs`; the bench tunes into a cache of its own,
+//! `target/bench-gemm-tiles/`, with room to tune everything); and the GPU's cold start: a fresh
+//! process (this binary with `--cold-start`, Mesa's shader cache disabled) timing device creation
+//! and its first SimpleCNN training step, with an empty GEMM tuning cache and with the bench's
+//! (`--cold-start --profile` alone: the first step's GPU time per kernel against a warm step's).
+//! Writes `bench-results.json`. Medians of several runs; measure on an idle machine.
 //!
 //! `cargo run --release --example bench`
 //!
@@ -48,6 +52,8 @@ mod compile;
 mod ddp;
 #[path = "bench/gemm_peers.rs"]
 mod gemm_peers;
+#[path = "bench/gemm_tiles.rs"]
+mod gemm_tiles;
 #[path = "bench/membw.rs"]
 mod membw;
 #[path = "bench/onnx.rs"]
@@ -290,12 +296,14 @@ fn cold_start() -> Result<()> {
     Ok(())
 }
 
-/// Run `--cold-start` in a fresh process (no shader cache) and return its JSON line.
-fn measure_cold_start() -> Option<serde_json::Value> {
+/// Run `--cold-start` in a fresh process (no shader cache; the GEMM tuning cache in `tiles`)
+/// and return its JSON line.
+fn measure_cold_start(tiles: &std::path::Path) -> Option<serde_json::Value> {
     let t0 = Instant::now();
     let out = std::process::Command::new(std::env::current_exe().ok()?)
         .arg("--cold-start")
         .env("MESA_SHADER_CACHE_DISABLE", "true")
+        .env("WGTORCH_CACHE_DIR", tiles)
         .output()
         .ok()?;
     let wall = t0.elapsed().as_secs_f64();
@@ -455,6 +463,7 @@ fn main() -> Result<()> {
     if std::env::args().any(|a| a == "--cold-start") {
         return cold_start();
     }
+    gemm_tiles::start();
     if let Some(steps) = arg::<usize>("--soak") {
         let batch = arg::<usize>("--batch").unwrap_or(Ok(64)).map_err(usage)?;
         let which = arg::<String>("--device").transpose().map_err(usage)?;
@@ -694,16 +703,23 @@ fn main() -> Result<()> {
             serde_json::json!(pct),
         );
     }
+    gemm_tiles::rows(&mut json);
     if devs.iter().any(|d| d.is_gpu()) {
-        if let Some(c) = measure_cold_start() {
-            println!(
-                "\nGPU cold start (fresh process, Mesa shader cache disabled): device {:.2} s, first SimpleCNN step done at {:.2} s ({} pipelines compiled), process wall {:.2} s",
-                c["init_s"].as_f64().unwrap_or(f64::NAN),
-                c["first_step_done_s"].as_f64().unwrap_or(f64::NAN),
-                c["pipelines"],
-                c["process_wall_s"].as_f64().unwrap_or(f64::NAN)
-            );
-            json.insert("gpu_cold_start".into(), c);
+        // With an empty GEMM tuning cache (the child tunes within its budget), then with this
+        // run's (every GEMM of the step tuned).
+        let empty = std::path::Path::new("target").join("bench-gemm-tiles-empty");
+        let _ = std::fs::remove_dir_all(&empty);
+        for (label, dir) in [("empty", empty), ("warm", gemm_tiles::cache_dir())] {
+            if let Some(c) = measure_cold_start(&dir) {
+                println!(
+                    "\nGPU cold start (fresh process, Mesa shader cache disabled, {label} GEMM tuning cache): device {:.2} s, first SimpleCNN step done at {:.2} s ({} pipelines compiled), process wall {:.2} s",
+                    c["init_s"].as_f64().unwrap_or(f64::NAN),
+                    c["first_step_done_s"].as_f64().unwrap_or(f64::NAN),
+                    c["pipelines"],
+                    c["process_wall_s"].as_f64().unwrap_or(f64::NAN)
+                );
+                json.insert(format!("gpu_cold_start_{label}_tuning_cache"), c);
+            }
         }
     }
     if let Some(pt) = pytorch() {

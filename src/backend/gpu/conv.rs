@@ -12,13 +12,14 @@ use crate::backend::ConvEpilogue;
 use crate::ops::{ConvGeom, ReduceOp};
 use crate::shape::Layout;
 use crate::{DType, Result};
+use std::sync::Arc;
 
 /// One implicit-GEMM convolution product (`shaders/gemm_conv_*.wgsl`): `[M, N, K]` and
 /// `batches` for `kind` over geometry `g` with `o` output channels and `nb` samples per batch
 /// entry.
 #[allow(clippy::too_many_arguments)]
 fn conv_gemm(
-    ctx: &GpuContext,
+    ctx: &Arc<GpuContext>,
     op: &'static str,
     (kind, t): (Gemm, GpuType),
     [m, n, k, batches]: [usize; 4],

@@ -14,8 +14,10 @@
 //! ```
 
 mod gpu_type;
+mod tile;
 
 pub use gpu_type::GpuType;
+pub use tile::Tile;
 
 use super::params::{FusedParams, ParamsDecl};
 use crate::ops::fused::{FusedInstr, FusedProgram};
@@ -207,8 +209,8 @@ pub enum Kernel {
     },
     /// Shared-memory tiled GEMM over the given operands.
     Matmul(GpuType, Gemm),
-    /// Register-blocked GEMM without workgroup memory (CPU adapters).
-    MatmulDirect(GpuType, Gemm),
+    /// Register-blocked GEMM without workgroup memory (CPU adapters), in the given tile.
+    MatmulDirect(GpuType, Gemm, Tile),
     /// f32 matmul reading both operands as aligned `vec4` (CPU adapters); the flags say A / B
     /// are stored transposed (column-major).
     MatmulVec4 {
@@ -216,6 +218,8 @@ pub enum Kernel {
         a_t: bool,
         /// B is stored transposed.
         b_t: bool,
+        /// The register block and workgroup.
+        tile: Tile,
     },
     /// The same layouts on GPUs: 64x64 shared-memory tiles filled with vec4 loads.
     MatmulTiledVec4 {
@@ -430,6 +434,17 @@ fn convert(from: GpuType, to: GpuType) -> String {
     }
 }
 
+/// `nn`, `nt`, `tn`, `tt`: whether A / B are stored transposed.
+fn layouts(a_t: bool, b_t: bool) -> String {
+    let l = |t: bool| if t { 't' } else { 'n' };
+    format!("{}{}", l(a_t), l(b_t))
+}
+
+/// A tile's part of a kernel key: `4x8_8x8` for rows x cols, workgroup.
+pub(super) fn tile_key(t: &Tile) -> String {
+    format!("{}x{}_{}x{}", t.rows, t.cols, t.wx, t.wy)
+}
+
 impl Kernel {
     /// Cache key and pipeline label, e.g. `unary_exp_f32`, `binary_add_f16packed`.
     pub fn key(&self) -> String {
@@ -454,12 +469,14 @@ impl Kernel {
                 )
             }
             Kernel::Matmul(t, op) => format!("{}_{}_tile64", op.key(), t.key()),
-            Kernel::MatmulDirect(t, op) => format!("{}_{}_direct4x4", op.key(), t.key()),
-            Kernel::MatmulVec4 { a_t, b_t } | Kernel::MatmulTiledVec4 { a_t, b_t } => {
-                let l = |t: bool| if t { "t" } else { "n" };
-                let tile = matches!(self, Kernel::MatmulTiledVec4 { .. });
-                let shape = if tile { "tile64_vec4" } else { "vec4" };
-                format!("matmul_{}{}_f32_{shape}", l(*a_t), l(*b_t))
+            Kernel::MatmulDirect(t, op, tile) => {
+                format!("{}_{}_direct_{}", op.key(), t.key(), tile_key(tile))
+            }
+            Kernel::MatmulVec4 { a_t, b_t, tile } => {
+                format!("matmul_{}_f32_vec4_{}", layouts(*a_t, *b_t), tile_key(tile))
+            }
+            Kernel::MatmulTiledVec4 { a_t, b_t } => {
+                format!("matmul_{}_f32_tile64_vec4", layouts(*a_t, *b_t))
             }
             Kernel::Gather(t) => format!("gather_{}", t.key()),
             Kernel::ScatterAdd(t) => format!("scatter_add_{}", t.key()),
@@ -501,7 +518,7 @@ impl Kernel {
             | Kernel::SoftmaxBackwardRows { .. } => of::<ReduceSmallParams>(),
             Kernel::Cumsum(_) => of::<CumsumParams>(),
             Kernel::Matmul(_, Gemm::Strided)
-            | Kernel::MatmulDirect(_, Gemm::Strided)
+            | Kernel::MatmulDirect(_, Gemm::Strided, _)
             | Kernel::MatmulVec4 { .. }
             | Kernel::MatmulTiledVec4 { .. } => of::<MatmulParams>(),
             Kernel::Matmul(..) | Kernel::MatmulDirect(..) => of::<ConvGemmParams>(),
@@ -606,20 +623,9 @@ impl Kernel {
                 &[("C", t.compute())],
             ),
             Kernel::Matmul(t, op) => op.source(t, MATMUL),
-            Kernel::MatmulDirect(t, op) => op.source(t, MATMUL_DIRECT),
-            Kernel::MatmulVec4 { a_t, b_t } => {
-                // Offsets and strides are in floats, all multiples of 4 where they index vec4s.
-                let a = if a_t {
-                    "        let am = mat4x4<f32>(a[(abase + k * sak + r0) >> 2u], a[(abase + (k + 1u) * sak + r0) >> 2u], a[(abase + (k + 2u) * sak + r0) >> 2u], a[(abase + (k + 3u) * sak + r0) >> 2u]);"
-                } else {
-                    "        let am = transpose(mat4x4<f32>(a[(abase + ra.x * sam + k) >> 2u], a[(abase + ra.y * sam + k) >> 2u], a[(abase + ra.z * sam + k) >> 2u], a[(abase + ra.w * sam + k) >> 2u]));"
-                };
-                let b = if b_t {
-                    "        let bm = mat4x4<f32>(b[(bbase + cb.x * sbn + k) >> 2u], b[(bbase + cb.y * sbn + k) >> 2u], b[(bbase + cb.z * sbn + k) >> 2u], b[(bbase + cb.w * sbn + k) >> 2u]);"
-                } else {
-                    "        let bm = transpose(mat4x4<f32>(b[(bbase + k * sbk + c0) >> 2u], b[(bbase + (k + 1u) * sbk + c0) >> 2u], b[(bbase + (k + 2u) * sbk + c0) >> 2u], b[(bbase + (k + 3u) * sbk + c0) >> 2u]));"
-                };
-                fill(MATMUL_VEC4, &[], &[("A_LOAD", a), ("B_LOAD", b)])
+            Kernel::MatmulDirect(t, op, tile) => op.source(t, &tile.direct(MATMUL_DIRECT)),
+            Kernel::MatmulVec4 { a_t, b_t, tile } => {
+                fill(&tile.vec4(MATMUL_VEC4, a_t, b_t), &[], &[])
             }
             Kernel::MatmulTiledVec4 { a_t, b_t } => {
                 // The tiled GEMM body, each invocation filling its part of the 64x16 (A) and
@@ -747,7 +753,7 @@ impl Kernel {
             Kernel::SortIndices,
         ];
         for (a_t, b_t) in [(false, false), (false, true), (true, false), (true, true)] {
-            v.push(Kernel::MatmulVec4 { a_t, b_t });
+            v.extend(Tile::CANDIDATES.map(|tile| Kernel::MatmulVec4 { a_t, b_t, tile }));
             v.push(Kernel::MatmulTiledVec4 { a_t, b_t });
         }
         v.extend(UnaryOp::ALL.iter().map(|&op| Kernel::UnaryVec4(op)));
@@ -773,7 +779,8 @@ impl Kernel {
             if float {
                 v.extend(UnaryOp::ALL.iter().map(|&op| Kernel::Unary(op, t)));
                 for op in Gemm::ALL {
-                    v.extend([Kernel::Matmul(t, op), Kernel::MatmulDirect(t, op)]);
+                    v.push(Kernel::Matmul(t, op));
+                    v.extend(Tile::CANDIDATES.map(|tile| Kernel::MatmulDirect(t, op, tile)));
                 }
                 v.extend([Kernel::MaxPool(t), Kernel::MaxPoolBackward(t)]);
             }

@@ -1,11 +1,13 @@
 //! GPU matrix products: the batched strided matmul (vec4 kernels for aligned f32 layouts, the
 //! strided GEMM otherwise), and the dispatch helpers the convolution GEMMs share.
 
-use super::kernels::{Gemm, GpuType, Kernel};
+use super::kernels::{Gemm, GpuType, Kernel, Tile};
 use super::params::{KernelParams, MatmulParams};
+use super::tune::TunedGemm;
 use super::{full, launch, output, u, GpuContext, GpuStorage};
 use crate::shape::Layout;
 use crate::{Error, Result};
+use std::sync::Arc;
 
 /// Batched `a @ b` with `a` as `[B, M, K]` and `b` as `[B, K, N]` (any strides, batch stride 0
 /// for broadcast) into a contiguous `[B, M, N]`.
@@ -61,9 +63,19 @@ pub(crate) fn matmul(
     };
     match vec4 {
         Some((a_t, b_t)) if ctx.is_cpu_adapter() => {
-            let g = [u(n.div_ceil(32)), u(m.div_ceil(32)), u(bs)];
-            let kernel = Kernel::MatmulVec4 { a_t, b_t };
-            launch_k_chunks(ctx, "matmul", kernel, k, chunk, &bufs, g)?;
+            let kernel = |tile| Kernel::MatmulVec4 { a_t, b_t, tile };
+            TunedGemm {
+                op: "matmul",
+                ty: GpuType::F32,
+                dims: [m, n, k, bs],
+                bufs: &bufs,
+                kernel,
+                run: |tile: Tile, bufs: &[&wgpu::Buffer]| {
+                    let g = tile.groups(m, n, bs).map(u);
+                    launch_k_chunks(ctx, "matmul", kernel(tile), k, chunk, bufs, g)
+                },
+            }
+            .launch(ctx)?;
         }
         Some((a_t, b_t)) => {
             let g = [u(n.div_ceil(64)), u(m.div_ceil(64)), u(bs)];
@@ -112,29 +124,35 @@ fn vec4_layouts(al: &Layout, bl: &Layout) -> Option<(bool, bool)> {
 }
 
 /// Dispatch one GEMM kernel over `[M, N, batches]` outputs with inner dimension `K`: the
-/// barrier-free register-blocked kernel on CPU adapters, the shared-memory tiles on real GPUs.
+/// barrier-free register-blocked kernel on CPU adapters (in the tile the tuner chose, `tune.rs`),
+/// the shared-memory tiles on real GPUs.
 /// `params(k_start, k_end)` is the block of the launch summing that range of k; the grid
 /// (columns, rows, batches) may pass the per-dimension limit (see `GpuContext::dispatch`).
 pub(super) fn gemm<P: KernelParams>(
-    ctx: &GpuContext,
+    ctx: &Arc<GpuContext>,
     op: &'static str,
     (kind, t): (Gemm, GpuType),
     [m, n, k, batches]: [usize; 4],
     params: impl Fn(u32, u32) -> P,
     bufs: &[&wgpu::Buffer],
 ) -> Result<()> {
-    let (kernel, groups) = if ctx.is_cpu_adapter() {
-        (
-            Kernel::MatmulDirect(t, kind),
-            [u(n.div_ceil(32)), u(m.div_ceil(32)), u(batches)],
-        )
-    } else {
-        (
-            Kernel::Matmul(t, kind),
-            [u(n.div_ceil(64)), u(m.div_ceil(64)), u(batches)],
-        )
-    };
-    launch_k_chunks(ctx, op, kernel, k, params, bufs, groups)
+    if !ctx.is_cpu_adapter() {
+        let groups = [u(n.div_ceil(64)), u(m.div_ceil(64)), u(batches)];
+        return launch_k_chunks(ctx, op, Kernel::Matmul(t, kind), k, params, bufs, groups);
+    }
+    let kernel = |tile| Kernel::MatmulDirect(t, kind, tile);
+    TunedGemm {
+        op,
+        ty: t,
+        dims: [m, n, k, batches],
+        bufs,
+        kernel,
+        run: |tile: Tile, bufs: &[&wgpu::Buffer]| {
+            let g = tile.groups(m, n, batches).map(u);
+            launch_k_chunks(ctx, op, kernel(tile), k, &params, bufs, g)
+        },
+    }
+    .launch(ctx)
 }
 
 /// Launch a GEMM body over k in chunks that keep each invocation below the adapter's loop cap

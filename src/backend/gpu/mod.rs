@@ -35,6 +35,7 @@ mod oneshot;
 mod params;
 mod sort;
 mod timing;
+pub mod tune;
 
 pub(crate) use context::contexts;
 pub use context::{context, init_gpu, GpuBuffer, GpuContext, GpuStats};
@@ -42,11 +43,13 @@ pub(crate) use conv::{
     col2im, conv2d, conv2d_backward_input, conv2d_backward_weight, im2col, max_pool,
     max_pool_backward,
 };
-pub(crate) use index::{gather, scatter_add};
 use kernels::{GpuType, Kernel};
-pub(crate) use matmul::matmul;
 use params::*;
 pub(crate) use sort::argsort_rows;
+pub(crate) use {
+    index::{gather, scatter_add},
+    matmul::matmul,
+};
 
 use crate::backend::cpu::CpuStorage;
 use crate::ops::{BinaryOp, ReduceOp, UnaryOp};

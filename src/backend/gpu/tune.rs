@@ -1,0 +1,477 @@
+//! The GEMM autotuner for CPU adapters: which [`Tile`] (register block and workgroup) each GEMM
+//! kernel family runs at each shape.
+//!
+//! The first GEMM of a (kernel, shape bucket) on an adapter runs every candidate of
+//! [`Tile::CANDIDATES`] on its own operands, the default into the result and the others into a
+//! scratch buffer, each twice (the first run compiles the pipeline), timed by the wall clock
+//! around a wait for the queue. A candidate whose output differs from the default's is never
+//! chosen. The fastest becomes the bucket's tile, in memory and in a cache file on disk, so that
+//! the next process starts tuned. Tuning spends at most [`BUDGET`] per process (see
+//! [`set_tuning_budget`]); a bucket met
+//! after that runs [`Tile::DEFAULT`] (today's kernel) until a later process tunes it.
+//!
+//! `WGTORCH_GEMM_TILE` overrides it: `default` runs [`Tile::DEFAULT`] everywhere, a tile such as
+//! `8x4/8x8` forces that tile (the tests force each candidate), `tune` (or unset) tunes.
+//! `WGTORCH_CACHE_DIR` moves the cache (else `$XDG_CACHE_HOME/wgtorch`, `~/.cache/wgtorch`, or
+//! `%LOCALAPPDATA%\wgtorch`); `WGTORCH_CACHE_DIR=none` keeps results in memory only. Nothing is
+//! tuned in the browser, where a wait for the queue would block the page.
+
+use super::kernels::{GpuType, Kernel, Tile};
+use super::GpuContext;
+use crate::Result;
+use parking_lot::Mutex;
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The most wall time one process spends tuning, unless [`set_tuning_budget`] says otherwise.
+pub const BUDGET: Duration = Duration::from_millis(1000);
+
+/// What `WGTORCH_GEMM_TILE` (or [`force_gemm_tile`]) asks for.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Policy {
+    Tune,
+    Fixed(Tile),
+}
+
+/// One tuned bucket: the tile chosen and what each candidate measured.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tuned {
+    /// The chosen tile.
+    pub tile: Tile,
+    /// `[m, n, k, batches]` of the GEMM that tuned the bucket (zeros when read from the disk
+    /// cache).
+    pub dims: [usize; 4],
+    /// Each candidate's time (the best of its runs) on the GEMM that tuned the bucket, in µs (`None`:
+    /// refused, its output differed from the default's); empty when read from the disk cache.
+    pub times_us: Vec<(Tile, Option<f64>)>,
+}
+
+struct State {
+    policy: Option<Policy>,
+    budget: Duration,
+    /// Per adapter (ordinal): the disk cache was read; the tuned buckets.
+    tuned: BTreeMap<usize, (bool, HashMap<String, Tuned>)>,
+    spent: Duration,
+}
+
+static STATE: Mutex<State> = Mutex::new(State {
+    policy: None,
+    budget: BUDGET,
+    tuned: BTreeMap::new(),
+    spent: Duration::ZERO,
+});
+/// Held while a bucket is tuned (one at a time; another thread meanwhile runs the default).
+static TUNING: Mutex<()> = Mutex::new(());
+
+/// Force every GEMM on CPU adapters to run `tile` (`None`: back to tuning), instead of what
+/// `WGTORCH_GEMM_TILE` says.
+///
+/// ```
+/// use wgtorch::backend::gpu::{kernels::Tile, tune::force_gemm_tile};
+/// force_gemm_tile(Some(Tile::CANDIDATES[1]));
+/// force_gemm_tile(None);
+/// ```
+pub fn force_gemm_tile(tile: Option<Tile>) {
+    STATE.lock().policy = Some(tile.map_or(Policy::Tune, Policy::Fixed));
+}
+
+/// Let this process spend up to `budget` tuning in all (default [`BUDGET`]), e.g. to tune every
+/// GEMM of a model in one warm-up step instead of over several runs.
+///
+/// ```
+/// use std::time::Duration;
+/// wgtorch::backend::gpu::tune::set_tuning_budget(Duration::from_secs(30));
+/// ```
+pub fn set_tuning_budget(budget: Duration) {
+    STATE.lock().budget = budget;
+}
+
+/// The buckets tuned (or read from the disk cache) on GPU `ordinal`, by key
+/// (`kernel|m|n|k|batches` with each size rounded up to a power of two).
+pub fn tuned_gemm_tiles(ordinal: usize) -> Vec<(String, Tuned)> {
+    let s = STATE.lock();
+    let mut v: Vec<_> = s
+        .tuned
+        .get(&ordinal)
+        .map(|(_, m)| m.iter().map(|(k, t)| (k.clone(), t.clone())).collect())
+        .unwrap_or_default();
+    v.sort_by(|a, b| a.0.cmp(&b.0));
+    v
+}
+
+/// Forget what was tuned in this process (the next GEMM reads the disk cache again) and the
+/// time spent; for tests and the bench.
+#[doc(hidden)]
+pub fn reset_gemm_tuning() {
+    let mut s = STATE.lock();
+    s.tuned.clear();
+    s.spent = Duration::ZERO;
+}
+
+fn policy() -> Policy {
+    let mut s = STATE.lock();
+    *s.policy.get_or_insert_with(|| {
+        // A tile that does not parse is ignored (tuning, as unset) rather than failing every
+        // GEMM; `Tile`'s parser names the form.
+        match std::env::var("WGTORCH_GEMM_TILE").as_deref() {
+            Ok("default") => Policy::Fixed(Tile::DEFAULT),
+            Ok(t) => t.parse().map_or(Policy::Tune, Policy::Fixed),
+            Err(_) => Policy::Tune,
+        }
+    })
+}
+
+/// The bucket key of a GEMM of kernel family `family` (its key without the tile).
+fn bucket(family: &str, [m, n, k, batches]: [usize; 4]) -> String {
+    let p = |x: usize| x.max(1).checked_next_power_of_two().unwrap_or(x);
+    format!("{family}|{}|{}|{}|{}", p(m), p(n), p(k), p(batches))
+}
+
+/// A GEMM to run with the tile chosen for it: `kernel(tile)` is its kernel in that tile and
+/// `run(tile, bufs)` launches it over `bufs`, whose third (binding 3) is the output, written
+/// whole by every run.
+pub(super) struct TunedGemm<'a, K, R> {
+    pub op: &'static str,
+    /// Storage type of the output.
+    pub ty: GpuType,
+    /// `[m, n, k, batches]`.
+    pub dims: [usize; 4],
+    pub bufs: &'a [&'a wgpu::Buffer],
+    pub kernel: K,
+    pub run: R,
+}
+
+impl<K, R> TunedGemm<'_, K, R>
+where
+    K: Fn(Tile) -> Kernel,
+    R: Fn(Tile, &[&wgpu::Buffer]) -> Result<()>,
+{
+    /// Run it in the tile that `WGTORCH_GEMM_TILE`, the tuned buckets or, once, the tuner pick.
+    pub(super) fn launch(self, ctx: &Arc<GpuContext>) -> Result<()> {
+        let key = match policy() {
+            Policy::Fixed(t) => return (self.run)(t, self.bufs),
+            Policy::Tune => {
+                let suffix = format!("_{}", super::kernels::tile_key(&Tile::DEFAULT));
+                let family = (self.kernel)(Tile::DEFAULT).key();
+                bucket(family.trim_end_matches(&suffix), self.dims)
+            }
+        };
+        if let Some(t) = known(ctx, &key) {
+            return (self.run)(t, self.bufs);
+        }
+        #[cfg(not(target_arch = "wasm32"))]
+        if let Some(tuned) = self.tune(ctx) {
+            let mut s = STATE.lock();
+            let entry = s.tuned.entry(ctx.ordinal).or_default();
+            entry.1.insert(key, tuned);
+            let all = entry.1.clone();
+            drop(s);
+            disk::store(ctx, &all);
+            // The default's run left the result in the output.
+            return Ok(());
+        }
+        (self.run)(Tile::DEFAULT, self.bufs)
+    }
+
+    /// Time every candidate on this GEMM within what is left of the budget: `None` when the
+    /// budget is spent or would be, another thread is tuning, an index check is pending (a wait
+    /// here would take its report from the op that owns it) or a candidate failed to compile or
+    /// launch (the GEMM then runs, and reports its own errors, as untuned).
+    #[cfg(not(target_arch = "wasm32"))]
+    fn tune(&self, ctx: &Arc<GpuContext>) -> Option<Tuned> {
+        use std::time::Instant;
+        let _lock = TUNING.try_lock()?;
+        let left = {
+            let s = STATE.lock();
+            s.budget.saturating_sub(s.spent)
+        };
+        if left.is_zero() || ctx.checks.dirty() || self.bufs.len() < 3 {
+            return None;
+        }
+        let start = Instant::now();
+        let res = self.measure(ctx, start, left);
+        STATE.lock().spent += start.elapsed();
+        res.ok().flatten()
+    }
+
+    #[cfg(not(target_arch = "wasm32"))]
+    fn measure(
+        &self,
+        ctx: &Arc<GpuContext>,
+        start: std::time::Instant,
+        left: Duration,
+    ) -> Result<Option<Tuned>> {
+        use std::time::Instant;
+        let wait = || ctx.device.poll(wgpu::PollType::wait_indefinitely()).is_ok();
+        // Earlier work is not this GEMM's time.
+        ctx.submit();
+        if !wait() {
+            return Ok(None);
+        }
+        // Compile every candidate first: the time of a run is the kernel's.
+        for tile in Tile::CANDIDATES {
+            let k = (self.kernel)(tile);
+            ctx.pipeline(self.op, &k.key(), || k.source())?;
+            if start.elapsed() >= left {
+                return Ok(None);
+            }
+        }
+        let out = self.bufs[2];
+        let bytes = out.size();
+        let scratch = ctx.alloc("gemm tuning", bytes)?;
+        let mut want = None;
+        let mut times = Vec::new();
+        let mut reps = 2;
+        for (i, &tile) in Tile::CANDIDATES.iter().enumerate() {
+            // The default writes the result; the others a scratch buffer of its size.
+            let mut b = self.bufs.to_vec();
+            if i > 0 {
+                b[2] = scratch.raw();
+            }
+            let mut best = f64::INFINITY;
+            for rep in 0..2 {
+                if rep == 1 && reps == 1 {
+                    break;
+                }
+                let t0 = Instant::now();
+                (self.run)(tile, &b)?;
+                ctx.submit();
+                if !wait() {
+                    return Ok(None);
+                }
+                best = best.min(t0.elapsed().as_secs_f64());
+                if i == 0 {
+                    // The rest must fit in the budget: one run each when two would not.
+                    let rest = (Tile::CANDIDATES.len() - 1) as f64 * best;
+                    let room = (left.saturating_sub(start.elapsed())).as_secs_f64();
+                    if rest > room {
+                        return Ok(None);
+                    }
+                    if 2.0 * rest > room {
+                        reps = 1;
+                    }
+                }
+            }
+            if start.elapsed() >= left {
+                return Ok(None);
+            }
+            let got = pollster::block_on(ctx.read_async(b[2], bytes))?;
+            let same = match &want {
+                None => {
+                    want = Some(got);
+                    true
+                }
+                Some(w) => agrees(self.ty, w, &got),
+            };
+            times.push((tile, same.then_some(best * 1e6)));
+        }
+        let tile = times
+            .iter()
+            .filter_map(|(t, us)| Some((*t, (*us)?)))
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .map_or(Tile::DEFAULT, |(t, _)| t);
+        Ok(Some(Tuned {
+            tile,
+            dims: self.dims,
+            times_us: times,
+        }))
+    }
+}
+
+/// The tile tuned for `key` in this process or read from the disk cache (read once per adapter).
+fn known(ctx: &GpuContext, key: &str) -> Option<Tile> {
+    let mut s = STATE.lock();
+    let entry = s.tuned.entry(ctx.ordinal).or_default();
+    if !entry.0 {
+        entry.0 = true;
+        #[cfg(not(target_arch = "wasm32"))]
+        for (k, tile) in disk::load(ctx) {
+            entry.1.entry(k).or_insert(Tuned {
+                tile,
+                dims: [0; 4],
+                times_us: Vec::new(),
+            });
+        }
+    }
+    entry.1.get(key).map(|t| t.tile)
+}
+
+/// Whether two outputs of the same GEMM in storage type `ty` agree. Every tile sums each output
+/// over k in the same order, so they differ at most where the compiler contracted a multiply and
+/// an add into one rounding: by far less than the tolerance here, the storage's rounding of the
+/// value plus 1e-4 of the largest output. A wrong kernel misses by about the outputs' size.
+fn agrees(ty: GpuType, a: &[u8], b: &[u8]) -> bool {
+    fn values(ty: GpuType, x: &[u8]) -> Vec<f32> {
+        match ty {
+            GpuType::F16 | GpuType::F16Packed => x
+                .chunks_exact(2)
+                .map(|w| half::f16::from_le_bytes([w[0], w[1]]).to_f32())
+                .collect(),
+            GpuType::BF16Packed => x
+                .chunks_exact(2)
+                .map(|w| half::bf16::from_le_bytes([w[0], w[1]]).to_f32())
+                .collect(),
+            _ => x
+                .chunks_exact(4)
+                .map(|w| f32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+                .collect(),
+        }
+    }
+    if a == b {
+        return true;
+    }
+    if a.len() != b.len() {
+        return false;
+    }
+    let rel = match ty {
+        GpuType::F16 | GpuType::F16Packed => 2e-3,
+        GpuType::BF16Packed => 1.6e-2,
+        _ => 1e-6,
+    };
+    let (x, y) = (values(ty, a), values(ty, b));
+    let scale = x
+        .iter()
+        .filter(|v| v.is_finite())
+        .fold(0f32, |m, v| m.max(v.abs()));
+    x.iter().zip(&y).all(|(p, q)| {
+        let both_nan = p.is_nan() && q.is_nan();
+        let close = p.is_finite() && q.is_finite() && (p - q).abs() <= rel * p.abs() + 1e-4 * scale;
+        p == q || both_nan || close
+    })
+}
+
+/// The cache file: one per adapter, driver and wgtorch version, each line `key<TAB>tile`.
+#[cfg(not(target_arch = "wasm32"))]
+mod disk {
+    use super::{GpuContext, Tile, Tuned};
+    use std::collections::HashMap;
+    use std::path::PathBuf;
+
+    /// The identity the file is for; a file whose first line differs is ignored.
+    fn header(ctx: &GpuContext) -> String {
+        let i = &ctx.info;
+        let clean = |s: &str| s.replace(['\t', '\n', '\r'], " ");
+        format!(
+            "wgtorch {} gemm tiles\tadapter {}\tdriver {} {}\tbackend {:?}",
+            env!("CARGO_PKG_VERSION"),
+            clean(&i.name),
+            clean(&i.driver),
+            clean(&i.driver_info),
+            i.backend
+        )
+    }
+
+    fn path(ctx: &GpuContext) -> Option<PathBuf> {
+        // A file name from the identity: a hash, so that no adapter name reaches the file system.
+        let h = header(ctx).bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+        });
+        Some(super::gemm_cache_dir()?.join(format!("gemm-tiles-{h:016x}.tsv")))
+    }
+
+    /// The buckets the file holds for this adapter: lines that do not parse, and tiles that are
+    /// not candidates, are skipped.
+    pub(super) fn load(ctx: &GpuContext) -> Vec<(String, Tile)> {
+        let Some(text) = path(ctx).and_then(|p| std::fs::read_to_string(p).ok()) else {
+            return Vec::new();
+        };
+        let mut lines = text.lines();
+        if lines.next() != Some(header(ctx).as_str()) {
+            return Vec::new();
+        }
+        lines
+            .filter_map(|l| {
+                let (k, t) = l.split_once('\t')?;
+                let tile: Tile = t.parse().ok()?;
+                Tile::CANDIDATES
+                    .contains(&tile)
+                    .then(|| (k.to_string(), tile))
+            })
+            .collect()
+    }
+
+    /// Write every bucket known for this adapter, atomically; a failure (a read-only home, say)
+    /// only costs the next process its tuning.
+    pub(super) fn store(ctx: &GpuContext, tuned: &HashMap<String, Tuned>) {
+        let Some(p) = path(ctx) else {
+            return;
+        };
+        let mut keys: Vec<_> = tuned.keys().collect();
+        keys.sort();
+        let mut text = header(ctx);
+        for k in keys {
+            text += &format!("\n{k}\t{}", tuned[k].tile);
+        }
+        text.push('\n');
+        if let Some(d) = p.parent() {
+            let _ = std::fs::create_dir_all(d);
+        }
+        let _ = crate::io::write_atomic(&p, text.as_bytes());
+    }
+}
+
+/// The platform's per-user cache directory.
+fn platform_cache_dir() -> Option<PathBuf> {
+    let var = |v: &str| {
+        std::env::var_os(v)
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from)
+    };
+    if cfg!(windows) {
+        var("LOCALAPPDATA")
+    } else if cfg!(target_os = "macos") {
+        var("HOME").map(|h| h.join("Library/Caches"))
+    } else {
+        var("XDG_CACHE_HOME").or_else(|| var("HOME").map(|h| h.join(".cache")))
+    }
+}
+
+/// The path of the tuning cache in use, if any (for the bench's report and the tests).
+#[doc(hidden)]
+pub fn gemm_cache_dir() -> Option<PathBuf> {
+    match std::env::var_os("WGTORCH_CACHE_DIR") {
+        Some(d) if d == "none" => None,
+        Some(d) if !d.is_empty() => Some(PathBuf::from(d)),
+        _ => platform_cache_dir().map(|d| d.join("wgtorch")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bytes(v: &[f32]) -> Vec<u8> {
+        v.iter().flat_map(|x| x.to_le_bytes()).collect()
+    }
+
+    #[test]
+    fn outputs_agree_within_rounding_and_not_beyond() {
+        let a = [1.0f32, -2.0, 100.0, f32::NAN, f32::INFINITY];
+        let close = [1.0f32 + 1e-6, -2.0, 100.0, f32::NAN, f32::INFINITY];
+        assert!(agrees(GpuType::F32, &bytes(&a), &bytes(&a)));
+        assert!(agrees(GpuType::F32, &bytes(&a), &bytes(&close)));
+        for (i, v) in [(0, 1.5), (3, 0.0), (4, f32::NEG_INFINITY), (2, 100.1)] {
+            let mut b = a;
+            b[i] = v;
+            assert!(!agrees(GpuType::F32, &bytes(&a), &bytes(&b)), "{i}: {v}");
+        }
+        assert!(!agrees(GpuType::F32, &bytes(&a), &bytes(&a[..4])));
+        // Halves: one unit in the last place of the storage agrees, a tenth of the value not.
+        let h = |v: &[f32]| -> Vec<u8> {
+            v.iter()
+                .flat_map(|&x| half::f16::from_f32(x).to_le_bytes())
+                .collect()
+        };
+        let x = [1.0f32, 3.0];
+        assert!(agrees(GpuType::F16Packed, &h(&x), &h(&[1.0, 3.0 + 2e-3])));
+        assert!(!agrees(GpuType::F16Packed, &h(&x), &h(&[1.0, 3.3])));
+    }
+
+    #[test]
+    fn buckets_round_sizes_up_to_powers_of_two() {
+        assert_eq!(bucket("mm", [40, 64, 65, 1]), "mm|64|64|128|1");
+        assert_eq!(bucket("mm", [0, 1, 3, 2]), "mm|1|1|4|2");
+    }
+}

@@ -1,0 +1,211 @@
+//! The GEMM tiles of CPU adapters (lavapipe in CI) and their tuner (`backend/gpu/tune.rs`):
+//! every tile the tuner may pick, forced in turn and checked against the CPU on matmuls of every
+//! layout and storage type and the three convolution products, and the third block shape; then
+//! the tuner's choice, its disk cache (written, read back, corrupted, from another identity) and
+//! `WGTORCH_CACHE_DIR=none`. One lock orders the tests: the tile policy is per process.
+
+mod common;
+
+use wgtorch::backend::gpu::{self, kernels::Tile, tune};
+use wgtorch::nn::functional::{self as F, Conv2dFuncOptions};
+use wgtorch::{DType, Device, Result, Tensor};
+
+/// The GPU when it is a CPU adapter (the only kind with tiles), else `None`.
+fn cpu_adapter() -> Option<Device> {
+    let gpu = common::gpu()?;
+    gpu::context(0).ok()?.is_cpu_adapter().then_some(gpu)
+}
+
+/// Non-aligned matmuls (the strided GEMM) in each float storage, and a convolution's forward
+/// and both gradients, on `gpu` against the CPU.
+fn check_direct(gpu: &Device, what: &str) -> Result<()> {
+    let cpu = Device::Cpu;
+    for (b, m, k, n) in [(1, 33, 65, 17), (2, 9, 7, 70), (1, 1, 3, 1)] {
+        let a = Tensor::randn([b, m, k], &cpu)?;
+        let w = Tensor::randn([b, k, n], &cpu)?;
+        let want = a.matmul(&w)?;
+        for (dt, tol) in [(DType::F32, 1e-4), (DType::F16, 2e-2), (DType::BF16, 8e-2)] {
+            let got = a.to(gpu)?.to_dtype(dt)?.matmul(&w.to(gpu)?.to_dtype(dt)?)?;
+            let w = want.to_dtype(dt)?.to_dtype(DType::F32)?;
+            common::assert_close(
+                &format!("{what}: {dt} {b}x{m}x{k}x{n}"),
+                &common::vals(&got.to_dtype(DType::F32)?),
+                &common::vals(&w),
+                tol,
+                tol * (k as f64).sqrt(),
+            );
+        }
+    }
+    let x = Tensor::randn([3, 5, 9, 7], &cpu)?;
+    let w = Tensor::randn([22, 5, 3, 3], &cpu)?;
+    let bias = Tensor::randn([22], &cpu)?;
+    let run = |dev: &Device| -> Result<Vec<Vec<f64>>> {
+        let leaf = |t: &Tensor| -> Result<Tensor> { Ok(t.to(dev)?.detach().requires_grad_(true)) };
+        let (x, w, bias) = (leaf(&x)?, leaf(&w)?, leaf(&bias)?);
+        let opts = Conv2dFuncOptions {
+            stride: [2, 1].into(),
+            padding: [1, 1].into(),
+            ..Default::default()
+        };
+        let y = F::conv2d_with(&x, &w, Some(&bias), opts)?;
+        y.mul(&y)?.sum_all()?.backward()?;
+        Ok(vec![
+            common::vals(&y),
+            common::vals(&x.grad().unwrap()),
+            common::vals(&w.grad().unwrap()),
+        ])
+    };
+    let (c, g) = (run(&cpu)?, run(gpu)?);
+    for (i, (c, g)) in c.iter().zip(&g).enumerate() {
+        common::assert_close(&format!("{what}: conv2d #{i}"), g, c, 1e-4, 1e-3);
+    }
+    Ok(())
+}
+
+#[test]
+fn every_tile_matches_the_cpu() -> Result<()> {
+    let Some(gpu) = cpu_adapter() else {
+        return Ok(());
+    };
+    let _lock = common::seed_lock();
+    wgtorch::manual_seed(5);
+    for tile in Tile::CANDIDATES {
+        tune::force_gemm_tile(Some(tile));
+        common::check_matmul_layouts(&gpu)?;
+        check_direct(&gpu, &tile.to_string())?;
+    }
+    // The third block shape the generator writes (not a candidate: its kernels compile for
+    // seconds on llvmpipe), on the vec4 kernel and the strided one, edges included.
+    tune::force_gemm_tile(Some("4x8/8x4".parse().unwrap()));
+    for (m, k, n) in [(70, 36, 44), (9, 7, 13)] {
+        let a = Tensor::randn([m, k], &Device::Cpu)?;
+        let b = Tensor::randn([k, n], &Device::Cpu)?;
+        let got = a.to(&gpu)?.matmul(&b.to(&gpu)?)?;
+        let want = a.matmul(&b)?;
+        let what = format!("4x8/8x4 {m}x{k}x{n}");
+        common::assert_close(&what, &common::vals(&got), &common::vals(&want), 1e-4, 1e-4);
+    }
+    // Past llvmpipe's loop cap K is split into launches: exact on small integers.
+    tune::force_gemm_tile(Some(Tile::CANDIDATES[3]));
+    let ints = |r: usize, c: usize, s: usize| -> Result<Tensor> {
+        let v: Vec<f32> = (0..r * c).map(|i| ((i * 7 + s) % 5) as f32 - 2.0).collect();
+        Tensor::from_vec(v, [r, c], &Device::Cpu)
+    };
+    for (k, n) in [(70_001, 5), (70_004, 8)] {
+        let (a, b) = (ints(9, k, 1)?, ints(k, n, 2)?);
+        let want = common::vals(&a.matmul(&b)?);
+        let got = common::vals(&a.to(&gpu)?.matmul(&b.to(&gpu)?)?);
+        assert!(want == got, "K = {k}: the GPU differs from the CPU");
+    }
+    tune::force_gemm_tile(None);
+    Ok(())
+}
+
+/// The bucket key of the matmul below, and the product itself against the CPU.
+fn tuned_matmul(gpu: &Device) -> Result<&'static str> {
+    let a = Tensor::randn([40, 64], &Device::Cpu)?;
+    let b = Tensor::randn([64, 48], &Device::Cpu)?;
+    let got = a.to(gpu)?.matmul(&b.to(gpu)?)?;
+    common::assert_close(
+        "tuned matmul",
+        &common::vals(&got),
+        &common::vals(&a.matmul(&b)?),
+        1e-4,
+        1e-4,
+    );
+    Ok("matmul_nn_f32_vec4|64|64|64|1")
+}
+
+fn tiles() -> Vec<(String, tune::Tuned)> {
+    tune::tuned_gemm_tiles(0)
+}
+
+#[test]
+fn the_tuner_picks_caches_and_reads_back() -> Result<()> {
+    let Some(gpu) = cpu_adapter() else {
+        return Ok(());
+    };
+    let _lock = common::seed_lock();
+    wgtorch::manual_seed(6);
+    let dir = std::env::temp_dir().join(format!("wgtorch-tune-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::env::set_var("WGTORCH_CACHE_DIR", &dir);
+    tune::force_gemm_tile(None);
+
+    // With no budget left nothing is tuned (the default tile runs) and nothing is written.
+    tune::set_tuning_budget(std::time::Duration::ZERO);
+    tune::reset_gemm_tuning();
+    tuned_matmul(&gpu)?;
+    assert!(tiles().is_empty() && !dir.exists());
+    // Room for compiling every candidate on a machine without Mesa's shader cache.
+    tune::set_tuning_budget(std::time::Duration::from_secs(120));
+    tune::reset_gemm_tuning();
+
+    // Tuned on first use: every candidate timed and agreeing, the fastest chosen.
+    let key = tuned_matmul(&gpu)?;
+    let t = tiles();
+    let (_, tuned) = t
+        .iter()
+        .find(|(k, _)| k == key)
+        .expect("the bucket is tuned");
+    assert_eq!(tuned.times_us.len(), Tile::CANDIDATES.len());
+    assert!(
+        tuned.times_us.iter().all(|(_, us)| us.is_some()),
+        "{tuned:?}"
+    );
+    let best = tuned
+        .times_us
+        .iter()
+        .min_by(|a, b| a.1.unwrap().total_cmp(&b.1.unwrap()))
+        .unwrap()
+        .0;
+    assert_eq!(tuned.tile, best);
+
+    // On disk: the identity, then one line per bucket.
+    let files: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
+    assert_eq!(files.len(), 1, "one cache file");
+    let path = files[0].path();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let header = text.lines().next().unwrap().to_string();
+    assert!(
+        header.starts_with("wgtorch ") && header.contains("adapter "),
+        "{header}"
+    );
+    assert!(text.contains(&format!("{key}\t{}\n", tuned.tile)), "{text}");
+
+    // A new process reads it (a non-default tile, so that it shows), skipping lines that do not
+    // parse and tiles that are not candidates.
+    let pick = Tile::CANDIDATES[3];
+    let planted = format!(
+        "{header}\n{key}\t{pick}\nnot a line\nmatmul_x|1|1|1|1\t3x3/8x8\nmatmul_y|1|1|1|1\t16x16/16x16\n"
+    );
+    std::fs::write(&path, planted).unwrap();
+    tune::reset_gemm_tuning();
+    tuned_matmul(&gpu)?;
+    let t = tiles();
+    assert_eq!(t.len(), 1, "{t:?}");
+    assert_eq!((t[0].0.as_str(), t[0].1.tile), (key, pick));
+    assert!(t[0].1.times_us.is_empty(), "read, not tuned");
+
+    // A file for another adapter, driver or version is ignored: tuned again, and rewritten.
+    std::fs::write(
+        &path,
+        format!("wgtorch 0.0.0 gemm tiles\tadapter x\n{key}\t{pick}\n"),
+    )
+    .unwrap();
+    tune::reset_gemm_tuning();
+    tuned_matmul(&gpu)?;
+    assert_eq!(tiles()[0].1.times_us.len(), Tile::CANDIDATES.len());
+    assert!(std::fs::read_to_string(&path).unwrap().starts_with(&header));
+
+    // No directory: tuned in memory only.
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::env::set_var("WGTORCH_CACHE_DIR", "none");
+    tune::reset_gemm_tuning();
+    tuned_matmul(&gpu)?;
+    assert_eq!(tiles().len(), 1);
+    assert!(!dir.exists());
+    std::env::remove_var("WGTORCH_CACHE_DIR");
+    tune::set_tuning_budget(tune::BUDGET);
+    Ok(())
+}
