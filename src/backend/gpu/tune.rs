@@ -1,17 +1,19 @@
 //! The GEMM autotuner for CPU adapters: which [`Tile`] (register block and workgroup) each GEMM
 //! kernel family runs at each shape.
 //!
-//! The first GEMM of a (kernel, shape bucket) on an adapter runs every candidate of
-//! [`Tile::CANDIDATES`] on its own operands, the default into the result and the others into a
-//! scratch buffer, each twice (the first run compiles the pipeline), timed by the wall clock
-//! around a wait for the queue. A candidate whose output differs from the default's is never
-//! chosen. The fastest becomes the bucket's tile, in memory and in a cache file on disk, so that
-//! the next process starts tuned. Tuning spends at most [`BUDGET`] per process (see
-//! [`set_tuning_budget`]); a bucket met
-//! after that runs [`Tile::DEFAULT`] (today's kernel) until a later process tunes it.
+//! The first GEMM of a (kernel, shape bucket) on an adapter compiles every candidate of
+//! [`Tile::CANDIDATES`], then runs each on its own operands, the default into the result and the
+//! others into a NaN-filled scratch buffer, twice (once when two would pass the budget), timed by
+//! the wall clock around a wait for the queue. A candidate whose output differs from the
+//! default's is never chosen. The fastest becomes the bucket's tile, in memory and in a cache
+//! file on disk, so that the next process starts tuned. Tuning begins no bucket once a process
+//! has spent [`BUDGET`] on it (see [`set_tuning_budget`]); a bucket begun is finished, so its
+//! compilations may pass the budget. A bucket met after that runs [`Tile::DEFAULT`] (the kernel
+//! of before the tuner) until a later process tunes it.
 //!
 //! `WGTORCH_GEMM_TILE` overrides it: `default` runs [`Tile::DEFAULT`] everywhere, a tile such as
-//! `8x4/8x8` forces that tile (the tests force each candidate), `tune` (or unset) tunes.
+//! `8x4/8x8` forces that tile (the tests force each candidate), `tune` (or unset, or a value that
+//! is not a tile) tunes.
 //! `WGTORCH_CACHE_DIR` moves the cache (else `$XDG_CACHE_HOME/wgtorch`, `~/.cache/wgtorch`, or
 //! `%LOCALAPPDATA%\wgtorch`); `WGTORCH_CACHE_DIR=none` keeps results in memory only. Nothing is
 //! tuned in the browser, where a wait for the queue would block the page.
@@ -175,10 +177,10 @@ where
         (self.run)(Tile::DEFAULT, self.bufs)
     }
 
-    /// Time every candidate on this GEMM within what is left of the budget: `None` when the
-    /// budget is spent or would be, another thread is tuning, an index check is pending (a wait
-    /// here would take its report from the op that owns it) or a candidate failed to compile or
-    /// launch (the GEMM then runs, and reports its own errors, as untuned).
+    /// Time every candidate on this GEMM within what is left of the budget (its compilations
+    /// aside): `None` when the budget is spent or the runs would pass it, another thread is
+    /// tuning, or a candidate failed to compile or launch (the GEMM then runs, and reports its
+    /// own errors, as untuned).
     #[cfg(not(target_arch = "wasm32"))]
     fn tune(&self, ctx: &Arc<GpuContext>) -> Option<Tuned> {
         use std::time::Instant;
@@ -210,14 +212,15 @@ where
         if !wait() {
             return Ok(None);
         }
-        // Compile every candidate first: the time of a run is the kernel's.
+        // Compile every candidate first: the time of a run is the kernel's. A bucket begun
+        // within the budget is finished: its compilations may pass the budget (by about a second
+        // on llvmpipe without its shader cache), which then ends tuning for this process, but
+        // every process tunes at least one bucket.
         for tile in Tile::CANDIDATES {
             let k = (self.kernel)(tile);
             ctx.pipeline(self.op, &k.key(), || k.source())?;
-            if start.elapsed() >= left {
-                return Ok(None);
-            }
         }
+        let compiled = start.elapsed();
         // The output's bytes, in whole words (copies move words).
         let [m, n, _, batches] = self.dims;
         let outputs = m * n * batches;
@@ -251,7 +254,9 @@ where
                 if i == 0 {
                     // The rest must fit in the budget: one run each when two would not.
                     let rest = (Tile::CANDIDATES.len() - 1) as f64 * best;
-                    let room = (left.saturating_sub(start.elapsed())).as_secs_f64();
+                    let room = left
+                        .saturating_sub(start.elapsed() - compiled)
+                        .as_secs_f64();
                     if rest > room {
                         return Ok(None);
                     }
@@ -259,9 +264,6 @@ where
                         reps = 1;
                     }
                 }
-            }
-            if start.elapsed() >= left {
-                return Ok(None);
             }
             let Some(got) = read(ctx, b[2], bytes) else {
                 return Ok(None);
