@@ -8,6 +8,7 @@ mod common;
 
 use wgtorch::backend::gpu::{self, kernels::Tile, tune};
 use wgtorch::nn::functional::{self as F, Conv2dFuncOptions};
+use wgtorch::profiler::{profile, ProfileOptions, ProfilerActivity};
 use wgtorch::{DType, Device, Result, Tensor};
 
 /// The GPU when it is a CPU adapter (the only kind with tiles), else `None`.
@@ -64,10 +65,10 @@ fn check_direct(gpu: &Device, what: &str) -> Result<()> {
 
 #[test]
 fn every_tile_matches_the_cpu() -> Result<()> {
+    let _lock = common::seed_lock();
     let Some(gpu) = cpu_adapter() else {
         return Ok(());
     };
-    let _lock = common::seed_lock();
     wgtorch::manual_seed(5);
     for tile in Tile::CANDIDATES {
         tune::force_gemm_tile(Some(tile));
@@ -88,14 +89,24 @@ fn every_tile_matches_the_cpu() -> Result<()> {
     // Past llvmpipe's loop cap K is split into launches: exact on small integers.
     tune::force_gemm_tile(Some(Tile::CANDIDATES[3]));
     let ints = |r: usize, c: usize, s: usize| -> Result<Tensor> {
-        let v: Vec<f32> = (0..r * c).map(|i| ((i * 7 + s) % 5) as f32 - 2.0).collect();
+        // -1, 0, 1: every sum of products stays inside f16's range.
+        let v: Vec<f32> = (0..r * c).map(|i| ((i * 7 + s) % 3) as f32 - 1.0).collect();
         Tensor::from_vec(v, [r, c], &Device::Cpu)
     };
     for (k, n) in [(70_001, 5), (70_004, 8)] {
         let (a, b) = (ints(9, k, 1)?, ints(k, n, 2)?);
-        let want = common::vals(&a.matmul(&b)?);
-        let got = common::vals(&a.to(&gpu)?.matmul(&b.to(&gpu)?)?);
-        assert!(want == got, "K = {k}: the GPU differs from the CPU");
+        let want = a.matmul(&b)?;
+        let (ag, bg) = (a.to(&gpu)?, b.to(&gpu)?);
+        let got = common::vals(&ag.matmul(&bg)?);
+        assert!(
+            common::vals(&want) == got,
+            "K = {k}: the GPU differs from the CPU"
+        );
+        // In f16 each launch after the first adds to the stored (rounded) partial sum.
+        let h = |t: &Tensor| t.to_dtype(DType::F16);
+        let got = h(&ag)?.matmul(&h(&bg)?)?.to_dtype(DType::F32)?;
+        let what = format!("f16, K = {k}");
+        common::assert_close(&what, &common::vals(&got), &common::vals(&want), 1e-2, 1.0);
     }
     tune::force_gemm_tile(None);
     Ok(())
@@ -122,10 +133,11 @@ fn tiles() -> Vec<(String, tune::Tuned)> {
 
 #[test]
 fn the_tuner_picks_caches_and_reads_back() -> Result<()> {
+    // Before the adapter: the other test sets the environment under this lock.
+    let _lock = common::seed_lock();
     let Some(gpu) = cpu_adapter() else {
         return Ok(());
     };
-    let _lock = common::seed_lock();
     wgtorch::manual_seed(6);
     let dir = std::env::temp_dir().join(format!("wgtorch-tune-test-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -160,6 +172,34 @@ fn the_tuner_picks_caches_and_reads_back() -> Result<()> {
         .unwrap()
         .0;
     assert_eq!(tuned.tile, best);
+    // The strided kernel in each storage, on outputs of odd length (a packed half output ends
+    // in half a word of padding): every candidate agrees with the default.
+    for dt in [DType::F32, DType::F16, DType::BF16] {
+        let a = Tensor::randn([5, 9], &Device::Cpu)?;
+        let b = Tensor::randn([9, 7], &Device::Cpu)?;
+        let got = a
+            .to(&gpu)?
+            .to_dtype(dt)?
+            .matmul(&b.to(&gpu)?.to_dtype(dt)?)?;
+        let want = a.matmul(&b)?.to_dtype(dt)?.to_dtype(DType::F32)?;
+        let got = got.to_dtype(DType::F32)?;
+        common::assert_close(
+            &format!("tuned {dt}"),
+            &common::vals(&got),
+            &common::vals(&want),
+            8e-2,
+            0.3,
+        );
+    }
+    let t = tiles();
+    let direct: Vec<_> = t.iter().filter(|(k, _)| k.starts_with("matmul_")).collect();
+    assert_eq!(direct.len(), 4, "{t:?}");
+    for (k, tuned) in direct {
+        assert!(
+            tuned.times_us.iter().all(|(_, us)| us.is_some()),
+            "{k}: {tuned:?}"
+        );
+    }
 
     // On disk: the identity, then one line per bucket.
     let files: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
@@ -181,11 +221,28 @@ fn the_tuner_picks_caches_and_reads_back() -> Result<()> {
     );
     std::fs::write(&path, planted).unwrap();
     tune::reset_gemm_tuning();
-    tuned_matmul(&gpu)?;
+    let prof = profile(
+        ProfileOptions {
+            activities: &[ProfilerActivity::Gpu],
+            ..Default::default()
+        },
+        |_| tuned_matmul(&gpu).map(drop),
+    )?;
     let t = tiles();
     assert_eq!(t.len(), 1, "{t:?}");
     assert_eq!((t[0].0.as_str(), t[0].1.tile), (key, pick));
     assert!(t[0].1.times_us.is_empty(), "read, not tuned");
+    // ... and runs it (when the adapter times kernels).
+    let ran: Vec<String> = prof
+        .gpu_kernels()
+        .iter()
+        .map(|k| k.name.to_string())
+        .filter(|n| n.starts_with("matmul_"))
+        .collect();
+    if prof.gpu_time_unavailable().is_empty() {
+        let (r, c, x, y) = (pick.rows, pick.cols, pick.wx, pick.wy);
+        assert_eq!(ran, [format!("matmul_nn_f32_vec4_{r}x{c}_{x}x{y}")]);
+    }
 
     // A file for another adapter, driver or version is ignored: tuned again, and rewritten.
     std::fs::write(

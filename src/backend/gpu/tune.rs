@@ -7,9 +7,10 @@
 //! the wall clock around a wait for the queue. A candidate whose output differs from the
 //! default's is never chosen. The fastest becomes the bucket's tile, in memory and in a cache
 //! file on disk, so that the next process starts tuned. Tuning begins no bucket once a process
-//! has spent [`BUDGET`] on it (see [`set_tuning_budget`]); a bucket begun is finished, so its
-//! compilations may pass the budget. A bucket met after that runs [`Tile::DEFAULT`] (the kernel
-//! of before the tuner) until a later process tunes it.
+//! has spent [`BUDGET`] on it (see [`set_tuning_budget`]), and gives up a bucket whose runs would
+//! pass what is left; compiling the candidates is counted but not held to it (on llvmpipe without
+//! its shader cache that alone takes about the budget). A bucket not tuned runs
+//! [`Tile::DEFAULT`] (the kernel of before the tuner) until a later process tunes it.
 //!
 //! `WGTORCH_GEMM_TILE` overrides it: `default` runs [`Tile::DEFAULT`] everywhere, a tile such as
 //! `8x4/8x8` forces that tile (the tests force each candidate), `tune` (or unset, or a value that
@@ -22,7 +23,7 @@ use super::kernels::{GpuType, Kernel, Tile};
 use super::GpuContext;
 use crate::Result;
 use parking_lot::Mutex;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -56,6 +57,8 @@ struct State {
     /// Per adapter (ordinal): the disk cache was read; the tuned buckets.
     tuned: BTreeMap<usize, (bool, HashMap<String, Tuned>)>,
     spent: Duration,
+    /// Buckets (adapter, key) whose tuning was given up in this process: not tried again.
+    skipped: BTreeSet<(usize, String)>,
 }
 
 static STATE: Mutex<State> = Mutex::new(State {
@@ -63,6 +66,7 @@ static STATE: Mutex<State> = Mutex::new(State {
     budget: BUDGET,
     tuned: BTreeMap::new(),
     spent: Duration::ZERO,
+    skipped: BTreeSet::new(),
 });
 /// Held while a bucket is tuned (one at a time; another thread meanwhile runs the default).
 static TUNING: Mutex<()> = Mutex::new(());
@@ -109,6 +113,7 @@ pub fn tuned_gemm_tiles(ordinal: usize) -> Vec<(String, Tuned)> {
 pub fn reset_gemm_tuning() {
     let mut s = STATE.lock();
     s.tuned.clear();
+    s.skipped.clear();
     s.spent = Duration::ZERO;
 }
 
@@ -164,7 +169,7 @@ where
             return (self.run)(t, self.bufs);
         }
         #[cfg(not(target_arch = "wasm32"))]
-        if let Some(tuned) = self.tune(ctx) {
+        if let Some(tuned) = self.tune(ctx, &key) {
             let mut s = STATE.lock();
             let entry = s.tuned.entry(ctx.ordinal).or_default();
             entry.1.insert(key, tuned);
@@ -180,22 +185,38 @@ where
     /// Time every candidate on this GEMM within what is left of the budget (its compilations
     /// aside): `None` when the budget is spent or the runs would pass it, another thread is
     /// tuning, or a candidate failed to compile or launch (the GEMM then runs, and reports its
-    /// own errors, as untuned).
+    /// own errors, as untuned); a bucket given up is not tried again in this process.
     #[cfg(not(target_arch = "wasm32"))]
-    fn tune(&self, ctx: &Arc<GpuContext>) -> Option<Tuned> {
+    fn tune(&self, ctx: &Arc<GpuContext>, key: &str) -> Option<Tuned> {
         use std::time::Instant;
         let _lock = TUNING.try_lock()?;
         let left = {
             let s = STATE.lock();
+            if s.skipped.contains(&(ctx.ordinal, key.to_string())) {
+                return None;
+            }
             s.budget.saturating_sub(s.spent)
         };
         if left.is_zero() || self.bufs.len() < 3 {
             return None;
         }
+        // Earlier work is not this GEMM's time, nor the budget's.
+        ctx.submit();
+        if ctx
+            .device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .is_err()
+        {
+            return None;
+        }
         let start = Instant::now();
-        let res = self.measure(ctx, start, left);
-        STATE.lock().spent += start.elapsed();
-        res.ok().flatten()
+        let res = self.measure(ctx, start, left).ok().flatten();
+        let mut s = STATE.lock();
+        s.spent += start.elapsed();
+        if res.is_none() {
+            s.skipped.insert((ctx.ordinal, key.to_string()));
+        }
+        res
     }
 
     #[cfg(not(target_arch = "wasm32"))]
@@ -207,15 +228,9 @@ where
     ) -> Result<Option<Tuned>> {
         use std::time::Instant;
         let wait = || ctx.device.poll(wgpu::PollType::wait_indefinitely()).is_ok();
-        // Earlier work is not this GEMM's time.
-        ctx.submit();
-        if !wait() {
-            return Ok(None);
-        }
-        // Compile every candidate first: the time of a run is the kernel's. A bucket begun
-        // within the budget is finished: its compilations may pass the budget (by about a second
-        // on llvmpipe without its shader cache), which then ends tuning for this process, but
-        // every process tunes at least one bucket.
+        // Compile every candidate first: the time of a run is the kernel's. Compilation is not
+        // held to the budget (about a second per bucket on llvmpipe without its shader cache,
+        // which would otherwise leave every process with nothing tuned); it is counted in it.
         for tile in Tile::CANDIDATES {
             let k = (self.kernel)(tile);
             ctx.pipeline(self.op, &k.key(), || k.source())?;
@@ -225,19 +240,31 @@ where
         let [m, n, _, batches] = self.dims;
         let outputs = m * n * batches;
         let bytes = self.ty.bytes(outputs).next_multiple_of(4);
-        let scratch = ctx.alloc("gemm tuning", bytes)?;
         let mut want = None;
         let mut times = Vec::new();
         let mut reps = 2;
         for (i, &tile) in Tile::CANDIDATES.iter().enumerate() {
-            // The default writes the result; the others a scratch buffer of its size.
+            // The default writes the result; the others a scratch buffer of its size, of their
+            // own (a pooled one could still be read by work another thread recorded), NaN
+            // everywhere first (all-ones bits in every float storage) so that an output the
+            // candidate fails to write cannot pass for the default's.
             let mut b = self.bufs.to_vec();
+            let scratch;
             if i > 0 {
-                b[2] = scratch.raw();
-                // NaN everywhere first (all-ones bits in every float storage): an output the
-                // candidate fails to write cannot pass for the default's.
-                ctx.queue
-                    .write_buffer(scratch.raw(), 0, &vec![0xff; bytes as usize]);
+                let (buf, err) = ctx.scoped(|| {
+                    use wgpu::util::DeviceExt;
+                    ctx.device
+                        .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                            label: Some("wgtorch-tuning-scratch"),
+                            contents: &vec![0xff; bytes as usize],
+                            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
+                        })
+                });
+                if err.is_some() {
+                    return Ok(None);
+                }
+                scratch = buf;
+                b[2] = &scratch;
             }
             let mut best = f64::INFINITY;
             for rep in 0..2 {
@@ -296,12 +323,17 @@ where
 /// or the map fails.
 #[cfg(not(target_arch = "wasm32"))]
 fn read(ctx: &GpuContext, buf: &wgpu::Buffer, bytes: u64) -> Option<Vec<u8>> {
-    let staging = ctx.device.create_buffer(&wgpu::BufferDescriptor {
-        label: Some("wgtorch-tuning-readback"),
-        size: bytes,
-        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-        mapped_at_creation: false,
+    let (staging, err) = ctx.scoped(|| {
+        ctx.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("wgtorch-tuning-readback"),
+            size: bytes,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        })
     });
+    if err.is_some() {
+        return None;
+    }
     let mut enc = ctx
         .device
         .create_command_encoder(&wgpu::CommandEncoderDescriptor {
@@ -380,7 +412,8 @@ fn agrees(ty: GpuType, outputs: usize, a: &[u8], b: &[u8]) -> bool {
         .filter(|v| v.is_finite())
         .fold(0f32, |m, v| m.max(v.abs()));
     x.iter().zip(&y).all(|(p, q)| {
-        let both_nan = p.is_nan() && q.is_nan();
+        // NaN only as the same NaN: the scratch's fill is one too.
+        let both_nan = p.to_bits() == q.to_bits();
         let close = p.is_finite() && q.is_finite() && (p - q).abs() <= rel * p.abs() + 1e-4 * scale;
         p == q || both_nan || close
     })
