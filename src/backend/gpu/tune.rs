@@ -69,6 +69,7 @@ static STATE: Mutex<State> = Mutex::new(State {
     skipped: BTreeSet::new(),
 });
 /// Held while a bucket is tuned (one at a time; another thread meanwhile runs the default).
+#[cfg(not(target_arch = "wasm32"))]
 static TUNING: Mutex<()> = Mutex::new(());
 
 /// Force every GEMM on CPU adapters to run `tile` (`None`: back to tuning), instead of what
@@ -140,8 +141,11 @@ fn bucket(family: &str, [m, n, k, batches]: [usize; 4]) -> String {
 /// `run(tile, bufs)` launches it over `bufs`, whose third (binding 3) is the output, written
 /// whole by every run.
 pub(super) struct TunedGemm<'a, K, R> {
+    /// The op's name (for errors of the candidates' compilations; the tuner's alone).
+    #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
     pub op: &'static str,
-    /// Storage type of the output.
+    /// Storage type of the output (the tuner's comparison).
+    #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
     pub ty: GpuType,
     /// `[m, n, k, batches]`.
     pub dims: [usize; 4],
@@ -375,6 +379,7 @@ fn known(ctx: &GpuContext, key: &str) -> Option<Tile> {
 /// over k in the same order, so they differ at most where the compiler contracted a multiply and
 /// an add into one rounding: by far less than the tolerance here, the storage's rounding of the
 /// value plus 1e-4 of the largest output. A wrong kernel misses by about the outputs' size.
+#[cfg(not(target_arch = "wasm32"))]
 fn agrees(ty: GpuType, outputs: usize, a: &[u8], b: &[u8]) -> bool {
     fn values(ty: GpuType, x: &[u8]) -> Vec<f32> {
         match ty {
