@@ -18,6 +18,20 @@
 //! `WGTORCH_CACHE_DIR` moves the cache (else `$XDG_CACHE_HOME/wgtorch`, `~/.cache/wgtorch`, or
 //! `%LOCALAPPDATA%\wgtorch`); `WGTORCH_CACHE_DIR=none` keeps results in memory only. Nothing is
 //! tuned in the browser, where a wait for the queue would block the page.
+//!
+//! ```
+//! use wgtorch::backend::gpu::tune;
+//! use wgtorch::{Device, Tensor};
+//! if let Ok(gpu) = Device::gpu() {
+//!     let a = Tensor::randn([64, 64], &gpu)?;
+//!     let b = a.matmul(&a)?; // on a software adapter: tuned now, or read from the cache
+//!     assert_eq!(b.shape(), [64, 64]);
+//!     for (bucket, t) in tune::tuned_gemm_tiles(0) {
+//!         println!("{bucket}: {} ({:?} µs per candidate)", t.tile, t.times_us);
+//!     }
+//! }
+//! # Ok::<(), wgtorch::Error>(())
+//! ```
 
 use super::kernels::{GpuType, Kernel, Tile};
 use super::GpuContext;
