@@ -494,11 +494,11 @@ mod disk {
         let Some(p) = path(ctx) else {
             return;
         };
-        let mut keys: Vec<_> = tuned.keys().collect();
-        keys.sort();
+        let mut rows: Vec<_> = tuned.iter().collect();
+        rows.sort_by(|a, b| a.0.cmp(b.0));
         let mut text = header(ctx);
-        for k in keys {
-            text += &format!("\n{k}\t{}", tuned[k].tile);
+        for (k, t) in rows {
+            text += &format!("\n{k}\t{}", t.tile);
         }
         text.push('\n');
         if let Some(d) = p.parent() {

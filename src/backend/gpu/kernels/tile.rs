@@ -3,8 +3,6 @@
 //! generates, written out without private arrays in the loop (a CPU adapter may keep those in
 //! memory). The tuner (`gpu/tune.rs`) times them per adapter and shape.
 
-use std::fmt::Write;
-
 /// The register block and workgroup of a CPU adapter's GEMM kernel (`MatmulDirect`,
 /// `MatmulVec4`): each invocation computes a `rows × cols` block of the output, a workgroup is
 /// `wx × wy` invocations (x along the columns). The block is 4x4, 8x4 or 4x8 (larger ones
@@ -117,22 +115,24 @@ impl Tile {
         let mut step = String::new();
         for i in 0..rm {
             for j in 0..rn4 {
-                writeln!(setup, "    var acc{i}_{j} = vec4<f32>();").unwrap();
+                line(&mut setup, format!("    var acc{i}_{j} = vec4<f32>();"));
             }
         }
         for j in 0..rn4 {
             let c = |t: u32| format!("load_b(kp, cb{})", 4 * j + t);
             let (c0, c1, c2, c3) = (c(0), c(1), c(2), c(3));
-            writeln!(
-                step,
-                "        let bv{j} = vec4<f32>({c0}, {c1}, {c2}, {c3});"
-            )
-            .unwrap();
+            line(
+                &mut step,
+                format!("        let bv{j} = vec4<f32>({c0}, {c1}, {c2}, {c3});"),
+            );
         }
         for i in 0..rm {
-            writeln!(step, "        let av{i} = load_a(ra{i}, kp);").unwrap();
+            line(&mut step, format!("        let av{i} = load_a(ra{i}, kp);"));
             for j in 0..rn4 {
-                writeln!(step, "        acc{i}_{j} = acc{i}_{j} + av{i} * bv{j};").unwrap();
+                line(
+                    &mut step,
+                    format!("        acc{i}_{j} = acc{i}_{j} + av{i} * bv{j};"),
+                );
             }
         }
         let acc = (0..rm)
@@ -155,27 +155,28 @@ impl Tile {
         for i in 0..bm {
             let r = 4 * i;
             if a_t {
-                writeln!(setup, "    let rs{i} = min(r0 + {r}u, M - 4u);").unwrap();
+                line(
+                    &mut setup,
+                    format!("    let rs{i} = min(r0 + {r}u, M - 4u);"),
+                );
                 let v = |t: u32| format!("a[(abase + (k + {t}u) * sak + rs{i}) >> 2u]");
                 let (v0, v1, v2, v3) = (v(0), v(1), v(2), v(3));
-                writeln!(
-                    step,
-                    "        let am{i} = mat4x4<f32>({v0}, {v1}, {v2}, {v3});"
-                )
-                .unwrap();
+                line(
+                    &mut step,
+                    format!("        let am{i} = mat4x4<f32>({v0}, {v1}, {v2}, {v3});"),
+                );
             } else {
                 let rows = (0..4)
                     .map(|t| format!("min(r0 + {}u, M - 1u)", r + t))
                     .collect::<Vec<_>>()
                     .join(", ");
-                writeln!(setup, "    let ra{i} = vec4<u32>({rows});").unwrap();
+                line(&mut setup, format!("    let ra{i} = vec4<u32>({rows});"));
                 let v = |c: &str| format!("a[(abase + ra{i}.{c} * sam + k) >> 2u]");
                 let (v0, v1, v2, v3) = (v("x"), v("y"), v("z"), v("w"));
-                writeln!(
-                    step,
-                    "        let am{i} = transpose(mat4x4<f32>({v0}, {v1}, {v2}, {v3}));"
-                )
-                .unwrap();
+                line(
+                    &mut step,
+                    format!("        let am{i} = transpose(mat4x4<f32>({v0}, {v1}, {v2}, {v3}));"),
+                );
             }
         }
         for j in 0..bn {
@@ -185,29 +186,33 @@ impl Tile {
                     .map(|t| format!("min(c0 + {}u, N - 1u)", c + t))
                     .collect::<Vec<_>>()
                     .join(", ");
-                writeln!(setup, "    let cb{j} = vec4<u32>({cols});").unwrap();
+                line(&mut setup, format!("    let cb{j} = vec4<u32>({cols});"));
                 let v = |x: &str| format!("b[(bbase + cb{j}.{x} * sbn + k) >> 2u]");
                 let (v0, v1, v2, v3) = (v("x"), v("y"), v("z"), v("w"));
-                writeln!(
-                    step,
-                    "        let bm{j} = mat4x4<f32>({v0}, {v1}, {v2}, {v3});"
-                )
-                .unwrap();
+                line(
+                    &mut step,
+                    format!("        let bm{j} = mat4x4<f32>({v0}, {v1}, {v2}, {v3});"),
+                );
             } else {
-                writeln!(setup, "    let cs{j} = min(c0 + {c}u, N - 4u);").unwrap();
+                line(
+                    &mut setup,
+                    format!("    let cs{j} = min(c0 + {c}u, N - 4u);"),
+                );
                 let v = |t: u32| format!("b[(bbase + (k + {t}u) * sbk + cs{j}) >> 2u]");
                 let (v0, v1, v2, v3) = (v(0), v(1), v(2), v(3));
-                writeln!(
-                    step,
-                    "        let bm{j} = transpose(mat4x4<f32>({v0}, {v1}, {v2}, {v3}));"
-                )
-                .unwrap();
+                line(
+                    &mut step,
+                    format!("        let bm{j} = transpose(mat4x4<f32>({v0}, {v1}, {v2}, {v3}));"),
+                );
             }
         }
         for i in 0..bm {
             for j in 0..bn {
-                writeln!(setup, "    var acc{i}_{j} = mat4x4<f32>();").unwrap();
-                writeln!(step, "        acc{i}_{j} = acc{i}_{j} + am{i} * bm{j};").unwrap();
+                line(&mut setup, format!("    var acc{i}_{j} = mat4x4<f32>();"));
+                line(
+                    &mut step,
+                    format!("        acc{i}_{j} = acc{i}_{j} + am{i} * bm{j};"),
+                );
             }
         }
         let acc = (0..bm)
@@ -247,4 +252,10 @@ impl std::str::FromStr for Tile {
         }
         Ok(Tile { rows, cols, wx, wy })
     }
+}
+
+/// Append `l` and a newline to the generated WGSL.
+fn line(s: &mut String, l: String) {
+    s.push_str(&l);
+    s.push('\n');
 }

@@ -1,0 +1,132 @@
+//! Host transfers: uploads (int64 narrowed to the int32 a GPU holds, with an error past its
+//! range), readbacks, and the int64 ops that run on the host to stay exact.
+
+use super::*;
+
+/// Upload host data.
+pub(crate) fn upload(
+    ctx: &Arc<GpuContext>,
+    ordinal: usize,
+    data: &CpuStorage,
+) -> Result<GpuStorage> {
+    upload_as("to", ctx, ordinal, data)
+}
+
+/// int64 values as the int32 a GPU holds them in, or the error naming `op`, the first value out
+/// of range and the limits (never wrapped).
+pub(super) fn narrow_i64(op: &'static str, v: &[i64]) -> Result<Vec<i32>> {
+    let mut out = crate::backend::cpu::try_vec(op, v.len())?;
+    for &x in v {
+        out.push(i32::try_from(x).map_err(|_| {
+            Error::arg(
+                op,
+                format!(
+                    "value {x} does not fit int64 on a GPU, which holds int64 as int32 \
+                     (range [{}, {}]); keep this tensor on the CPU",
+                    i32::MIN,
+                    i32::MAX
+                ),
+            )
+        })?);
+    }
+    Ok(out)
+}
+
+/// Upload host data; an int64 value outside int32 is an error naming `op`.
+fn upload_as(
+    op: &'static str,
+    ctx: &Arc<GpuContext>,
+    ordinal: usize,
+    data: &CpuStorage,
+) -> Result<GpuStorage> {
+    let dtype = data.dtype();
+    let t = gpu_type(ctx, ordinal, dtype)?;
+    // Refused before the bools' and int64s' host copies below.
+    ctx.check_size(op, bytes_of(t, data.len()))?;
+    let bools: Vec<u32>;
+    let longs: Vec<i32>;
+    let bytes: &[u8] = match data {
+        CpuStorage::F32(v) => bytemuck::cast_slice(v),
+        CpuStorage::I32(v) => bytemuck::cast_slice(v),
+        CpuStorage::I64(v) => {
+            longs = narrow_i64(op, v)?;
+            bytemuck::cast_slice(&longs)
+        }
+        CpuStorage::Bool(v) => {
+            bools = v.iter().map(|&b| b as u32).collect();
+            bytemuck::cast_slice(&bools)
+        }
+        CpuStorage::F16(v) => bytemuck::cast_slice(v),
+        CpuStorage::BF16(v) => bytemuck::cast_slice(v),
+        CpuStorage::F64(_) => {
+            return Err(Error::DTypeNotOnDevice {
+                dtype,
+                device: Device::Gpu(ordinal),
+                adapter: ctx.adapter_name().to_string(),
+            })
+        }
+    };
+    Ok(GpuStorage {
+        buf: Arc::new(ctx.upload(op, bytes)?),
+        dtype,
+    })
+}
+
+/// int64 on a GPU is held as int32 (WGSL has no 64-bit integers). The ops whose int64 result can
+/// leave the int32 range (add, sub, mul, sums, products, cumulative sums, scatter_add, casts
+/// from floating point) run here instead of in a kernel: the operands are read back, the CPU
+/// kernel `f` computes in i64 (wrapping as PyTorch's int64 does, which no int32-range operands
+/// can reach), and the result is uploaded with [`narrow_i64`]'s check, so a value past int32 is
+/// an error naming `op`, never a wrapped number. Each such op waits for the GPU; the common
+/// int64 uses (indices, labels, comparisons, argmax, bool sums) stay on the device.
+pub(super) fn via_host(
+    op: &'static str,
+    inputs: &[(&GpuStorage, &Layout)],
+    f: impl FnOnce(&[CpuStorage]) -> Result<CpuStorage>,
+) -> Result<GpuStorage> {
+    let ctx = inputs[0].0.ctx();
+    let mut host = Vec::with_capacity(inputs.len());
+    for (s, l) in inputs {
+        // Elements up to the view's last one (the kernels' layouts index into the whole buffer).
+        let n = if l.numel() == 0 {
+            0
+        } else {
+            l.offset
+                + l.shape
+                    .iter()
+                    .zip(&l.strides)
+                    .map(|(&d, &st)| (d - 1) * st)
+                    .sum::<usize>()
+                + 1
+        };
+        host.push(crate::tensor::block_on(download(s, n))?);
+    }
+    let out = f(&host)?;
+    upload_as(op, ctx, ctx.ordinal, &out)
+}
+
+/// Read the first `n` elements back (async at the core; the blocking API wraps it).
+pub(crate) async fn download(s: &GpuStorage, n: usize) -> Result<CpuStorage> {
+    let half = matches!(s.dtype, DType::F16 | DType::BF16);
+    let len = if half { n as u64 * 2 } else { n as u64 * 4 };
+    let bytes = s.ctx().read_async(s.raw(), len).await?;
+    Ok(match s.dtype {
+        DType::F16 => CpuStorage::F16(bytemuck::pod_collect_to_vec(&bytes)),
+        DType::BF16 => CpuStorage::BF16(bytemuck::pod_collect_to_vec(&bytes)),
+        DType::F32 => CpuStorage::F32(bytemuck::pod_collect_to_vec(&bytes)),
+        DType::I32 => CpuStorage::I32(bytemuck::pod_collect_to_vec(&bytes)),
+        DType::I64 => CpuStorage::I64(
+            bytemuck::pod_collect_to_vec::<u8, i32>(&bytes)
+                .into_iter()
+                .map(i64::from)
+                .collect(),
+        ),
+        DType::Bool => CpuStorage::Bool(
+            bytemuck::pod_collect_to_vec::<u8, u32>(&bytes)
+                .into_iter()
+                .map(|x| x != 0)
+                .collect(),
+        ),
+        DType::F64 => unreachable!("GPU storage holds a GPU dtype"),
+    })
+}
