@@ -3,6 +3,7 @@
 //! tile chosen, and the default's and the chosen tile's GFLOP/s as the tuner measured them.
 
 use wgtorch::backend::gpu::{kernels::Tile, tune};
+use wgtorch::{Device, Result};
 
 /// Where the bench keeps its tuning cache (its own, so that a run starts from an empty one and
 /// the cold-start rows can measure both an empty and a warm cache).
@@ -18,6 +19,30 @@ pub fn start() {
     tune::set_tuning_budget(std::time::Duration::from_secs(300));
 }
 
+/// Run `f` until the tuner is done with the GEMMs it launches on `dev` (nothing on the CPU): wait
+/// for the background compiles, run again, until two runs in a row tune nothing new (30 at
+/// most), so that the timed runs after it all run tuned.
+pub fn settle(dev: &Device, mut f: impl FnMut() -> Result<()>) -> Result<()> {
+    let Device::Gpu(n) = *dev else {
+        return Ok(());
+    };
+    let mut unchanged = 0;
+    for _ in 0..30 {
+        let before = tune::tuned_gemm_tiles(n).len();
+        tune::wait_for_compiles(n)?;
+        f()?;
+        unchanged = if tune::tuned_gemm_tiles(n).len() == before {
+            unchanged + 1
+        } else {
+            0
+        };
+        if unchanged == 2 {
+            break;
+        }
+    }
+    Ok(())
+}
+
 /// The table of what was tuned on GPU 0, into `json` too.
 pub fn rows(json: &mut serde_json::Map<String, serde_json::Value>) {
     let tuned = tune::tuned_gemm_tiles(0);
@@ -27,6 +52,7 @@ pub fn rows(json: &mut serde_json::Map<String, serde_json::Value>) {
     println!("\n| GEMM bucket (kernel, m, n, k, batches) | tuned on [m, n, k, batches] | tile | default {} GFLOP/s | tuned GFLOP/s | speed-up |", Tile::DEFAULT);
     println!("|---|---|---|---|---|---|");
     let mut rows = Vec::new();
+    let mut clocks = std::collections::BTreeSet::new();
     for (key, t) in tuned {
         let flop = 2.0 * t.dims.iter().product::<usize>() as f64;
         let us = |tile: Tile| t.times_us.iter().find(|c| c.0 == tile).and_then(|c| c.1);
@@ -42,7 +68,16 @@ pub fn rows(json: &mut serde_json::Map<String, serde_json::Value>) {
             gf(c),
             d / c
         );
-        rows.push(serde_json::json!({"bucket": key, "dims": t.dims, "tile": t.tile.to_string(), "default_us": d, "tuned_us": c}));
+        rows.push(serde_json::json!({"bucket": key, "dims": t.dims, "tile": t.tile.to_string(), "default_us": d, "tuned_us": c, "timestamps": t.timestamps}));
+        clocks.insert(if t.timestamps {
+            "timestamp queries (the kernels' own time)"
+        } else {
+            "the wall clock (no timestamp queries)"
+        });
     }
+    println!(
+        "timed by {}",
+        clocks.into_iter().collect::<Vec<_>>().join(" and ")
+    );
     json.insert("gpu_gemm_tiles".into(), rows.into());
 }

@@ -20,7 +20,7 @@ pub struct GpuStats {
     pub peak_bytes: u64,
     /// Bytes cached in the pool's free lists.
     pub bytes_cached: u64,
-    /// Compute dispatches recorded.
+    /// Compute dispatches recorded (the GEMM tuner's trial runs of candidate tiles aside).
     pub dispatches: u64,
     /// Queue submissions.
     pub submits: u64,
@@ -46,7 +46,9 @@ pub struct GpuContext {
     /// infinite-loop guard (65,535, counted over all loops of the invocation); `None` elsewhere.
     pub(crate) loop_cap: Option<u32>,
     native_f16: std::sync::atomic::AtomicBool,
-    pipelines: Mutex<HashMap<String, Arc<wgpu::ComputePipeline>>>,
+    pub(super) pipelines: Mutex<HashMap<String, Arc<wgpu::ComputePipeline>>>,
+    /// Pipelines being compiled on the context's worker thread (`background.rs`).
+    pub(super) background: super::background::Background,
     free: Mutex<HashMap<u64, Vec<wgpu::Buffer>>>,
     pending: Mutex<Pending>,
     error: Arc<Mutex<Option<String>>>,
@@ -57,7 +59,7 @@ pub struct GpuContext {
     submits: AtomicU64,
     pipelines_created: AtomicU64,
     /// Kernel timestamps for the profiler, when the adapter has timestamp queries.
-    timing: Option<super::timing::Timing>,
+    pub(super) timing: Option<super::timing::Timing>,
     /// The index-check flags that gather/scatter_add kernels set (`checks.rs`).
     pub(crate) checks: super::checks::IndexChecks,
 }
@@ -172,6 +174,7 @@ impl GpuContext {
             loop_cap,
             native_f16: std::sync::atomic::AtomicBool::new(has_f16),
             pipelines: Mutex::new(HashMap::new()),
+            background: Default::default(),
             free: Mutex::new(HashMap::new()),
             pending: Mutex::new(Pending {
                 encoder: None,
@@ -572,17 +575,20 @@ impl GpuContext {
         let label = crate::profiler::gpu_label();
         let flush = {
             let mut p = self.pending.lock();
-            let timed = label.and_then(|l| match &self.timing {
-                Some(t) => t.pass(self, kernel, l),
-                None => {
-                    crate::profiler::gpu_time_unavailable(self.ordinal, || {
-                        format!(
-                            "gpu:{} \"{}\": the adapter has no timestamp queries",
-                            self.ordinal, self.info.name
-                        )
-                    });
-                    None
-                }
+            let stopwatch = super::timing::stopwatch_pass(label.is_some());
+            let timed = stopwatch.or_else(|| {
+                label.and_then(|l| match &self.timing {
+                    Some(t) => t.pass(self, kernel, l),
+                    None => {
+                        crate::profiler::gpu_time_unavailable(self.ordinal, || {
+                            format!(
+                                "gpu:{} \"{}\": the adapter has no timestamp queries",
+                                self.ordinal, self.info.name
+                            )
+                        });
+                        None
+                    }
+                })
             });
             let enc = p.encoder.get_or_insert_with(|| {
                 self.device
@@ -610,7 +616,9 @@ impl GpuContext {
             p.dispatches += parts.len() as u32;
             p.dispatches >= BATCH
         };
-        self.dispatches.fetch_add(1, Ordering::Relaxed);
+        if !super::tune::trial_run() {
+            self.dispatches.fetch_add(1, Ordering::Relaxed);
+        }
         if flush {
             self.submit();
         }

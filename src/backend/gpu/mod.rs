@@ -24,6 +24,7 @@
 //! ```
 
 mod adapter;
+mod background;
 mod checks;
 mod context;
 mod conv;

@@ -219,3 +219,74 @@ fn untimed(ctx: &GpuContext, e: &wgpu::Error) {
         )
     });
 }
+
+/// Compute passes one stopwatch can time.
+const STOPWATCH_PASSES: u32 = 64;
+
+/// The GEMM tuner's stopwatch: timestamps around each compute pass recorded on its thread.
+struct Stopwatch {
+    set: wgpu::QuerySet,
+    used: u32,
+    /// A pass went untimed (the profiler took it, or the set was full).
+    missed: bool,
+}
+
+thread_local! {
+    static STOPWATCH: std::cell::RefCell<Option<Stopwatch>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The timestamp writes of the next compute pass recorded on this thread while a stopwatch
+/// runs (`None` otherwise); `profiled`: the profiler times this pass (a pass has one pair of
+/// timestamp writes), so the stopwatch misses it.
+pub(crate) fn stopwatch_pass(profiled: bool) -> Option<(wgpu::QuerySet, u32)> {
+    STOPWATCH.with_borrow_mut(|s| {
+        let s = s.as_mut()?;
+        if profiled || s.used + 2 > 2 * STOPWATCH_PASSES {
+            s.missed = true;
+            return None;
+        }
+        s.used += 2;
+        Some((s.set.clone(), s.used - 2))
+    })
+}
+
+impl GpuContext {
+    /// Run `f` with a stopwatch on the compute passes it records on this thread: with `f`'s
+    /// result, the query set and the number of timestamps written in it (begin and end of each
+    /// pass, in order), or `None` when the adapter has no timestamp queries, refused the set, or
+    /// a pass went untimed.
+    pub(crate) fn with_stopwatch<R>(
+        &self,
+        f: impl FnOnce() -> R,
+    ) -> (R, Option<(wgpu::QuerySet, u32)>) {
+        if self.timing.is_none() {
+            return (f(), None);
+        }
+        let (set, err) = self.scoped(|| {
+            self.device.create_query_set(&wgpu::QuerySetDescriptor {
+                label: Some("wgtorch-tuner-timestamps"),
+                ty: wgpu::QueryType::Timestamp,
+                count: 2 * STOPWATCH_PASSES,
+            })
+        });
+        if err.is_some() {
+            return (f(), None);
+        }
+        STOPWATCH.set(Some(Stopwatch {
+            set,
+            used: 0,
+            missed: false,
+        }));
+        let r = f();
+        let s = STOPWATCH.take();
+        let timed = s
+            .filter(|s| !s.missed && s.used > 0)
+            .map(|s| (s.set, s.used));
+        (r, timed)
+    }
+
+    /// Nanoseconds per timestamp tick.
+    pub(crate) fn timestamp_period(&self) -> f64 {
+        self.timing.as_ref().map_or(1.0, |t| f64::from(t.period))
+    }
+}

@@ -1,16 +1,21 @@
 //! The GEMM autotuner for CPU adapters: which [`Tile`] (register block and workgroup) each GEMM
 //! kernel family runs at each shape.
 //!
-//! The first GEMM of a (kernel, shape bucket) on an adapter compiles every candidate of
-//! [`Tile::CANDIDATES`], then runs each on its own operands, the default into the result and the
-//! others into a NaN-filled scratch buffer, twice (once when two would pass the budget), timed by
-//! the wall clock around a wait for the queue. A candidate whose output differs from the
-//! default's is never chosen. The fastest becomes the bucket's tile, in memory and in a cache
-//! file on disk, so that the next process starts tuned. Tuning begins no bucket once a process
-//! has spent [`BUDGET`] on it (see [`set_tuning_budget`]), and gives up a bucket whose runs would
-//! pass what is left; compiling the candidates is counted but not held to it (on llvmpipe without
-//! its shader cache that alone takes about the budget). A bucket not tuned runs
-//! [`Tile::DEFAULT`] (the kernel of before the tuner) until a later process tunes it.
+//! A (kernel, shape bucket) on an adapter runs [`Tile::DEFAULT`] (the kernel of before the
+//! tuner) until it is tuned. Its second GEMM queues the other candidates of
+//! [`Tile::CANDIDATES`] for the context's background compiler (one bucket's at a time; on
+//! llvmpipe without its shader cache they take 0.2 s to 1 s each; the first GEMM of every bucket
+//! queues nothing, so that a fresh process's first step has the cores to itself). The first GEMM
+//! of the bucket after they are compiled runs each
+//! candidate on its own operands, the default into the result and the others into a NaN-filled
+//! scratch buffer, twice (once when two would pass the budget), timed by timestamp queries
+//! around their compute passes where the adapter has them, else by the wall clock around a wait
+//! for the queue. A candidate whose output differs from the default's is never chosen. The
+//! fastest becomes the bucket's tile, in memory and in a cache file on disk, so that the next
+//! process starts tuned; a tile read from there that is not compiled yet compiles in the
+//! background too, from the bucket's second GEMM on, the default running meanwhile. Tuning begins no bucket once a process has
+//! spent [`BUDGET`] on the runs (see [`set_tuning_budget`]), and gives up a bucket whose runs
+//! would pass what is left. The trial runs are left out of the dispatch counters.
 //!
 //! `WGTORCH_GEMM_TILE` overrides it: `default` runs [`Tile::DEFAULT`] everywhere, a tile such as
 //! `8x4/8x8` forces that tile (the tests force each candidate), `tune` (or unset, or a value that
@@ -33,6 +38,8 @@
 //! # Ok::<(), wgtorch::Error>(())
 //! ```
 
+#[cfg(not(target_arch = "wasm32"))]
+use super::background::Compiled;
 use super::kernels::{GpuType, Kernel, Tile};
 use super::GpuContext;
 use crate::Result;
@@ -63,6 +70,8 @@ pub struct Tuned {
     /// Each candidate's time (the best of its runs) on the GEMM that tuned the bucket, in µs (`None`:
     /// refused, its output differed from the default's); empty when read from the disk cache.
     pub times_us: Vec<(Tile, Option<f64>)>,
+    /// Whether `times_us` are the kernels' own times (timestamp queries), not the wall clock's.
+    pub timestamps: bool,
 }
 
 struct State {
@@ -73,6 +82,8 @@ struct State {
     spent: Duration,
     /// Buckets (adapter, key) whose tuning was given up in this process: not tried again.
     skipped: BTreeSet<(usize, String)>,
+    /// Buckets (adapter, key) launched before in this process.
+    seen: BTreeSet<(usize, String)>,
 }
 
 static STATE: Mutex<State> = Mutex::new(State {
@@ -81,10 +92,22 @@ static STATE: Mutex<State> = Mutex::new(State {
     tuned: BTreeMap::new(),
     spent: Duration::ZERO,
     skipped: BTreeSet::new(),
+    seen: BTreeSet::new(),
 });
 /// Held while a bucket is tuned (one at a time; another thread meanwhile runs the default).
 #[cfg(not(target_arch = "wasm32"))]
 static TUNING: Mutex<()> = Mutex::new(());
+
+thread_local! {
+    /// Set while this thread runs a candidate for the tuner's timing alone.
+    static TRIAL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether this thread is running a tuner's trial of a candidate (its dispatch is not an op's:
+/// the dispatch counters leave it out).
+pub(super) fn trial_run() -> bool {
+    TRIAL.get()
+}
 
 /// Force every GEMM on CPU adapters to run `tile` (`None`: back to tuning), instead of what
 /// `WGTORCH_GEMM_TILE` says.
@@ -122,6 +145,27 @@ pub fn tuned_gemm_tiles(ordinal: usize) -> Vec<(String, Tuned)> {
     v
 }
 
+/// Block until the pipelines that GPU `ordinal` compiles in the background are ready (or have
+/// failed): the tuner's candidates, and tuned tiles read from the disk cache. The next GEMM of
+/// each bucket then runs tuned, or is tuned; for benchmarks and tests, which want the tuned
+/// kernels from a known step on.
+///
+/// ```
+/// use wgtorch::backend::gpu::tune;
+/// use wgtorch::{Device, Tensor};
+/// if let Ok(gpu) = Device::gpu() {
+///     let a = Tensor::randn([64, 64], &gpu)?;
+///     a.matmul(&a)?; // the default tile; the candidates compile meanwhile
+///     tune::wait_for_compiles(0)?;
+///     a.matmul(&a)?; // tuned (on a software adapter, within the budget)
+/// }
+/// # Ok::<(), wgtorch::Error>(())
+/// ```
+pub fn wait_for_compiles(ordinal: usize) -> Result<()> {
+    super::context(ordinal)?.wait_background_compiles();
+    Ok(())
+}
+
 /// Forget what was tuned in this process (the next GEMM reads the disk cache again) and the
 /// time spent; for tests and the bench.
 #[doc(hidden)]
@@ -129,6 +173,7 @@ pub fn reset_gemm_tuning() {
     let mut s = STATE.lock();
     s.tuned.clear();
     s.skipped.clear();
+    s.seen.clear();
     s.spent = Duration::ZERO;
 }
 
@@ -184,7 +229,7 @@ where
             }
         };
         if let Some(t) = known(ctx, &key) {
-            return (self.run)(t, self.bufs);
+            return (self.run)(self.compiled(ctx, t, &key), self.bufs);
         }
         #[cfg(not(target_arch = "wasm32"))]
         if let Some(tuned) = self.tune(ctx, &key) {
@@ -200,14 +245,37 @@ where
         (self.run)(Tile::DEFAULT, self.bufs)
     }
 
-    /// Time every candidate on this GEMM within what is left of the budget (its compilations
-    /// aside): `None` when the budget is spent or the runs would pass it, another thread is
-    /// tuning, or a candidate failed to compile or launch (the GEMM then runs, and reports its
-    /// own errors, as untuned); a bucket given up is not tried again in this process.
+    /// `tile` when its kernel is compiled; else the default, while `tile` compiles in the
+    /// background from the bucket's second launch on (for good, if it fails to compile: the
+    /// default is always right).
+    fn compiled(&self, ctx: &Arc<GpuContext>, tile: Tile, key: &str) -> Tile {
+        #[cfg(not(target_arch = "wasm32"))]
+        if tile != Tile::DEFAULT {
+            let k = (self.kernel)(tile);
+            let ready = ctx.has_pipeline(&k.key())
+                || (recurs(ctx, key)
+                    && ctx.compile_behind(self.op, &k.key(), || k.source()) == Compiled::Ready);
+            if !ready {
+                return Tile::DEFAULT;
+            }
+        }
+        #[cfg(target_arch = "wasm32")]
+        let _ = (ctx, key);
+        tile
+    }
+
+    /// Time every candidate on this GEMM within what is left of the budget: `None` when the
+    /// budget is spent or the runs would pass it, another thread is tuning, the candidates are
+    /// still compiling (queued here when the background worker is idle, so that it compiles one
+    /// bucket's at a time), or a candidate failed to compile or launch (the GEMM then runs, and
+    /// reports its own errors, as untuned). A bucket given up is not tried again in this process.
     #[cfg(not(target_arch = "wasm32"))]
     fn tune(&self, ctx: &Arc<GpuContext>, key: &str) -> Option<Tuned> {
         use std::time::Instant;
         let _lock = TUNING.try_lock()?;
+        let skip = || {
+            STATE.lock().skipped.insert((ctx.ordinal, key.to_string()));
+        };
         let left = {
             let s = STATE.lock();
             if s.skipped.contains(&(ctx.ordinal, key.to_string())) {
@@ -216,6 +284,24 @@ where
             s.budget.saturating_sub(s.spent)
         };
         if left.is_zero() || self.bufs.len() < 3 {
+            return None;
+        }
+        // The default is compiled by its own runs.
+        let missing: Vec<Kernel> = Tile::CANDIDATES
+            .iter()
+            .filter(|&&t| t != Tile::DEFAULT)
+            .map(|&t| (self.kernel)(t))
+            .filter(|k| !ctx.has_pipeline(&k.key()))
+            .collect();
+        if !missing.is_empty() {
+            if recurs(ctx, key) && ctx.background_idle() {
+                for k in missing {
+                    if ctx.compile_behind(self.op, &k.key(), || k.source()) == Compiled::Failed {
+                        skip();
+                        return None;
+                    }
+                }
+            }
             return None;
         }
         // Earlier work is not this GEMM's time, nor the budget's.
@@ -229,14 +315,18 @@ where
         }
         let start = Instant::now();
         let res = self.measure(ctx, start, left).ok().flatten();
-        let mut s = STATE.lock();
-        s.spent += start.elapsed();
+        TRIAL.set(false);
+        STATE.lock().spent += start.elapsed();
         if res.is_none() {
-            s.skipped.insert((ctx.ordinal, key.to_string()));
+            skip();
         }
         res
     }
 
+    /// Run every candidate, twice when the budget allows, and pick the fastest of those whose
+    /// output agrees with the default's. Runs are timed by timestamp queries around their
+    /// compute passes where the adapter has them (the kernels' own time), else by the wall clock
+    /// around a wait for the queue.
     #[cfg(not(target_arch = "wasm32"))]
     fn measure(
         &self,
@@ -246,14 +336,6 @@ where
     ) -> Result<Option<Tuned>> {
         use std::time::Instant;
         let wait = || ctx.device.poll(wgpu::PollType::wait_indefinitely()).is_ok();
-        // Compile every candidate first: the time of a run is the kernel's. Compilation is not
-        // held to the budget (about a second per bucket on llvmpipe without its shader cache,
-        // which would otherwise leave every process with nothing tuned); it is counted in it.
-        for tile in Tile::CANDIDATES {
-            let k = (self.kernel)(tile);
-            ctx.pipeline(self.op, &k.key(), || k.source())?;
-        }
-        let compiled = start.elapsed();
         // The output's bytes, in whole words (copies move words).
         let [m, n, _, batches] = self.dims;
         let outputs = m * n * batches;
@@ -261,6 +343,8 @@ where
         let mut want = None;
         let mut times = Vec::new();
         let mut reps = 2;
+        // Whether the runs are timed by timestamps: decided by the first, held by the rest.
+        let mut stamped = None;
         for (i, &tile) in Tile::CANDIDATES.iter().enumerate() {
             // The default writes the result; the others a scratch buffer of its size, of their
             // own (a pooled one could still be read by work another thread recorded), NaN
@@ -285,23 +369,30 @@ where
                 b[2] = &scratch;
             }
             let mut best = f64::INFINITY;
-            for rep in 0..2 {
-                if rep == 1 && reps == 1 {
-                    break;
-                }
+            for rep in 0..reps {
+                // The default's first run is the op's own; every other run is a trial.
+                TRIAL.set(i > 0 || rep > 0);
                 let t0 = Instant::now();
-                (self.run)(tile, &b)?;
+                let (ran, watch) = ctx.with_stopwatch(|| (self.run)(tile, &b));
+                TRIAL.set(false);
+                ran?;
                 ctx.submit();
                 if !wait() {
                     return Ok(None);
                 }
-                best = best.min(t0.elapsed().as_secs_f64());
-                if i == 0 {
+                let wall = t0.elapsed().as_secs_f64();
+                let kernels = watch.and_then(|(set, n)| stamps(ctx, &set, n));
+                let secs = match (*stamped.get_or_insert(kernels.is_some()), kernels) {
+                    (true, Some(s)) => s,
+                    (false, _) => wall,
+                    // A run the timestamps missed (a profiler took its passes): not comparable.
+                    (true, None) => return Ok(None),
+                };
+                best = best.min(secs);
+                if i == 0 && rep == 0 {
                     // The rest must fit in the budget: one run each when two would not.
-                    let rest = (Tile::CANDIDATES.len() - 1) as f64 * best;
-                    let room = left
-                        .saturating_sub(start.elapsed() - compiled)
-                        .as_secs_f64();
+                    let rest = (Tile::CANDIDATES.len() - 1) as f64 * wall;
+                    let room = left.saturating_sub(start.elapsed()).as_secs_f64();
                     if rest > room {
                         return Ok(None);
                     }
@@ -331,8 +422,43 @@ where
             tile,
             dims: self.dims,
             times_us: times,
+            timestamps: stamped == Some(true),
         }))
     }
+}
+
+/// The kernel time, in seconds, of the passes a stopwatch timed: `n` timestamps in `set`, a
+/// begin and an end per pass. `None` when the queries cannot be resolved or read, or read as
+/// no time at all.
+#[cfg(not(target_arch = "wasm32"))]
+fn stamps(ctx: &GpuContext, set: &wgpu::QuerySet, n: u32) -> Option<f64> {
+    let bytes = u64::from(n) * wgpu::QUERY_SIZE as u64;
+    let (buf, err) = ctx.scoped(|| {
+        let buf = ctx.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("wgtorch-tuning-timestamps"),
+            size: bytes,
+            usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: false,
+        });
+        let mut enc = ctx
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("wgtorch-tuning-timestamps"),
+            });
+        enc.resolve_query_set(set, 0..n, &buf, 0);
+        ctx.queue.submit(Some(enc.finish()));
+        buf
+    });
+    if err.is_some() {
+        return None;
+    }
+    let raw = read(ctx, &buf, bytes)?;
+    let ticks: Vec<u64> = bytemuck::pod_collect_to_vec(&raw);
+    let total: u64 = ticks
+        .chunks_exact(2)
+        .map(|t| t[1].saturating_sub(t[0]))
+        .sum();
+    (total > 0).then(|| total as f64 * ctx.timestamp_period() * 1e-9)
 }
 
 /// The first `bytes` of `buf`, after the work submitted before. Its own copy and wait, not the
@@ -371,6 +497,15 @@ fn read(ctx: &GpuContext, buf: &wgpu::Buffer, bytes: u64) -> Option<Vec<u8>> {
     Some(data)
 }
 
+/// Whether bucket `key` was launched before in this process (it is from now on). Pipelines for a
+/// bucket compile in the background from its second launch on: a GEMM that does not recur is
+/// not worth them, and a fresh process's first step (every bucket's first launch) keeps both
+/// cores to itself.
+#[cfg(not(target_arch = "wasm32"))]
+fn recurs(ctx: &GpuContext, key: &str) -> bool {
+    !STATE.lock().seen.insert((ctx.ordinal, key.to_string()))
+}
+
 /// The tile tuned for `key` in this process or read from the disk cache (read once per adapter).
 fn known(ctx: &GpuContext, key: &str) -> Option<Tile> {
     let mut s = STATE.lock();
@@ -383,6 +518,7 @@ fn known(ctx: &GpuContext, key: &str) -> Option<Tile> {
                 tile,
                 dims: [0; 4],
                 times_us: Vec::new(),
+                timestamps: false,
             });
         }
     }
