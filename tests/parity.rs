@@ -240,3 +240,72 @@ fn pow_of_special_values_matches_the_cpu() -> Result<()> {
     }
     Ok(())
 }
+
+/// Row reductions on subgroup operations (where the adapter has them: lavapipe does) and on
+/// workgroup memory alone, each against the CPU: every op, rows of one workgroup and of several
+/// chunks, ties (the first extreme's index wins) and NaN (it wins, the first one) for the arg
+/// ops, in f32, f16, bf16 and int32.
+#[test]
+fn reductions_match_the_cpu_with_and_without_subgroups() -> Result<()> {
+    use wgtorch::DType;
+    let Some(gpu) = common::gpu() else {
+        return Ok(());
+    };
+    let ctx = wgtorch::backend::gpu::context(0)?;
+    let had = ctx.subgroups();
+    if ctx.adapter_name().contains("llvmpipe") {
+        assert!(
+            had,
+            "lavapipe offers subgroups: the subgroup kernels go untested"
+        );
+    }
+    let reduce = |t: &Tensor| -> Result<Vec<(&str, Tensor)>> {
+        let mut v = vec![
+            ("sum", t.sum_dims([1], false)?),
+            ("amax", t.amax([1], false)?),
+            ("amin", t.amin([1], false)?),
+            ("argmax", t.argmax(Some(1), false)?),
+            ("argmin", t.argmin(Some(1), false)?),
+        ];
+        if t.dtype() != DType::I32 {
+            // Near 1, so that no order of the products overflows.
+            let near_one = t.mul_scalar(1e-3)?.add_scalar(1.0)?;
+            v.push(("prod", near_one.prod_dim(1, false)?));
+        }
+        Ok(v)
+    };
+    let mut tried = Vec::new();
+    for want in [true, false] {
+        let on = ctx.set_subgroups(want);
+        if on != want {
+            continue;
+        }
+        tried.push(on);
+        for (rows, n) in [(3, 1000), (2, 70_000), (5, 257)] {
+            let mut v: Vec<f32> = (0..rows * n)
+                .map(|i| ((i * 7919) % 23) as f32 - 11.0)
+                .collect();
+            for dt in [DType::F32, DType::F16, DType::BF16, DType::I32] {
+                if dt != DType::I32 {
+                    v[n + 5] = f32::NAN;
+                    v[n + 9] = f32::NAN;
+                }
+                let c = Tensor::from_vec(v.clone(), [rows, n], &Device::Cpu)?.to_dtype(dt)?;
+                let g = c.to(&gpu)?;
+                for ((op, c), (_, g)) in reduce(&c)?.iter().zip(reduce(&g)?) {
+                    let what = format!("subgroups {on}: {op} {dt} [{rows}, {n}]");
+                    let tol = if dt == DType::F32 { 1e-4 } else { 2e-2 };
+                    assert_eq!(c.dtype(), g.dtype(), "{what}");
+                    if op.starts_with("arg") {
+                        assert_eq!(vals(c), vals(&g), "{what}");
+                    } else {
+                        assert_close(&what, &vals(&g), &vals(c), tol, tol);
+                    }
+                }
+            }
+        }
+    }
+    ctx.set_subgroups(had);
+    assert!(tried.contains(&false), "the portable kernels always run");
+    Ok(())
+}

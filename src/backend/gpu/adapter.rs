@@ -143,9 +143,16 @@ pub(crate) async fn create(ordinal: usize) -> std::result::Result<GpuContext, St
     // without them (to see the profiler on an adapter that has none).
     let timestamps = adapter.features().contains(wgpu::Features::TIMESTAMP_QUERY)
         && std::env::var("WGTORCH_NO_TIMESTAMPS").is_err();
+    // Subgroup operations for reductions; WGTORCH_NO_SUBGROUPS opens the device without them.
+    // Natively only: no browser this project tests in offers them, so the page keeps the
+    // portable kernels.
+    let subgroups = adapter.features().contains(wgpu::Features::SUBGROUP)
+        && std::env::var("WGTORCH_NO_SUBGROUPS").is_err()
+        && cfg!(not(target_arch = "wasm32"));
     let mut required = wgpu::Features::empty();
     required.set(wgpu::Features::SHADER_F16, has_f16);
     required.set(wgpu::Features::TIMESTAMP_QUERY, timestamps);
+    required.set(wgpu::Features::SUBGROUP, subgroups);
     let limits = adapter.limits();
     check_limits(&info.name, &limits)?;
     let (device, queue) = adapter

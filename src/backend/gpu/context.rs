@@ -46,6 +46,10 @@ pub struct GpuContext {
     /// infinite-loop guard (65,535, counted over all loops of the invocation); `None` elsewhere.
     pub(crate) loop_cap: Option<u32>,
     native_f16: std::sync::atomic::AtomicBool,
+    /// The device has `SUBGROUP`.
+    has_subgroups: bool,
+    /// Reductions use subgroup operations (`shaders/reduce_subgroup.wgsl`).
+    subgroups: std::sync::atomic::AtomicBool,
     pub(super) pipelines: Mutex<HashMap<String, Arc<wgpu::ComputePipeline>>>,
     /// Pipelines being compiled on the context's worker thread (`background.rs`).
     pub(super) background: super::background::Background,
@@ -161,6 +165,7 @@ impl GpuContext {
             }
         }));
         let loop_cap = llvmpipe_loop_cap(&info);
+        let has_subgroups = device.features().contains(wgpu::Features::SUBGROUP);
         let timing = (device.features().contains(wgpu::Features::TIMESTAMP_QUERY))
             .then(|| super::timing::Timing::new(&queue));
         GpuContext {
@@ -173,6 +178,8 @@ impl GpuContext {
             has_f16,
             loop_cap,
             native_f16: std::sync::atomic::AtomicBool::new(has_f16),
+            has_subgroups,
+            subgroups: std::sync::atomic::AtomicBool::new(has_subgroups),
             pipelines: Mutex::new(HashMap::new()),
             background: Default::default(),
             free: Mutex::new(HashMap::new()),
@@ -261,6 +268,25 @@ impl GpuContext {
     pub fn set_native_f16(&self, on: bool) -> bool {
         let v = on && self.has_f16;
         self.native_f16.store(v, Ordering::Relaxed);
+        v
+    }
+    /// Whether reductions run on subgroup operations (else on workgroup memory alone).
+    pub fn subgroups(&self) -> bool {
+        self.subgroups.load(Ordering::Relaxed)
+    }
+    /// Choose the reduction kernels: subgroup operations need the device's `SUBGROUP` (asking
+    /// for them without it keeps the portable kernels). Returns the choice now in force.
+    ///
+    /// ```
+    /// if let Ok(ctx) = wgtorch::backend::gpu::context(0) {
+    ///     let had = ctx.subgroups();
+    ///     assert!(!ctx.set_subgroups(false)); // the portable kernels
+    ///     ctx.set_subgroups(had);
+    /// }
+    /// ```
+    pub fn set_subgroups(&self, on: bool) -> bool {
+        let v = on && self.has_subgroups;
+        self.subgroups.store(v, Ordering::Relaxed);
         v
     }
     /// Adapter name.
@@ -513,7 +539,8 @@ impl GpuContext {
     /// (in one compute pass), each with the grid position of its first workgroup appended to
     /// `meta` (the kernels' `group_id`). Every wgpu call is checked before anything is
     /// recorded, so an error is returned here, for `op`, and never poisons the batch. While a
-    /// profiler records GPU kernels the pass writes timestamps at its start and end.
+    /// profiler records GPU kernels, or the GEMM tuner's stopwatch runs on this thread
+    /// (`timing.rs`), the pass writes timestamps at its start and end.
     pub(crate) fn dispatch(
         &self,
         op: &'static str,

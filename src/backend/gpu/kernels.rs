@@ -36,6 +36,7 @@ const COPY: &str = include_str!("../../../shaders/copy.wgsl");
 const FILL: &str = include_str!("../../../shaders/fill.wgsl");
 const REDUCE: &str = include_str!("../../../shaders/reduce.wgsl");
 const REDUCE_SMALL: &str = include_str!("../../../shaders/reduce_small.wgsl");
+const REDUCE_SUBGROUP: &str = include_str!("../../../shaders/reduce_subgroup.wgsl");
 const CUMSUM: &str = include_str!("../../../shaders/cumsum.wgsl");
 const SOFTMAX_ROWS: &str = include_str!("../../../shaders/softmax_rows.wgsl");
 const SOFTMAX_BACKWARD_ROWS: &str = include_str!("../../../shaders/softmax_backward_rows.wgsl");
@@ -97,6 +98,8 @@ pub enum Kernel {
     Reduce(ReduceOp, GpuType),
     /// One invocation per row, for short rows.
     ReduceSmall(ReduceOp, GpuType),
+    /// [`Kernel::Reduce`] with subgroup operations (adapters with `SUBGROUP`).
+    ReduceSubgroup(ReduceOp, GpuType),
     /// Inclusive prefix sum over the last axis.
     Cumsum(GpuType),
     /// f32 softmax (log-softmax when `log`) over the last axis, one invocation per row.
@@ -360,6 +363,7 @@ impl Kernel {
             Kernel::Fill(t) => format!("fill_{}", t.key()),
             Kernel::Reduce(op, t) => format!("reduce_{}_{}", op.name(), t.key()),
             Kernel::ReduceSmall(op, t) => format!("reduce_small_{}_{}", op.name(), t.key()),
+            Kernel::ReduceSubgroup(op, t) => format!("reduce_sg_{}_{}", op.name(), t.key()),
             Kernel::Cumsum(t) => format!("cumsum_{}", t.key()),
             Kernel::SoftmaxRows { log } => {
                 format!("{}softmax_rows_f32", if *log { "log_" } else { "" })
@@ -414,7 +418,7 @@ impl Kernel {
             Kernel::Where(_) => of::<WhereParams>(),
             Kernel::Copy(..) => of::<CopyParams>(),
             Kernel::Fill(_) => of::<FillParams>(),
-            Kernel::Reduce(..) => of::<ReduceParams>(),
+            Kernel::Reduce(..) | Kernel::ReduceSubgroup(..) => of::<ReduceParams>(),
             Kernel::ReduceSmall(..)
             | Kernel::SoftmaxRows { .. }
             | Kernel::SoftmaxBackwardRows { .. } => of::<ReduceSmallParams>(),
@@ -495,11 +499,11 @@ impl Kernel {
                 &[("CONVERT", &convert(a, b))],
             ),
             Kernel::Fill(t) => fill(FILL, &[("dst", t, true)], &[("C", t.compute())]),
-            Kernel::Reduce(op, t) | Kernel::ReduceSmall(op, t) => {
-                let template = if matches!(self, Kernel::Reduce(..)) {
-                    REDUCE
-                } else {
-                    REDUCE_SMALL
+            Kernel::Reduce(op, t) | Kernel::ReduceSmall(op, t) | Kernel::ReduceSubgroup(op, t) => {
+                let template = match self {
+                    Kernel::Reduce(..) => REDUCE,
+                    Kernel::ReduceSmall(..) => REDUCE_SMALL,
+                    _ => REDUCE_SUBGROUP,
                 };
                 let (init, merge, store) = reduce_parts(op, t);
                 // ReduceOp::out_dtype: indices for arg ops; f32 sums and products of halves.
@@ -508,6 +512,9 @@ impl Kernel {
                     ReduceOp::Sum | ReduceOp::Prod if t.compute() == "f32" => GpuType::F32,
                     _ => t,
                 };
+                // Naga (wgpu 30) takes subgroup operations without `enable subgroups;` (which
+                // it refuses) once the device has SUBGROUP; natively only, so no browser's
+                // compiler, which would want the directive, sees this kernel.
                 fill(
                     template,
                     &[("src", t, false), ("dst", out, true)],
@@ -687,11 +694,13 @@ impl Kernel {
                 v.extend([Kernel::MaxPool(t), Kernel::MaxPoolBackward(t)]);
             }
             if t != GpuType::U32 {
-                v.extend(
-                    ReduceOp::ALL
-                        .iter()
-                        .flat_map(|&op| [Kernel::Reduce(op, t), Kernel::ReduceSmall(op, t)]),
-                );
+                v.extend(ReduceOp::ALL.iter().flat_map(|&op| {
+                    [
+                        Kernel::Reduce(op, t),
+                        Kernel::ReduceSmall(op, t),
+                        Kernel::ReduceSubgroup(op, t),
+                    ]
+                }));
                 v.extend([Kernel::Cumsum(t), Kernel::ScatterAdd(t), Kernel::Col2im(t)]);
             }
             v.extend([

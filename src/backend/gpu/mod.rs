@@ -448,6 +448,15 @@ pub(crate) fn copy_into(
     launch(dst.ctx(), "copy_", k, &p, &tail, &bufs, groups(n))
 }
 
+/// The workgroup-per-row reduction: on subgroup operations where the context uses them.
+fn reduce_kernel(ctx: &GpuContext, op: ReduceOp, t: GpuType) -> Kernel {
+    if ctx.subgroups() {
+        Kernel::ReduceSubgroup(op, t)
+    } else {
+        Kernel::Reduce(op, t)
+    }
+}
+
 pub(crate) fn reduce_rows(
     op: ReduceOp,
     x: &GpuStorage,
@@ -477,7 +486,7 @@ pub(crate) fn reduce_rows(
             k: u(k),
             n: u(n),
         };
-        let kernel = Kernel::Reduce(op, x.ty());
+        let kernel = reduce_kernel(ctx, op, x.ty());
         let bufs = [x.raw(), part.raw()];
         launch(ctx, op.name(), kernel, &p, &[], &bufs, [u(rows * k), 1, 1])?;
         return reduce_rows(op, &part, rows, k);
@@ -505,7 +514,7 @@ pub(crate) fn reduce_rows(
         k: 1,
         n: u(n),
     };
-    let k = Kernel::Reduce(op, x.ty());
+    let k = reduce_kernel(ctx, op, x.ty());
     launch(
         ctx,
         op.name(),

@@ -250,6 +250,7 @@ pub(crate) fn stopwatch_pass(profiled: bool) -> Option<(wgpu::QuerySet, u32)> {
     })
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 impl GpuContext {
     /// Run `f` with a stopwatch on the compute passes it records on this thread: with `f`'s
     /// result, the query set and the number of timestamps written in it (begin and end of each

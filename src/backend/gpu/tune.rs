@@ -2,20 +2,21 @@
 //! kernel family runs at each shape.
 //!
 //! A (kernel, shape bucket) on an adapter runs [`Tile::DEFAULT`] (the kernel of before the
-//! tuner) until it is tuned. Its second GEMM queues the other candidates of
-//! [`Tile::CANDIDATES`] for the context's background compiler (one bucket's at a time; on
-//! llvmpipe without its shader cache they take 0.2 s to 1 s each; the first GEMM of every bucket
-//! queues nothing, so that a fresh process's first step has the cores to itself). The first GEMM
-//! of the bucket after they are compiled runs each
-//! candidate on its own operands, the default into the result and the others into a NaN-filled
-//! scratch buffer, twice (once when two would pass the budget), timed by timestamp queries
-//! around their compute passes where the adapter has them, else by the wall clock around a wait
-//! for the queue. A candidate whose output differs from the default's is never chosen. The
-//! fastest becomes the bucket's tile, in memory and in a cache file on disk, so that the next
-//! process starts tuned; a tile read from there that is not compiled yet compiles in the
-//! background too, from the bucket's second GEMM on, the default running meanwhile. Tuning begins no bucket once a process has
-//! spent [`BUDGET`] on the runs (see [`set_tuning_budget`]), and gives up a bucket whose runs
-//! would pass what is left. The trial runs are left out of the dispatch counters.
+//! tuner) until it is tuned. Its first GEMM queues nothing, so that a fresh process's first step
+//! has the cores to itself; its second queues the other candidates of [`Tile::CANDIDATES`] for
+//! the context's background compiler (one bucket's at a time; on llvmpipe without its shader
+//! cache they take up to a second each). The first GEMM of the bucket once they are compiled (by
+//! this bucket, another of the same kernel, or a forced tile) runs each candidate twice on its
+//! own operands, the default into the result and the others into a NaN-filled scratch buffer,
+//! timed by timestamp queries around their compute passes where the adapter has them, else by
+//! the wall clock around a wait for the queue; the better run counts (the first may include the
+//! driver's code generation). A candidate whose output differs from the default's is never
+//! chosen. The fastest becomes the bucket's tile, in memory and in a cache file on disk, so that
+//! the next process starts tuned; a tile read from there that is not compiled yet compiles in
+//! the background too, from the bucket's second GEMM on, the default running meanwhile. Tuning
+//! begins no bucket once a process has spent [`BUDGET`] on the runs (see
+//! [`set_tuning_budget`]), and gives up a bucket whose runs would pass what is left. The trial
+//! runs are left out of the dispatch counters.
 //!
 //! `WGTORCH_GEMM_TILE` overrides it: `default` runs [`Tile::DEFAULT`] everywhere, a tile such as
 //! `8x4/8x8` forces that tile (the tests force each candidate), `tune` (or unset, or a value that
@@ -29,7 +30,9 @@
 //! use wgtorch::{Device, Tensor};
 //! if let Ok(gpu) = Device::gpu() {
 //!     let a = Tensor::randn([64, 64], &gpu)?;
-//!     let b = a.matmul(&a)?; // on a software adapter: tuned now, or read from the cache
+//!     // On a software adapter: the default tile, or the tile read from the cache once it is
+//!     // compiled; tuned at a later GEMM of this shape (see `wait_for_compiles`).
+//!     let b = a.matmul(&a)?;
 //!     assert_eq!(b.shape(), [64, 64]);
 //!     for (bucket, t) in tune::tuned_gemm_tiles(0) {
 //!         println!("{bucket}: {} ({:?} µs per candidate)", t.tile, t.times_us);
@@ -155,6 +158,7 @@ pub fn tuned_gemm_tiles(ordinal: usize) -> Vec<(String, Tuned)> {
 /// use wgtorch::{Device, Tensor};
 /// if let Ok(gpu) = Device::gpu() {
 ///     let a = Tensor::randn([64, 64], &gpu)?;
+///     a.matmul(&a)?; // the default tile
 ///     a.matmul(&a)?; // the default tile; the candidates compile meanwhile
 ///     tune::wait_for_compiles(0)?;
 ///     a.matmul(&a)?; // tuned (on a software adapter, within the budget)
@@ -162,7 +166,11 @@ pub fn tuned_gemm_tiles(ordinal: usize) -> Vec<(String, Tuned)> {
 /// # Ok::<(), wgtorch::Error>(())
 /// ```
 pub fn wait_for_compiles(ordinal: usize) -> Result<()> {
-    super::context(ordinal)?.wait_background_compiles();
+    let ctx = super::context(ordinal)?;
+    #[cfg(not(target_arch = "wasm32"))]
+    ctx.wait_background_compiles();
+    #[cfg(target_arch = "wasm32")]
+    let _ = ctx;
     Ok(())
 }
 
@@ -323,7 +331,8 @@ where
         res
     }
 
-    /// Run every candidate, twice when the budget allows, and pick the fastest of those whose
+    /// Run every candidate twice (a bucket whose runs would pass the budget is given up: one
+    /// run alone may include the driver's code generation) and pick the fastest of those whose
     /// output agrees with the default's. Runs are timed by timestamp queries around their
     /// compute passes where the adapter has them (the kernels' own time), else by the wall clock
     /// around a wait for the queue.
@@ -342,7 +351,6 @@ where
         let bytes = self.ty.bytes(outputs).next_multiple_of(4);
         let mut want = None;
         let mut times = Vec::new();
-        let mut reps = 2;
         // Whether the runs are timed by timestamps: decided by the first, held by the rest.
         let mut stamped = None;
         for (i, &tile) in Tile::CANDIDATES.iter().enumerate() {
@@ -369,7 +377,7 @@ where
                 b[2] = &scratch;
             }
             let mut best = f64::INFINITY;
-            for rep in 0..reps {
+            for rep in 0..2 {
                 // The default's first run is the op's own; every other run is a trial.
                 TRIAL.set(i > 0 || rep > 0);
                 let t0 = Instant::now();
@@ -389,15 +397,12 @@ where
                     (true, None) => return Ok(None),
                 };
                 best = best.min(secs);
-                if i == 0 && rep == 0 {
-                    // The rest must fit in the budget: one run each when two would not.
-                    let rest = (Tile::CANDIDATES.len() - 1) as f64 * wall;
+                if i == 0 && rep == 1 {
+                    // The rest must fit in the budget.
+                    let rest = 2.0 * (Tile::CANDIDATES.len() - 1) as f64 * wall;
                     let room = left.saturating_sub(start.elapsed()).as_secs_f64();
                     if rest > room {
                         return Ok(None);
-                    }
-                    if 2.0 * rest > room {
-                        reps = 1;
                     }
                 }
             }
