@@ -9,11 +9,9 @@
 use super::GpuContext;
 use parking_lot::{Condvar, Mutex};
 use std::collections::BTreeSet;
-#[cfg(not(target_arch = "wasm32"))]
 use std::sync::{mpsc, Arc};
 
 /// A pipeline to compile: the op it serves (for its error), its cache key and its WGSL.
-#[cfg(not(target_arch = "wasm32"))]
 struct Job {
     op: &'static str,
     key: String,
@@ -21,7 +19,6 @@ struct Job {
 }
 
 /// Where a pipeline asked for in the background stands.
-#[cfg(not(target_arch = "wasm32"))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Compiled {
     /// In the pipeline cache.
@@ -39,8 +36,7 @@ struct State {
     /// Keys whose compilation failed.
     failed: BTreeSet<String>,
     /// The worker's queue, once it is started.
-    #[cfg(not(target_arch = "wasm32"))]
-    worker: Option<mpsc::Sender<Job>>,
+        worker: Option<mpsc::Sender<Job>>,
 }
 
 /// A context's background compilation state.
@@ -53,21 +49,18 @@ pub(crate) struct Background {
 
 impl GpuContext {
     /// Whether the pipeline `key` is compiled.
-    #[cfg(not(target_arch = "wasm32"))]
-    pub(crate) fn has_pipeline(&self, key: &str) -> bool {
+        pub(crate) fn has_pipeline(&self, key: &str) -> bool {
         self.pipelines.lock().contains_key(key)
     }
 
     /// Whether the background worker has nothing queued or compiling.
-    #[cfg(not(target_arch = "wasm32"))]
-    pub(crate) fn background_idle(&self) -> bool {
+        pub(crate) fn background_idle(&self) -> bool {
         self.background.state.lock().queued.is_empty()
     }
 
     /// Where pipeline `key` stands, queuing its compilation (of `source()`) on the context's
     /// worker when it is neither compiled, queued nor failed before.
-    #[cfg(not(target_arch = "wasm32"))]
-    pub(crate) fn compile_behind(
+        pub(crate) fn compile_behind(
         self: &Arc<Self>,
         op: &'static str,
         key: &str,
@@ -106,8 +99,7 @@ impl GpuContext {
 
     /// The worker: compiles each job into the pipeline cache until the context is dropped.
     /// `None` when the thread cannot start.
-    #[cfg(not(target_arch = "wasm32"))]
-    fn start_worker(self: &Arc<Self>) -> Option<mpsc::Sender<Job>> {
+        fn start_worker(self: &Arc<Self>) -> Option<mpsc::Sender<Job>> {
         /// Ends a job however its compilation ends (a panic in the driver included, which
         /// ends the worker too: later jobs then fail to queue), so that no waiter hangs.
         struct Finish<'a> {
@@ -156,7 +148,7 @@ impl GpuContext {
     }
 }
 
-#[cfg(all(test, not(target_arch = "wasm32")))]
+#[cfg(test)]
 mod tests {
     use super::Compiled;
 

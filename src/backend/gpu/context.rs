@@ -52,6 +52,7 @@ pub struct GpuContext {
     subgroups: std::sync::atomic::AtomicBool,
     pub(super) pipelines: Mutex<HashMap<String, Arc<wgpu::ComputePipeline>>>,
     /// Pipelines being compiled on the context's worker thread (`background.rs`).
+    #[cfg(not(target_arch = "wasm32"))]
     pub(super) background: super::background::Background,
     free: Mutex<HashMap<u64, Vec<wgpu::Buffer>>>,
     pending: Mutex<Pending>,
@@ -181,6 +182,7 @@ impl GpuContext {
             has_subgroups,
             subgroups: std::sync::atomic::AtomicBool::new(has_subgroups),
             pipelines: Mutex::new(HashMap::new()),
+            #[cfg(not(target_arch = "wasm32"))]
             background: Default::default(),
             free: Mutex::new(HashMap::new()),
             pending: Mutex::new(Pending {

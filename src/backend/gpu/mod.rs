@@ -24,6 +24,7 @@
 //! ```
 
 mod adapter;
+#[cfg(not(target_arch = "wasm32"))]
 mod background;
 mod checks;
 mod context;
