@@ -738,6 +738,18 @@ fn main() -> Result<()> {
         );
     }
     gemm_tiles::rows(&mut json);
+    if let Some(gpu) = devs.iter().find(|d| d.is_gpu()) {
+        // Where a tuned GPU step goes, kernel by kernel (the profiler's timestamps).
+        wgtorch::manual_seed(0);
+        let model = SimpleCnn::new(gpu)?;
+        let mut opt = Adam::new(model.parameters(), 1e-3)?;
+        let x = Tensor::randn([64, 3, 32, 32], gpu)?;
+        let y = Tensor::from_vec((0..64).map(|i| i % 10).collect::<Vec<i64>>(), [64], gpu)?;
+        let mut step = || train_step(&model, &mut opt, &x, &y);
+        step()?;
+        gemm_tiles::settle(gpu, &mut step)?;
+        gemm_tiles::step_split(gpu, step)?;
+    }
     if devs.iter().any(|d| d.is_gpu()) {
         // With an empty GEMM tuning cache (the child's second step queues candidates for the
         // background compiler), then with this run's (every GEMM of the step tuned: the child

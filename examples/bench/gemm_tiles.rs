@@ -43,6 +43,27 @@ pub fn settle(dev: &Device, mut f: impl FnMut() -> Result<()>) -> Result<()> {
     Ok(())
 }
 
+/// One (tuned) step of `step` on `gpu` under the profiler: its kernels by GPU time, and how much
+/// of the step they fill.
+pub fn step_split(gpu: &Device, mut step: impl FnMut() -> Result<()>) -> Result<()> {
+    use wgtorch::profiler::{profile, ProfileOptions, ProfilerActivity, SortBy};
+    let opts = ProfileOptions {
+        activities: ProfilerActivity::ALL,
+        ..Default::default()
+    };
+    let t0 = std::time::Instant::now();
+    let prof = profile(opts, |_| step())?;
+    let wall = t0.elapsed().as_secs_f64() * 1e3;
+    let avg = prof.key_averages();
+    println!(
+        "\nA tuned SimpleCNN step on {} by kernel (one profiled step: {:.0} ms of kernels in {wall:.0} ms):",
+        gpu.describe(),
+        avg.self_gpu_time_total_ns() as f64 / 1e6
+    );
+    println!("{}", avg.table(SortBy::SelfGpuTimeTotal, 12));
+    Ok(())
+}
+
 /// The table of what was tuned on GPU 0, into `json` too.
 pub fn rows(json: &mut serde_json::Map<String, serde_json::Value>) {
     let tuned = tune::tuned_gemm_tiles(0);

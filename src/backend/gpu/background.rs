@@ -36,7 +36,7 @@ struct State {
     /// Keys whose compilation failed.
     failed: BTreeSet<String>,
     /// The worker's queue, once it is started.
-        worker: Option<mpsc::Sender<Job>>,
+    worker: Option<mpsc::Sender<Job>>,
 }
 
 /// A context's background compilation state.
@@ -49,18 +49,18 @@ pub(crate) struct Background {
 
 impl GpuContext {
     /// Whether the pipeline `key` is compiled.
-        pub(crate) fn has_pipeline(&self, key: &str) -> bool {
+    pub(crate) fn has_pipeline(&self, key: &str) -> bool {
         self.pipelines.lock().contains_key(key)
     }
 
     /// Whether the background worker has nothing queued or compiling.
-        pub(crate) fn background_idle(&self) -> bool {
+    pub(crate) fn background_idle(&self) -> bool {
         self.background.state.lock().queued.is_empty()
     }
 
     /// Where pipeline `key` stands, queuing its compilation (of `source()`) on the context's
     /// worker when it is neither compiled, queued nor failed before.
-        pub(crate) fn compile_behind(
+    pub(crate) fn compile_behind(
         self: &Arc<Self>,
         op: &'static str,
         key: &str,
@@ -99,7 +99,7 @@ impl GpuContext {
 
     /// The worker: compiles each job into the pipeline cache until the context is dropped.
     /// `None` when the thread cannot start.
-        fn start_worker(self: &Arc<Self>) -> Option<mpsc::Sender<Job>> {
+    fn start_worker(self: &Arc<Self>) -> Option<mpsc::Sender<Job>> {
         /// Ends a job however its compilation ends (a panic in the driver included, which
         /// ends the worker too: later jobs then fail to queue), so that no waiter hangs.
         struct Finish<'a> {
