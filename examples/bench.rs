@@ -629,44 +629,8 @@ fn main() -> Result<()> {
             "| {name} | conv2d fwd+bwd | [64,32,16,16] * [64,32,3,3] | {:.2} | - |",
             t * 1e3
         );
-        if dev.is_gpu() {
-            let n = 1 << 22;
-            let a = Tensor::randn([n], dev)?;
-            let b = Tensor::randn([n], dev)?;
-            let t = time(dev, 7, || a.add(&b).map(|_| ()))?;
-            let gbs = 3.0 * 4.0 * n as f64 / t / 1e9;
-            rec.insert("add_gbs".into(), gbs.into());
-            println!(
-                "| {name} | add f32 | 2^22 | {:.2} | {gbs:.1} GB/s |",
-                t * 1e3
-            );
-            // Long rows, a workgroup each: subgroup shuffles against the workgroup-memory tree.
-            let ctx = wgtorch::backend::gpu::context(match dev {
-                Device::Gpu(i) => *i,
-                Device::Cpu => 0,
-            })?;
-            let had = ctx.subgroups();
-            let m = a.reshape([64, n / 64])?;
-            for on in [true, false] {
-                if ctx.set_subgroups(on) != on {
-                    continue;
-                }
-                let how = if on { "subgroups" } else { "workgroup memory" };
-                let t = time(dev, 7, || m.sum_dims([1usize], false).map(|_| ()))?;
-                let gbs = 4.0 * n as f64 / t / 1e9;
-                rec.insert(
-                    format!(
-                        "sum_rows_{}_gbs",
-                        if on { "subgroups" } else { "workgroup" }
-                    ),
-                    gbs.into(),
-                );
-                println!(
-                    "| {name} | sum f32 over rows [64, 65536] ({how}) | 2^22 | {:.2} | {gbs:.1} GB/s |",
-                    t * 1e3
-                );
-            }
-            ctx.set_subgroups(had);
+        if let Device::Gpu(i) = *dev {
+            membw::gpu_rows(&name, i, &mut rec)?;
         } else {
             membw::cpu_rows(&name, 15, &mut rec)?;
         }

@@ -2,7 +2,8 @@
 //! (`c = a + s·b`, two streams read and one written) and a read-only sum, both plain loops over
 //! rayon's threads (one contiguous part each) on the same 2^22 f32 (16 MiB per array, as the ops below), compiled for the
 //! CPU's widest vector set. An elementwise op is counted as bytes read and written and set
-//! against the triad; a row reduction reads only, and is set against the read stream.
+//! against the triad; a row reduction reads only, and is set against the read stream. On a GPU:
+//! elementwise add, and long-row sums with subgroup operations and without.
 
 use super::{median, time};
 use rayon::prelude::*;
@@ -124,5 +125,50 @@ pub fn cpu_rows(
         );
         rec.insert(key.into(), gbs.into());
     }
+    Ok(())
+}
+
+/// The memory-bound rows on GPU `ordinal`: elementwise add, and sums over long rows with
+/// subgroup operations and without (where the device has them); the figures go into `rec`.
+pub fn gpu_rows(
+    name: &str,
+    ordinal: usize,
+    rec: &mut serde_json::Map<String, serde_json::Value>,
+) -> Result<()> {
+    let dev = &Device::Gpu(ordinal);
+    let n = 1 << 22;
+    let a = Tensor::randn([n], dev)?;
+    let b = Tensor::randn([n], dev)?;
+    let t = time(dev, 7, || a.add(&b).map(|_| ()))?;
+    let gbs = 3.0 * 4.0 * n as f64 / t / 1e9;
+    rec.insert("add_gbs".into(), gbs.into());
+    println!(
+        "| {name} | add f32 | 2^22 | {:.2} | {gbs:.1} GB/s |",
+        t * 1e3
+    );
+    // Long rows, a workgroup each: subgroup shuffles against the workgroup-memory tree.
+    let ctx = wgtorch::backend::gpu::context(ordinal)?;
+    let had = ctx.subgroups();
+    let m = a.reshape([64, n / 64])?;
+    for on in [true, false] {
+        if ctx.set_subgroups(on) != on {
+            continue;
+        }
+        let how = if on { "subgroups" } else { "workgroup memory" };
+        let t = time(dev, 7, || m.sum_dims([1usize], false).map(|_| ()))?;
+        let gbs = 4.0 * n as f64 / t / 1e9;
+        rec.insert(
+            format!(
+                "sum_rows_{}_gbs",
+                if on { "subgroups" } else { "workgroup" }
+            ),
+            gbs.into(),
+        );
+        println!(
+            "| {name} | sum f32 over rows [64, 65536] ({how}) | 2^22 | {:.2} | {gbs:.1} GB/s |",
+            t * 1e3
+        );
+    }
+    ctx.set_subgroups(had);
     Ok(())
 }

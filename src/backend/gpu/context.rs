@@ -485,7 +485,7 @@ impl GpuContext {
         Ok(buf)
     }
 
-    fn with_encoder<R>(&self, f: impl FnOnce(&mut wgpu::CommandEncoder) -> R) -> R {
+    pub(super) fn with_encoder<R>(&self, f: impl FnOnce(&mut wgpu::CommandEncoder) -> R) -> R {
         let mut p = self.pending.lock();
         let enc = p.encoder.get_or_insert_with(|| {
             self.device
@@ -725,81 +725,6 @@ impl GpuContext {
             }),
             None => Ok(()),
         }
-    }
-
-    /// Copy `bytes` bytes of `buf` back to the host, waiting for the work before it; the
-    /// index-check flag comes back with them and a failure it records is the error.
-    pub(crate) async fn read_async(&self, buf: &wgpu::Buffer, bytes: u64) -> Result<Vec<u8>> {
-        if bytes == 0 && !self.checks.dirty() {
-            return Ok(Vec::new());
-        }
-        let padded = bytes.next_multiple_of(4);
-        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("wgtorch-readback"),
-            size: padded + super::checks::SLOT_BYTES,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
-        let flagged = self.with_encoder(|enc| {
-            if padded > 0 {
-                enc.copy_buffer_to_buffer(buf, 0, &staging, 0, padded);
-            }
-            self.checks.copy_back(enc, &staging, padded)
-        });
-        self.submit();
-        let done = super::oneshot::OneShot::new();
-        let tx = done.sender();
-        staging.map_async(wgpu::MapMode::Read, .., move |r| tx.send(r.is_ok()));
-        // Natively the map completes inside this poll; in the browser the event loop completes it
-        // and the await below yields to it.
-        #[cfg(not(target_arch = "wasm32"))]
-        self.device
-            .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| Error::Gpu {
-                op: "readback",
-                adapter: self.info.name.clone(),
-                msg: e.to_string(),
-            })?;
-        let mapped = done.await;
-        self.take_error("readback")?;
-        if !mapped {
-            return Err(Error::Gpu {
-                op: "readback",
-                adapter: self.info.name.clone(),
-                msg: "mapping the readback buffer failed".into(),
-            });
-        }
-        let data = staging
-            .get_mapped_range(..)
-            .map_err(|e| Error::Gpu {
-                op: "readback",
-                adapter: self.info.name.clone(),
-                msg: e.to_string(),
-            })?
-            .to_vec();
-        staging.unmap();
-        if flagged {
-            self.checks.report(&data[padded as usize..])?;
-        }
-        crate::profiler::transfer(crate::profiler::Transfer::ReadBack, bytes);
-        Ok(data[..bytes as usize].to_vec())
-    }
-
-    /// Wait until all submitted work is done (reporting an index-check failure, if any).
-    pub fn synchronize(&self) -> Result<()> {
-        #[cfg(not(target_arch = "wasm32"))]
-        if self.checks.dirty() {
-            return pollster::block_on(self.read_async(self.checks.buffer(), 0)).map(drop);
-        }
-        self.submit();
-        self.device
-            .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| Error::Gpu {
-                op: "synchronize",
-                adapter: self.info.name.clone(),
-                msg: e.to_string(),
-            })?;
-        self.take_error("synchronize")
     }
 }
 
