@@ -6,18 +6,9 @@
 // bindings: 1 src, 2 dst
 {{DECLS}}
 
-struct Pair {
-    v: {{C}},
-    i: u32,
-}
-
-const NONE: u32 = 0xffffffffu;
+{{PAIR}}
 
 var<workgroup> part: array<Pair, 256>;
-
-fn merge(a: {{C}}, ia: u32, b: {{C}}, ib: u32) -> Pair {
-    {{MERGE}}
-}
 
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {

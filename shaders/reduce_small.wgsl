@@ -5,16 +5,7 @@
 // bindings: 1 src, 2 dst
 {{DECLS}}
 
-struct Pair {
-    v: {{C}},
-    i: u32,
-}
-
-const NONE: u32 = 0xffffffffu;
-
-fn merge(a: {{C}}, ia: u32, b: {{C}}, ib: u32) -> Pair {
-    {{MERGE}}
-}
+{{PAIR}}
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {

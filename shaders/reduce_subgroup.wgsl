@@ -6,18 +6,9 @@
 // bindings: 1 src, 2 dst
 {{DECLS}}
 
-struct Pair {
-    v: {{C}},
-    i: u32,
-}
-
-const NONE: u32 = 0xffffffffu;
+{{PAIR}}
 
 var<workgroup> part: array<Pair, 256>;
-
-fn merge(a: {{C}}, ia: u32, b: {{C}}, ib: u32) -> Pair {
-    {{MERGE}}
-}
 
 // The fold of `p` over the subgroup, in its first invocation (subgroup sizes are powers of two;
 // what the others end with is not used).

@@ -37,6 +37,7 @@ const FILL: &str = include_str!("../../../shaders/fill.wgsl");
 const REDUCE: &str = include_str!("../../../shaders/reduce.wgsl");
 const REDUCE_SMALL: &str = include_str!("../../../shaders/reduce_small.wgsl");
 const REDUCE_SUBGROUP: &str = include_str!("../../../shaders/reduce_subgroup.wgsl");
+const REDUCE_PAIR: &str = include_str!("../../../shaders/reduce_pair.wgsl");
 const CUMSUM: &str = include_str!("../../../shaders/cumsum.wgsl");
 const SOFTMAX_ROWS: &str = include_str!("../../../shaders/softmax_rows.wgsl");
 const SOFTMAX_BACKWARD_ROWS: &str = include_str!("../../../shaders/softmax_backward_rows.wgsl");
@@ -519,6 +520,8 @@ impl Kernel {
                     template,
                     &[("src", t, false), ("dst", out, true)],
                     &[
+                        // First: the pair has placeholders of its own.
+                        ("PAIR", REDUCE_PAIR),
                         ("C", t.compute()),
                         ("INIT", init),
                         ("MERGE", merge),
