@@ -8,25 +8,13 @@
 
 {{PAIR}}
 
-var<workgroup> part: array<Pair, 256>;
+{{CHUNK}}
 
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
     let row = group_id(wid).x;
-    let chunk = params.chunk;
-    let k = params.k;
-    let n = params.n;
     let t = lid.x;
-    var acc = Pair({{INIT}}, NONE);
-    if (row < params.total) {
-        let first = (row % k) * chunk;
-        let start = (row / k) * n + first;
-        let len = min(chunk, n - first);
-        for (var j = t; j < len; j = j + 256u) {
-            acc = merge(acc.v, acc.i, ld_src(start + j), first + j);
-        }
-    }
-    part[t] = acc;
+    part[t] = chunk_partial(row, t);
     workgroupBarrier();
     for (var s = 128u; s > 0u; s = s >> 1u) {
         if (t < s) {

@@ -8,7 +8,7 @@
 
 {{PAIR}}
 
-var<workgroup> part: array<Pair, 256>;
+{{CHUNK}}
 
 // The fold of `p` over the subgroup, in its first invocation (subgroup sizes are powers of two;
 // what the others end with is not used).
@@ -32,20 +32,8 @@ fn main(
     @builtin(num_subgroups) groups: u32,
 ) {
     let row = group_id(wid).x;
-    let chunk = params.chunk;
-    let k = params.k;
-    let n = params.n;
     let t = lid.x;
-    var acc = Pair({{INIT}}, NONE);
-    if (row < params.total) {
-        let first = (row % k) * chunk;
-        let start = (row / k) * n + first;
-        let len = min(chunk, n - first);
-        for (var j = t; j < len; j = j + 256u) {
-            acc = merge(acc.v, acc.i, ld_src(start + j), first + j);
-        }
-    }
-    let p = fold(acc, size);
+    let p = fold(chunk_partial(row, t), size);
     if (lane == 0u) {
         part[sg] = p;
     }

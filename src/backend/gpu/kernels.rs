@@ -38,6 +38,7 @@ const REDUCE: &str = include_str!("../../../shaders/reduce.wgsl");
 const REDUCE_SMALL: &str = include_str!("../../../shaders/reduce_small.wgsl");
 const REDUCE_SUBGROUP: &str = include_str!("../../../shaders/reduce_subgroup.wgsl");
 const REDUCE_PAIR: &str = include_str!("../../../shaders/reduce_pair.wgsl");
+const REDUCE_CHUNK: &str = include_str!("../../../shaders/reduce_chunk.wgsl");
 const CUMSUM: &str = include_str!("../../../shaders/cumsum.wgsl");
 const SOFTMAX_ROWS: &str = include_str!("../../../shaders/softmax_rows.wgsl");
 const SOFTMAX_BACKWARD_ROWS: &str = include_str!("../../../shaders/softmax_backward_rows.wgsl");
@@ -520,8 +521,9 @@ impl Kernel {
                     template,
                     &[("src", t, false), ("dst", out, true)],
                     &[
-                        // First: the pair has placeholders of its own.
+                        // First: the snippets have placeholders of their own.
                         ("PAIR", REDUCE_PAIR),
+                        ("CHUNK", REDUCE_CHUNK),
                         ("C", t.compute()),
                         ("INIT", init),
                         ("MERGE", merge),

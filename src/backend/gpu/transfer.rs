@@ -128,11 +128,21 @@ pub(crate) async fn download(s: &GpuStorage, n: usize) -> Result<CpuStorage> {
                 .map(|x| x != 0)
                 .collect(),
         ),
-        DType::F64 => unreachable!("GPU storage holds a GPU dtype"),
+        // GPU storage is never f64 (uploads refuse it): an error rather than a panic.
+        DType::F64 => return Err(s.ctx().failed("readback", "float64 storage on a GPU")),
     })
 }
 
 impl GpuContext {
+    /// `Error::Gpu` for `op` on this adapter, saying `msg`.
+    fn failed(&self, op: &'static str, msg: impl ToString) -> Error {
+        Error::Gpu {
+            op,
+            adapter: self.info.name.clone(),
+            msg: msg.to_string(),
+        }
+    }
+
     /// Copy `bytes` bytes of `buf` back to the host, waiting for the work before it; the
     /// index-check flag comes back with them and a failure it records is the error.
     pub(crate) async fn read_async(&self, buf: &wgpu::Buffer, bytes: u64) -> Result<Vec<u8>> {
@@ -161,27 +171,15 @@ impl GpuContext {
         #[cfg(not(target_arch = "wasm32"))]
         self.device
             .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| Error::Gpu {
-                op: "readback",
-                adapter: self.info.name.clone(),
-                msg: e.to_string(),
-            })?;
+            .map_err(|e| self.failed("readback", e))?;
         let mapped = done.await;
         self.take_error("readback")?;
         if !mapped {
-            return Err(Error::Gpu {
-                op: "readback",
-                adapter: self.info.name.clone(),
-                msg: "mapping the readback buffer failed".into(),
-            });
+            return Err(self.failed("readback", "mapping the readback buffer failed"));
         }
         let data = staging
             .get_mapped_range(..)
-            .map_err(|e| Error::Gpu {
-                op: "readback",
-                adapter: self.info.name.clone(),
-                msg: e.to_string(),
-            })?
+            .map_err(|e| self.failed("readback", e))?
             .to_vec();
         staging.unmap();
         if flagged {
@@ -200,11 +198,7 @@ impl GpuContext {
         self.submit();
         self.device
             .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| Error::Gpu {
-                op: "synchronize",
-                adapter: self.info.name.clone(),
-                msg: e.to_string(),
-            })?;
+            .map_err(|e| self.failed("synchronize", e))?;
         self.take_error("synchronize")
     }
 }
