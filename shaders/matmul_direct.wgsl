@@ -9,8 +9,7 @@
 {{DECLS}}
 {{OPERANDS}}
 
-@compute @workgroup_size({{WX}}, {{WY}})
-fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+{{ENTRY}}
     let M = params.m;
     let N = params.n;
     let k0 = params.k_start;
@@ -19,9 +18,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     let bi = g.z;
     let r0 = (g.y * {{WY}}u + lid.y) * {{RM}}u;
     let c0 = (g.x * {{WX}}u + lid.x) * {{RN}}u;
-    if (r0 >= M || c0 >= N) {
-        return;
-    }
+{{EXIT}}
     // Generated for the tile (kernels/tile.rs): raI / cbJ, the positions of row r0 + I and
     // column c0 + J (row / column 0 past the edge, never stored), and the accumulators accI_J
     // of row r0 + I, columns c0 + 4J .. c0 + 4J + 3.

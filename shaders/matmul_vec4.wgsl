@@ -11,8 +11,7 @@
 @group(0) @binding(2) var<storage, read> b: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read_write> c: array<f32>;
 
-@compute @workgroup_size({{WX}}, {{WY}})
-fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+{{ENTRY}}
     let M = params.m;
     let N = params.n;
     let kstart = params.k_start;
@@ -21,9 +20,7 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     let bi = g.z;
     let r0 = (g.y * {{WY}}u + lid.y) * {{RM}}u;
     let c0 = (g.x * {{WX}}u + lid.x) * {{RN}}u;
-    if (r0 >= M || c0 >= N) {
-        return;
-    }
+{{EXIT}}
     let abase = params.off_a + bi * params.sab;
     let bbase = params.off_b + bi * params.sbb;
     let sam = params.sam;

@@ -70,11 +70,32 @@ fn every_tile_matches_the_cpu() -> Result<()> {
         return Ok(());
     };
     wgtorch::manual_seed(5);
-    for tile in Tile::CANDIDATES {
-        tune::force_gemm_tile(Some(tile));
-        common::check_matmul_layouts(&gpu)?;
-        check_direct(&gpu, &tile.to_string())?;
+    let ctx = gpu::context(0)?;
+    if ctx.adapter_name().contains("llvmpipe") && ctx.adapter_name().contains("256 bits") {
+        assert_eq!(
+            ctx.gemm_tiles(),
+            &Tile::WITH_SUBGROUPS[..],
+            "lavapipe's subgroups are 8 wide: the subgroup tiles go untested"
+        );
     }
+    // The subgroup tiles run with subgroups where offered, and as their portable shapes too.
+    let had = ctx.subgroups();
+    let mut portable_done = false;
+    for subgroups in [true, false] {
+        if ctx.set_subgroups(subgroups) != subgroups {
+            continue;
+        }
+        for tile in Tile::WITH_SUBGROUPS {
+            if portable_done && !tile.subgroup {
+                continue;
+            }
+            tune::force_gemm_tile(Some(tile));
+            common::check_matmul_layouts(&gpu)?;
+            check_direct(&gpu, &format!("{tile} (subgroups {subgroups})"))?;
+        }
+        portable_done = true;
+    }
+    ctx.set_subgroups(had);
     // The third block shape the generator writes (not a candidate: its kernels compile for
     // seconds on llvmpipe), on the vec4 kernel and the strided one, edges included.
     tune::force_gemm_tile(Some("4x8/8x4".parse().unwrap()));
@@ -113,7 +134,7 @@ fn every_tile_matches_the_cpu() -> Result<()> {
 }
 
 /// The bucket key of the matmul below, and the product itself against the CPU.
-fn tuned_matmul(gpu: &Device) -> Result<&'static str> {
+fn tuned_matmul(gpu: &Device) -> Result<String> {
     let a = Tensor::randn([40, 64], &Device::Cpu)?;
     let b = Tensor::randn([64, 48], &Device::Cpu)?;
     let got = a.to(gpu)?.matmul(&b.to(gpu)?)?;
@@ -124,7 +145,14 @@ fn tuned_matmul(gpu: &Device) -> Result<&'static str> {
         1e-4,
         1e-4,
     );
-    Ok("matmul_nn_f32_vec4|64|64|64|1")
+    // Tuned with subgroup tiles apart from without.
+    let tiles = gpu::context(0)?.gemm_tiles();
+    let sg = if tiles.iter().any(|t| t.subgroup) {
+        "|s"
+    } else {
+        ""
+    };
+    Ok(format!("matmul_nn_f32_vec4|64|64|64|1{sg}"))
 }
 
 fn tiles() -> Vec<(String, tune::Tuned)> {
@@ -165,9 +193,10 @@ fn the_tuner_picks_caches_and_reads_back() -> Result<()> {
     let t = tiles();
     let (_, tuned) = t
         .iter()
-        .find(|(k, _)| k == key)
+        .find(|(k, _)| *k == key)
         .expect("the bucket is tuned");
-    assert_eq!(tuned.times_us.len(), Tile::CANDIDATES.len());
+    let candidates = gpu::context(0)?.gemm_tiles();
+    assert_eq!(tuned.times_us.len(), candidates.len());
     assert!(
         tuned.times_us.iter().all(|(_, us)| us.is_some()),
         "{tuned:?}"
@@ -274,7 +303,7 @@ fn the_tuner_picks_caches_and_reads_back() -> Result<()> {
     )?;
     let t = tiles();
     assert_eq!(t.len(), 1, "{t:?}");
-    assert_eq!((t[0].0.as_str(), t[0].1.tile), (key, pick));
+    assert_eq!((t[0].0.as_str(), t[0].1.tile), (key.as_str(), pick));
     assert!(t[0].1.times_us.is_empty(), "read, not tuned");
     // ... and runs it (when the adapter times kernels).
     let ran: Vec<String> = prof
@@ -296,7 +325,7 @@ fn the_tuner_picks_caches_and_reads_back() -> Result<()> {
     .unwrap();
     tune::reset_gemm_tuning();
     tuned_matmul(&gpu)?;
-    assert_eq!(tiles()[0].1.times_us.len(), Tile::CANDIDATES.len());
+    assert_eq!(tiles()[0].1.times_us.len(), candidates.len());
     assert!(std::fs::read_to_string(&path).unwrap().starts_with(&header));
 
     // No directory: tuned in memory only.

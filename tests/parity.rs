@@ -309,3 +309,56 @@ fn reductions_match_the_cpu_with_and_without_subgroups() -> Result<()> {
     assert!(tried.contains(&false), "the portable kernels always run");
     Ok(())
 }
+
+/// Max pooling both ways, against the CPU: windows that tile the planes (one invocation per
+/// window in the backward pass), windows that leave rows and columns over or overlap (one per
+/// input element), with ties (the first maximum takes the gradient) and NaN, in each float
+/// storage.
+#[test]
+fn max_pool2d_matches_the_cpu_with_and_without_tiling_windows() -> Result<()> {
+    use wgtorch::DType;
+    let Some(gpu) = common::gpu() else {
+        return Ok(());
+    };
+    // (input [N, C, H, W], kernel, stride): the first two tile their planes.
+    let cases = [
+        ([2, 3, 8, 6], [2, 2], [2, 2]),
+        ([1, 2, 9, 8], [3, 2], [3, 2]),
+        ([2, 2, 7, 5], [2, 2], [2, 2]),
+        ([1, 3, 8, 8], [3, 3], [2, 2]),
+    ];
+    for (shape, kernel, stride) in cases {
+        let n: usize = shape.iter().product();
+        // Few distinct values: windows with ties.
+        let mut v: Vec<f32> = (0..n).map(|i| ((i * 37) % 5) as f32).collect();
+        v[3] = f32::NAN;
+        let weights: Vec<f32> = (0..n).map(|i| (i % 7) as f32 - 3.0).collect();
+        for dt in [DType::F32, DType::F16, DType::BF16] {
+            let run = |dev: &Device| -> Result<(Vec<f64>, Vec<f64>)> {
+                let x = Tensor::from_vec(v.clone(), shape, dev)?
+                    .to_dtype(dt)?
+                    .requires_grad_(true);
+                let opts = F::MaxPool2dOptions {
+                    stride: Some(stride.into()),
+                    ..Default::default()
+                };
+                let y = F::max_pool2d_with(&x, kernel, opts)?;
+                // A different weight per output, so that a misrouted gradient shows.
+                let wy: Vec<f32> = weights[..y.numel()].to_vec();
+                let w = Tensor::from_vec(wy, y.shape(), dev)?.to_dtype(dt)?;
+                y.mul(&w)?.sum_all()?.backward()?;
+                let g = x.grad().expect("x's gradient");
+                Ok((
+                    vals(&y.to_dtype(DType::F32)?),
+                    vals(&g.to_dtype(DType::F32)?),
+                ))
+            };
+            let (c, g) = (run(&Device::Cpu)?, run(&gpu)?);
+            let what = format!("max_pool2d {shape:?} kernel {kernel:?} stride {stride:?} {dt}");
+            // Exact (assert_close counts NaN against NaN as equal).
+            assert_close(&format!("{what}: output"), &g.0, &c.0, 0.0, 0.0);
+            assert_close(&format!("{what}: input gradient"), &g.1, &c.1, 0.0, 0.0);
+        }
+    }
+    Ok(())
+}

@@ -1,6 +1,7 @@
 //! One wgpu context per adapter, shared by every tensor on it: device and queue, the pipeline
 //! cache, the buffer pool and the pending command encoder.
 
+use super::kernels::Tile;
 use crate::{Device, Error, Result};
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -272,12 +273,33 @@ impl GpuContext {
         self.native_f16.store(v, Ordering::Relaxed);
         v
     }
-    /// Whether reductions run on subgroup operations (else on workgroup memory alone).
+    /// Whether kernels use subgroup operations: the reductions (else workgroup memory alone)
+    /// and, where subgroups are 8 wide, the GEMM tiles that share a side ([`Self::gemm_tiles`]).
     pub fn subgroups(&self) -> bool {
         self.subgroups.load(Ordering::Relaxed)
     }
-    /// Choose the reduction kernels: subgroup operations need the device's `SUBGROUP` (asking
-    /// for them without it keeps the portable kernels). Returns the choice now in force.
+    /// The tiles the tuner times for a GEMM on a CPU adapter: [`Tile::CANDIDATES`], then
+    /// [`Tile::SUBGROUP_CANDIDATES`] where subgroups are on and the adapter's are 8 lanes wide,
+    /// no more and no fewer (lavapipe on AVX2).
+    ///
+    /// ```
+    /// use wgtorch::backend::gpu::kernels::Tile;
+    /// if let Ok(ctx) = wgtorch::backend::gpu::context(0) {
+    ///     let had = ctx.subgroups();
+    ///     ctx.set_subgroups(false);
+    ///     assert_eq!(ctx.gemm_tiles(), &Tile::CANDIDATES[..]);
+    ///     ctx.set_subgroups(had);
+    /// }
+    /// ```
+    pub fn gemm_tiles(&self) -> &'static [Tile] {
+        let eight = (self.info.subgroup_min_size, self.info.subgroup_max_size) == (8, 8);
+        match self.subgroups() && eight {
+            true => &Tile::WITH_SUBGROUPS,
+            false => &Tile::CANDIDATES,
+        }
+    }
+    /// Choose whether kernels use subgroup operations: they need the device's `SUBGROUP`
+    /// (asking for them without it keeps the portable kernels). Returns the choice now in force.
     ///
     /// ```
     /// if let Ok(ctx) = wgtorch::backend::gpu::context(0) {

@@ -231,6 +231,14 @@ pub(crate) fn max_pool(x: &GpuStorage, g: &ConvGeom) -> Result<(GpuStorage, GpuS
     Ok((out, idx))
 }
 
+/// Whether the pooling windows of `g` tile its planes exactly: stride = kernel, no padding or
+/// dilation, and no rows or columns left over (`H = Ho * kh`, `W = Wo * kw`).
+fn tiles_planes(g: &ConvGeom) -> bool {
+    (g.sh, g.sw, g.ph, g.pw, g.dh, g.dw) == (g.kh, g.kw, 0, 0, 1, 1)
+        && g.ho.checked_mul(g.kh) == Some(g.h)
+        && g.wo.checked_mul(g.kw) == Some(g.w)
+}
+
 /// The input gradient of max pooling from the output gradient and the argmax indices.
 pub(crate) fn max_pool_backward(
     grad: &GpuStorage,
@@ -241,9 +249,24 @@ pub(crate) fn max_pool_backward(
     check_window(ctx, "max_pool2d_backward", g)?;
     let n = g.n * g.c * g.h * g.w;
     let out = output(ctx, "max_pool2d_backward", n, grad.dtype)?;
-    let k = Kernel::MaxPoolBackward(grad.ty());
     let bufs = [grad.raw(), idx.raw(), out.raw()];
     let op = "max_pool2d_backward";
-    launch(ctx, op, k, &window(n, g, 0), &[], &bufs, groups(n))?;
+    if tiles_planes(g) {
+        // Each input element in exactly one window: one invocation per window writes them all.
+        let windows = g.n * g.c * g.ho * g.wo;
+        let k = Kernel::MaxPoolBackwardTiles(grad.ty());
+        launch(
+            ctx,
+            op,
+            k,
+            &window(windows, g, 0),
+            &[],
+            &bufs,
+            groups(windows),
+        )?;
+    } else {
+        let k = Kernel::MaxPoolBackward(grad.ty());
+        launch(ctx, op, k, &window(n, g, 0), &[], &bufs, groups(n))?;
+    }
     Ok(out)
 }

@@ -74,6 +74,7 @@ const COL2IM: &str = include_str!("../../../shaders/col2im.wgsl");
 const ADAM: &str = include_str!("../../../shaders/adam.wgsl");
 const MAXPOOL: &str = include_str!("../../../shaders/maxpool.wgsl");
 const MAXPOOL_BACKWARD: &str = include_str!("../../../shaders/maxpool_backward.wgsl");
+const MAXPOOL_BACKWARD_TILES: &str = include_str!("../../../shaders/maxpool_backward_tiles.wgsl");
 const SORT_KEYS: &str = include_str!("../../../shaders/sort_keys.wgsl");
 const SORT_STEP: &str = include_str!("../../../shaders/sort_step.wgsl");
 const SORT_LOCAL: &str = include_str!("../../../shaders/sort_local.wgsl");
@@ -149,6 +150,8 @@ pub enum Kernel {
     MaxPool(GpuType),
     /// Max pooling's gradient from the argmax indices.
     MaxPoolBackward(GpuType),
+    /// Max pooling's gradient when the windows tile the planes: one invocation per window.
+    MaxPoolBackwardTiles(GpuType),
     /// Row sort (bitonic, `sort.rs`): (key, index) pairs of the padded rows.
     SortKeys,
     /// Row sort: one compare-exchange step.
@@ -349,7 +352,8 @@ fn layouts(a_t: bool, b_t: bool) -> String {
 
 /// A tile's part of a kernel key: `4x8_8x8` for rows x cols, workgroup.
 pub(super) fn tile_key(t: &Tile) -> String {
-    format!("{}x{}_{}x{}", t.rows, t.cols, t.wx, t.wy)
+    let s = if t.subgroup { "s" } else { "" };
+    format!("{}x{}_{}x{}{s}", t.rows, t.cols, t.wx, t.wy)
 }
 
 impl Kernel {
@@ -393,6 +397,7 @@ impl Kernel {
             Kernel::AdamF32 => "adam_f32".into(),
             Kernel::MaxPool(t) => format!("max_pool2d_{}", t.key()),
             Kernel::MaxPoolBackward(t) => format!("max_pool2d_backward_{}", t.key()),
+            Kernel::MaxPoolBackwardTiles(t) => format!("max_pool2d_backward_tiles_{}", t.key()),
             Kernel::SortKeys => "sort_keys".into(),
             Kernel::SortStep => "sort_step".into(),
             Kernel::SortLocal => "sort_local".into(),
@@ -435,7 +440,8 @@ impl Kernel {
             Kernel::Im2col(_)
             | Kernel::Col2im(_)
             | Kernel::MaxPool(_)
-            | Kernel::MaxPoolBackward(_) => of::<WindowParams>(),
+            | Kernel::MaxPoolBackward(_)
+            | Kernel::MaxPoolBackwardTiles(_) => of::<WindowParams>(),
             Kernel::AdamF32 => of::<AdamParams>(),
             Kernel::SortKeys => of::<SortKeysParams>(),
             Kernel::SortStep => of::<SortStepParams>(),
@@ -636,6 +642,11 @@ impl Kernel {
                 &[("grad", t, false), ("idx", I32, false), ("dst", t, true)],
                 &[],
             ),
+            Kernel::MaxPoolBackwardTiles(t) => fill(
+                MAXPOOL_BACKWARD_TILES,
+                &[("grad", t, false), ("idx", I32, false), ("dst", t, true)],
+                &[],
+            ),
             Kernel::SortKeys => fill(
                 SORT_KEYS,
                 &[("src", U32, false), ("keys", U32, true), ("idx", U32, true)],
@@ -694,9 +705,14 @@ impl Kernel {
                 v.extend(UnaryOp::ALL.iter().map(|&op| Kernel::Unary(op, t)));
                 for op in Gemm::ALL {
                     v.push(Kernel::Matmul(t, op));
-                    v.extend(Tile::CANDIDATES.map(|tile| Kernel::MatmulDirect(t, op, tile)));
+                    let tiles = Tile::CANDIDATES.iter().chain(&Tile::SUBGROUP_CANDIDATES);
+                    v.extend(tiles.map(|&tile| Kernel::MatmulDirect(t, op, tile)));
                 }
-                v.extend([Kernel::MaxPool(t), Kernel::MaxPoolBackward(t)]);
+                v.extend([
+                    Kernel::MaxPool(t),
+                    Kernel::MaxPoolBackward(t),
+                    Kernel::MaxPoolBackwardTiles(t),
+                ]);
             }
             if t != GpuType::U32 {
                 v.extend(ReduceOp::ALL.iter().flat_map(|&op| {

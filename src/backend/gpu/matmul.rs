@@ -69,6 +69,7 @@ pub(crate) fn matmul(
                 ty: GpuType::F32,
                 dims: [m, n, k, bs],
                 bufs: &bufs,
+                tiles: ctx.gemm_tiles(),
                 kernel,
                 run: |tile: Tile, bufs: &[&wgpu::Buffer]| {
                     let g = tile.groups(m, n, bs).map(u);
@@ -146,6 +147,7 @@ pub(super) fn gemm<P: KernelParams>(
         ty: t,
         dims: [m, n, k, batches],
         bufs,
+        tiles: ctx.gemm_tiles(),
         kernel,
         run: |tile: Tile, bufs: &[&wgpu::Buffer]| {
             let g = tile.groups(m, n, batches).map(u);

@@ -3,7 +3,9 @@
 //!
 //! A (kernel, shape bucket) on an adapter runs [`Tile::DEFAULT`] (the kernel of before the
 //! tuner) until it is tuned. Its first GEMM queues nothing, so that a fresh process's first step
-//! has the cores to itself; its second queues the other candidates of [`Tile::CANDIDATES`] for
+//! has the cores to itself; its second queues the other candidates (of [`Tile::CANDIDATES`], and
+//! [`Tile::SUBGROUP_CANDIDATES`] where the adapter's subgroups are 8 wide:
+//! [`GpuContext::gemm_tiles`]) for
 //! the context's background compiler (one bucket's at a time; on llvmpipe without its shader
 //! cache they take up to a second each). The first GEMM of the bucket once they are compiled (by
 //! this bucket, another of the same kernel, or a forced tile) runs each candidate twice on its
@@ -19,8 +21,9 @@
 //! runs are left out of the dispatch counters.
 //!
 //! `WGTORCH_GEMM_TILE` overrides it: `default` runs [`Tile::DEFAULT`] everywhere, a tile such as
-//! `8x4/8x8` forces that tile (the tests force each candidate), `tune` (or unset, or a value that
-//! is not a tile) tunes.
+//! `8x4/8x8` forces that tile (the tests force each candidate; a subgroup tile such as
+//! `8x4/16x4s` runs without subgroups where they are not offered), `tune` (or unset, or a value
+//! that is not a tile) tunes.
 //! `WGTORCH_CACHE_DIR` moves the cache (else `$XDG_CACHE_HOME/wgtorch`, `~/.cache/wgtorch`, or
 //! `%LOCALAPPDATA%\wgtorch`); `WGTORCH_CACHE_DIR=none` keeps results in memory only. Nothing is
 //! tuned in the browser, where a wait for the queue would block the page.
@@ -217,6 +220,8 @@ pub(super) struct TunedGemm<'a, K, R> {
     /// `[m, n, k, batches]`.
     pub dims: [usize; 4],
     pub bufs: &'a [&'a wgpu::Buffer],
+    /// The tiles to time, [`Tile::DEFAULT`] first ([`GpuContext::gemm_tiles`]).
+    pub tiles: &'static [Tile],
     pub kernel: K,
     pub run: R,
 }
@@ -229,14 +234,24 @@ where
     /// Run it in the tile that `WGTORCH_GEMM_TILE`, the tuned buckets or, once, the tuner pick.
     pub(super) fn launch(self, ctx: &Arc<GpuContext>) -> Result<()> {
         let key = match policy() {
+            // A subgroup tile runs in its portable form where it is not offered.
+            Policy::Fixed(t) if !self.tiles.contains(&t) => {
+                return (self.run)(t.portable(), self.bufs)
+            }
             Policy::Fixed(t) => return (self.run)(t, self.bufs),
             Policy::Tune => {
                 let suffix = format!("_{}", super::kernels::tile_key(&Tile::DEFAULT));
                 let family = (self.kernel)(Tile::DEFAULT).key();
-                bucket(family.trim_end_matches(&suffix), self.dims)
+                // Buckets tuned with subgroup tiles are apart from those tuned without.
+                let sg = if self.tiles.iter().any(|t| t.subgroup) {
+                    "|s"
+                } else {
+                    ""
+                };
+                bucket(family.trim_end_matches(&suffix), self.dims) + sg
             }
         };
-        if let Some(t) = known(ctx, &key) {
+        if let Some(t) = known(ctx, &key).filter(|t| self.tiles.contains(t)) {
             return (self.run)(self.compiled(ctx, t, &key), self.bufs);
         }
         #[cfg(not(target_arch = "wasm32"))]
@@ -295,7 +310,8 @@ where
             return None;
         }
         // The default is compiled by its own runs.
-        let missing: Vec<Kernel> = Tile::CANDIDATES
+        let missing: Vec<Kernel> = self
+            .tiles
             .iter()
             .filter(|&&t| t != Tile::DEFAULT)
             .map(|&t| (self.kernel)(t))
@@ -353,7 +369,7 @@ where
         let mut times = Vec::new();
         // Whether the runs are timed by timestamps: decided by the first, held by the rest.
         let mut stamped = None;
-        for (i, &tile) in Tile::CANDIDATES.iter().enumerate() {
+        for (i, &tile) in self.tiles.iter().enumerate() {
             // The default writes the result; the others a scratch buffer of its size, of their
             // own (a pooled one could still be read by work another thread recorded), NaN
             // everywhere first (all-ones bits in every float storage) so that an output the
@@ -399,7 +415,7 @@ where
                 best = best.min(secs);
                 if i == 0 && rep == 1 {
                     // The rest must fit in the budget.
-                    let rest = 2.0 * (Tile::CANDIDATES.len() - 1) as f64 * wall;
+                    let rest = 2.0 * (self.tiles.len() - 1) as f64 * wall;
                     let room = left.saturating_sub(start.elapsed()).as_secs_f64();
                     if rest > room {
                         return Ok(None);
@@ -622,8 +638,7 @@ mod disk {
             .filter_map(|l| {
                 let (k, t) = l.split_once('\t')?;
                 let tile: Tile = t.parse().ok()?;
-                Tile::CANDIDATES
-                    .contains(&tile)
+                (Tile::CANDIDATES.contains(&tile) || Tile::SUBGROUP_CANDIDATES.contains(&tile))
                     .then(|| (k.to_string(), tile))
             })
             .collect()

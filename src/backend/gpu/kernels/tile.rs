@@ -2,18 +2,31 @@
 //! invocation accumulates in registers and how invocations group, and the WGSL each shape
 //! generates, written out without private arrays in the loop (a CPU adapter may keep those in
 //! memory). The tuner (`gpu/tune.rs`) times them per adapter and shape.
+//!
+//! Where the adapter's subgroups are 8 invocations wide (lavapipe on AVX2), both kernels also
+//! have subgroup tiles: the eight lanes of a subgroup share the 8 rows (or columns) of their
+//! blocks, each loads one of them (the vec4 kernel: a quarter of them, four k each), and
+//! `subgroupBroadcast` hands it to the others. llvmpipe loads from storage one lane at a time
+//! (a loop over the SIMD lanes), so this turns eight loads per step into one; a broadcast is a
+//! register shuffle. On lavapipe this doubles the GEMMs of the SimpleCNN step and sgemm.
 
 /// The register block and workgroup of a CPU adapter's GEMM kernel (`MatmulDirect`,
 /// `MatmulVec4`): each invocation computes a `rows × cols` block of the output, a workgroup is
 /// `wx × wy` invocations (x along the columns). The block is 4x4, 8x4 or 4x8 (larger ones
 /// compile for tens of seconds on llvmpipe and were not faster), a workgroup has at most 256
-/// invocations.
+/// invocations. A subgroup tile (`subgroup`, written with a trailing `s`) shares its 8 rows (an
+/// 8x4 block, `wx` a multiple of 8) or 8 columns (4x8, `wy` a multiple of 8) across the lanes of
+/// a subgroup of 8, which the tuner offers where the adapter's subgroups are 8 wide.
 ///
 /// ```
 /// use wgtorch::backend::gpu::kernels::Tile;
 /// let t: Tile = "8x4/16x4".parse().unwrap();
 /// assert_eq!((t.rows, t.cols, t.wx, t.wy), (8, 4, 16, 4));
 /// assert_eq!(t.to_string(), "8x4/16x4");
+/// let s: Tile = "8x4/16x4s".parse().unwrap();
+/// assert!(s.subgroup && s.to_string() == "8x4/16x4s");
+/// assert!("4x4/8x8s".parse::<Tile>().is_err()); // no side of 8 to share
+/// assert!("8x4/4x16s".parse::<Tile>().is_err()); // a subgroup's 8 lanes would span rows
 /// assert_eq!(Tile::DEFAULT.to_string(), "4x4/8x8");
 /// assert!("3x4/8x8".parse::<Tile>().is_err());
 /// assert!("8x8/8x8".parse::<Tile>().is_err());
@@ -29,6 +42,8 @@ pub struct Tile {
     pub wx: u32,
     /// Invocations per workgroup along the rows.
     pub wy: u32,
+    /// The 8 rows (8x4) or columns (4x8) of a block are loaded once per subgroup and broadcast.
+    pub subgroup: bool,
 }
 
 impl Tile {
@@ -38,6 +53,7 @@ impl Tile {
         cols: 4,
         wx: 8,
         wy: 8,
+        subgroup: false,
     };
 
     /// The shapes the tuner times, [`Tile::DEFAULT`] first: those that won a GEMM of the
@@ -50,20 +66,71 @@ impl Tile {
             cols: 4,
             wx: 8,
             wy: 8,
+            subgroup: false,
         },
         Tile {
             rows: 4,
             cols: 4,
             wx: 16,
             wy: 4,
+            subgroup: false,
         },
         Tile {
             rows: 8,
             cols: 4,
             wx: 16,
             wy: 4,
+            subgroup: false,
         },
     ];
+
+    /// The subgroup tiles (after [`Tile::CANDIDATES`] where the adapter's subgroups are 8
+    /// wide): each shares the 8 rows or columns of its blocks across a subgroup.
+    pub const SUBGROUP_CANDIDATES: [Tile; 3] = [
+        Tile {
+            rows: 8,
+            cols: 4,
+            wx: 8,
+            wy: 8,
+            subgroup: true,
+        },
+        Tile {
+            rows: 8,
+            cols: 4,
+            wx: 16,
+            wy: 4,
+            subgroup: true,
+        },
+        Tile {
+            rows: 4,
+            cols: 8,
+            wx: 8,
+            wy: 8,
+            subgroup: true,
+        },
+    ];
+
+    /// [`Tile::CANDIDATES`], then [`Tile::SUBGROUP_CANDIDATES`].
+    pub const WITH_SUBGROUPS: [Tile; 7] = {
+        let mut all = [Tile::DEFAULT; 7];
+        let mut i = 0;
+        while i < 7 {
+            all[i] = match i < 4 {
+                true => Tile::CANDIDATES[i],
+                false => Tile::SUBGROUP_CANDIDATES[i - 4],
+            };
+            i += 1;
+        }
+        all
+    };
+
+    /// The same shape without subgroup operations.
+    pub fn portable(self) -> Tile {
+        Tile {
+            subgroup: false,
+            ..self
+        }
+    }
 
     /// The grid covering `[m, n]` outputs in `batches`: (column groups, row groups, batches).
     pub(crate) fn groups(self, m: usize, n: usize, batches: usize) -> [usize; 3] {
@@ -79,7 +146,29 @@ impl Tile {
     /// origin of each invocation's block, and the generated `{{SETUP}}`, `{{STEP}}`, `{{ACC}}` (the accumulators, `{{NACC}}` of them).
     fn fill(self, template: &str, setup: &str, step: &str, acc: &str) -> String {
         let nacc = acc.split(", ").count();
+        let (wx, wy) = (self.wx, self.wy);
+        let (entry, exit) = if !self.subgroup {
+            (
+                format!("@compute @workgroup_size({wx}, {wy})\nfn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {{"),
+                "    if (r0 >= M || c0 >= N) {\n        return;\n    }".to_string(),
+            )
+        } else {
+            // The invocation's place from its subgroup and lane, not from its local index (the
+            // API leaves the order of lanes open): the 8 lanes of a subgroup lie along one row
+            // of the workgroup (an 8x4 block: they share its rows) or one column (4x8).
+            let lid = if self.rows == 8 {
+                format!("vec2<u32>((sg % {0}u) * 8u + sl, sg / {0}u)", wx / 8)
+            } else {
+                format!("vec2<u32>(sg / {0}u, (sg % {0}u) * 8u + sl)", wy / 8)
+            };
+            (
+                format!("@compute @workgroup_size({})\nfn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(subgroup_id) sg: u32, @builtin(subgroup_invocation_id) sl: u32) {{\n    let lid = {lid};", wx * wy),
+                "    // No early exit: the subgroup's lanes all load what they broadcast.".to_string(),
+            )
+        };
         template
+            .replace("{{ENTRY}}", &entry)
+            .replace("{{EXIT}}", &exit)
             .replace("{{NACC}}", &nacc.to_string())
             .replace("{{WX}}", &self.wx.to_string())
             .replace("{{WY}}", &self.wy.to_string())
@@ -96,9 +185,12 @@ impl Tile {
     pub(crate) fn direct(self, template: &str) -> String {
         let (rm, rn4) = (self.rows, self.cols / 4);
         let mut setup = String::new();
-        // Rows and columns past the edge read row / column 0 and are never stored.
+        // Rows and columns past the edge read row / column 0 and are never stored (a subgroup
+        // tile's lanes all run the loop, so its first row and column are checked too).
+        let sg = self.subgroup;
+        let (share_rows, share_cols) = (sg && rm == 8, sg && rm != 8);
         let pos = |name: &str, f: &str, v: &str, bound: &str, i: u32| {
-            if i == 0 {
+            if i == 0 && !sg {
                 format!("    let {name}{i} = {f}(bi, {v});\n")
             } else {
                 format!(
@@ -106,11 +198,23 @@ impl Tile {
                 )
             }
         };
-        for i in 0..rm {
-            setup += &pos("ra", "row_pos", "r0", "M", i);
+        // A shared side's positions: lane `sl`'s row (column) of the block.
+        let lane = |name: &str, f: &str, v: &str, bound: &str| {
+            format!("    let {name} = {f}(bi, select(0u, {v} + sl, {v} + sl < {bound}));\n")
+        };
+        if share_rows {
+            setup += &lane("ral", "row_pos", "r0", "M");
+        } else {
+            for i in 0..rm {
+                setup += &pos("ra", "row_pos", "r0", "M", i);
+            }
         }
-        for j in 0..self.cols {
-            setup += &pos("cb", "col_pos", "c0", "N", j);
+        if share_cols {
+            setup += &lane("cbl", "col_pos", "c0", "N");
+        } else {
+            for j in 0..self.cols {
+                setup += &pos("cb", "col_pos", "c0", "N", j);
+            }
         }
         let mut step = String::new();
         for i in 0..rm {
@@ -118,8 +222,17 @@ impl Tile {
                 line(&mut setup, format!("    var acc{i}_{j} = vec4<f32>();"));
             }
         }
+        if share_cols {
+            line(&mut step, "        let bl = load_b(kp, cbl);".into());
+        }
+        if share_rows {
+            line(&mut step, "        let al = load_a(ral, kp);".into());
+        }
         for j in 0..rn4 {
-            let c = |t: u32| format!("load_b(kp, cb{})", 4 * j + t);
+            let c = |t: u32| match share_cols {
+                true => format!("subgroupBroadcast(bl, {}u)", 4 * j + t),
+                false => format!("load_b(kp, cb{})", 4 * j + t),
+            };
             let (c0, c1, c2, c3) = (c(0), c(1), c(2), c(3));
             line(
                 &mut step,
@@ -127,7 +240,11 @@ impl Tile {
             );
         }
         for i in 0..rm {
-            line(&mut step, format!("        let av{i} = load_a(ra{i}, kp);"));
+            let a = match share_rows {
+                true => format!("subgroupBroadcast(al, {i}u)"),
+                false => format!("load_a(ra{i}, kp)"),
+            };
+            line(&mut step, format!("        let av{i} = {a};"));
             for j in 0..rn4 {
                 line(
                     &mut step,
@@ -149,62 +266,99 @@ impl Tile {
         let (bm, bn) = (self.rows / 4, self.cols / 4);
         let mut setup = String::new();
         let mut step = String::new();
+        let (share_rows, share_cols) = (self.subgroup && bm == 2, self.subgroup && bn == 2);
+        let mat = |v: [String; 4], transposed: bool| {
+            let m = format!("mat4x4<f32>({}, {}, {}, {})", v[0], v[1], v[2], v[3]);
+            match transposed {
+                true => format!("transpose({m})"),
+                false => m,
+            }
+        };
+        // A shared side's 8 rows (columns) by 4 k come from one vec4 load per lane: along k (A
+        // by rows, B transposed) lane `sl` loads its own row's (column's) four; across (A
+        // transposed, B by rows) lane `sl` loads k + sl / 2 of rows (columns)
+        // 4 * (sl % 2) .. + 3. `bc(v, l)` is lane l's `v`.
+        let bc = |v: &str, l: u32| format!("subgroupBroadcast({v}, {l}u)");
         // Rows and columns past the edge read the last ones and are never stored. A vec4 read
         // along the rows (A transposed) or the columns (B by rows) starts at most 4 before the
         // end, which the layout check makes a multiple of 4.
+        let shared = [
+            (
+                share_rows && a_t,
+                "    let rsl = min(r0 + 4u * (sl % 2u), M - 4u);",
+                "        let al = a[(abase + (k + sl / 2u) * sak + rsl) >> 2u];",
+            ),
+            (
+                share_rows && !a_t,
+                "    let ral = min(r0 + sl, M - 1u);",
+                "        let al = a[(abase + ral * sam + k) >> 2u];",
+            ),
+            (
+                share_cols && b_t,
+                "    let cbl = min(c0 + sl, N - 1u);",
+                "        let bl = b[(bbase + cbl * sbn + k) >> 2u];",
+            ),
+            (
+                share_cols && !b_t,
+                "    let csl = min(c0 + 4u * (sl % 2u), N - 4u);",
+                "        let bl = b[(bbase + (k + sl / 2u) * sbk + csl) >> 2u];",
+            ),
+        ];
+        for (on, pos, load) in shared {
+            if on {
+                line(&mut setup, pos.into());
+                line(&mut step, load.into());
+            }
+        }
         for i in 0..bm {
             let r = 4 * i;
-            if a_t {
-                line(
-                    &mut setup,
-                    format!("    let rs{i} = min(r0 + {r}u, M - 4u);"),
-                );
-                let v = |t: u32| format!("a[(abase + (k + {t}u) * sak + rs{i}) >> 2u]");
-                let (v0, v1, v2, v3) = (v(0), v(1), v(2), v(3));
-                line(
-                    &mut step,
-                    format!("        let am{i} = mat4x4<f32>({v0}, {v1}, {v2}, {v3});"),
-                );
-            } else {
-                let rows = (0..4)
-                    .map(|t| format!("min(r0 + {}u, M - 1u)", r + t))
-                    .collect::<Vec<_>>()
-                    .join(", ");
-                line(&mut setup, format!("    let ra{i} = vec4<u32>({rows});"));
-                let v = |c: &str| format!("a[(abase + ra{i}.{c} * sam + k) >> 2u]");
-                let (v0, v1, v2, v3) = (v("x"), v("y"), v("z"), v("w"));
-                line(
-                    &mut step,
-                    format!("        let am{i} = transpose(mat4x4<f32>({v0}, {v1}, {v2}, {v3}));"),
-                );
-            }
+            let m = match (share_rows, a_t) {
+                (true, true) => mat([i, 2 + i, 4 + i, 6 + i].map(|l| bc("al", l)), false),
+                (true, false) => mat([r, r + 1, r + 2, r + 3].map(|l| bc("al", l)), true),
+                (false, true) => {
+                    line(
+                        &mut setup,
+                        format!("    let rs{i} = min(r0 + {r}u, M - 4u);"),
+                    );
+                    let v = |t: u32| format!("a[(abase + (k + {t}u) * sak + rs{i}) >> 2u]");
+                    mat([0, 1, 2, 3].map(v), false)
+                }
+                (false, false) => {
+                    let rows = (0..4)
+                        .map(|t| format!("min(r0 + {}u, M - 1u)", r + t))
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    line(&mut setup, format!("    let ra{i} = vec4<u32>({rows});"));
+                    let v = |c: &str| format!("a[(abase + ra{i}.{c} * sam + k) >> 2u]");
+                    mat(["x", "y", "z", "w"].map(v), true)
+                }
+            };
+            line(&mut step, format!("        let am{i} = {m};"));
         }
         for j in 0..bn {
             let c = 4 * j;
-            if b_t {
-                let cols = (0..4)
-                    .map(|t| format!("min(c0 + {}u, N - 1u)", c + t))
-                    .collect::<Vec<_>>()
-                    .join(", ");
-                line(&mut setup, format!("    let cb{j} = vec4<u32>({cols});"));
-                let v = |x: &str| format!("b[(bbase + cb{j}.{x} * sbn + k) >> 2u]");
-                let (v0, v1, v2, v3) = (v("x"), v("y"), v("z"), v("w"));
-                line(
-                    &mut step,
-                    format!("        let bm{j} = mat4x4<f32>({v0}, {v1}, {v2}, {v3});"),
-                );
-            } else {
-                line(
-                    &mut setup,
-                    format!("    let cs{j} = min(c0 + {c}u, N - 4u);"),
-                );
-                let v = |t: u32| format!("b[(bbase + (k + {t}u) * sbk + cs{j}) >> 2u]");
-                let (v0, v1, v2, v3) = (v(0), v(1), v(2), v(3));
-                line(
-                    &mut step,
-                    format!("        let bm{j} = transpose(mat4x4<f32>({v0}, {v1}, {v2}, {v3}));"),
-                );
-            }
+            let m = match (share_cols, b_t) {
+                (true, true) => mat([c, c + 1, c + 2, c + 3].map(|l| bc("bl", l)), false),
+                (true, false) => mat([j, 2 + j, 4 + j, 6 + j].map(|l| bc("bl", l)), true),
+                (false, true) => {
+                    let cols = (0..4)
+                        .map(|t| format!("min(c0 + {}u, N - 1u)", c + t))
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    line(&mut setup, format!("    let cb{j} = vec4<u32>({cols});"));
+                    let v = |x: &str| format!("b[(bbase + cb{j}.{x} * sbn + k) >> 2u]");
+                    mat(["x", "y", "z", "w"].map(v), false)
+                }
+                (false, false) => {
+                    line(
+                        &mut setup,
+                        format!("    let cs{j} = min(c0 + {c}u, N - 4u);"),
+                    );
+                    let v = |t: u32| format!("b[(bbase + (k + {t}u) * sbk + cs{j}) >> 2u]");
+                    mat([0, 1, 2, 3].map(v), true)
+                }
+            };
+            line(&mut step, format!("        let bm{j} = {m};"));
         }
         for i in 0..bm {
             for j in 0..bn {
@@ -225,7 +379,8 @@ impl Tile {
 
 impl std::fmt::Display for Tile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}x{}/{}x{}", self.rows, self.cols, self.wx, self.wy)
+        let s = if self.subgroup { "s" } else { "" };
+        write!(f, "{}x{}/{}x{}{s}", self.rows, self.cols, self.wx, self.wy)
     }
 }
 
@@ -235,8 +390,9 @@ impl std::str::FromStr for Tile {
     fn from_str(s: &str) -> Result<Tile, String> {
         let bad = || {
             format!(
-                "a GEMM tile is ROWSxCOLS/WXxWY (a block of 4x4, 8x4 or 4x8 outputs, at most 256 \
-                 invocations), e.g. {}; got {s:?}",
+                "a GEMM tile is ROWSxCOLS/WXxWY[s] (a block of 4x4, 8x4 or 4x8 outputs, at most \
+                 256 invocations; `s` shares an 8x4 block's rows across 8 lanes of a row of \
+                 invocations, or a 4x8 block's columns along a column), e.g. {}; got {s:?}",
                 Tile::DEFAULT
             )
         };
@@ -245,12 +401,32 @@ impl std::str::FromStr for Tile {
             Some((a.trim().parse().ok()?, b.trim().parse().ok()?))
         };
         let (block, wg) = s.split_once('/').ok_or_else(bad)?;
+        let (wg, subgroup) = match wg.strip_suffix('s') {
+            Some(w) => (w, true),
+            None => (wg, false),
+        };
         let ((rows, cols), (wx, wy)) = (pair(block).ok_or_else(bad)?, pair(wg).ok_or_else(bad)?);
         let block_ok = matches!((rows, cols), (4, 4) | (8, 4) | (4, 8));
         if !block_ok || wx == 0 || wy == 0 || wx.checked_mul(wy).is_none_or(|p| p > 256) {
             return Err(bad());
         }
-        Ok(Tile { rows, cols, wx, wy })
+        // A subgroup of 8 lanes shares the 8 rows along a row of invocations, or the 8
+        // columns along a column.
+        let shares = match (rows, cols) {
+            (8, 4) => wx % 8 == 0,
+            (4, 8) => wy % 8 == 0,
+            _ => false,
+        };
+        if subgroup && !shares {
+            return Err(bad());
+        }
+        Ok(Tile {
+            rows,
+            cols,
+            wx,
+            wy,
+            subgroup,
+        })
     }
 }
 
