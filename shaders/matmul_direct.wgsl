@@ -20,8 +20,9 @@
     let c0 = (g.x * {{WX}}u + lid.x) * {{RN}}u;
 {{EXIT}}
     // Generated for the tile (kernels/tile.rs): raI / cbJ, the positions of row r0 + I and
-    // column c0 + J (row / column 0 past the edge, never stored), and the accumulators accI_J
-    // of row r0 + I, columns c0 + 4J .. c0 + 4J + 3.
+    // column c0 + J (row / column 0 past the edge, never stored; a subgroup tile has ral or cbl
+    // instead, the position of its lane's row or column of the shared side), and the
+    // accumulators accI_J of row r0 + I, columns c0 + 4J .. c0 + 4J + 3.
 {{SETUP}}
     var kp = k_pos(bi, k0);
     for (var k = k0; k < k1; k = k + 1u) {

@@ -9,6 +9,7 @@ mod fuzz;
 
 use common::{assert_close, vals};
 use wgtorch::nn::functional as F;
+use wgtorch::profiler::{profile, ProfileOptions, ProfilerActivity};
 use wgtorch::{Device, Result, Tensor};
 
 fn both(shape: &[usize], gpu: &Device) -> Result<(Tensor, Tensor)> {
@@ -332,7 +333,9 @@ fn max_pool2d_matches_the_cpu_with_and_without_tiling_windows() -> Result<()> {
         // Few distinct values: windows with ties.
         let mut v: Vec<f32> = (0..n).map(|i| ((i * 37) % 5) as f32).collect();
         v[3] = f32::NAN;
-        let weights: Vec<f32> = (0..n).map(|i| (i % 7) as f32 - 3.0).collect();
+        // Non-zero: a gradient routed to the wrong element shows.
+        let weights: Vec<f32> = (0..n).map(|i| (i % 7) as f32 + 1.0).collect();
+        let tiles = stride == kernel && shape[2] % kernel[0] == 0 && shape[3] % kernel[1] == 0;
         for dt in [DType::F32, DType::F16, DType::BF16] {
             let run = |dev: &Device| -> Result<(Vec<f64>, Vec<f64>)> {
                 let x = Tensor::from_vec(v.clone(), shape, dev)?
@@ -353,8 +356,29 @@ fn max_pool2d_matches_the_cpu_with_and_without_tiling_windows() -> Result<()> {
                     vals(&g.to_dtype(DType::F32)?),
                 ))
             };
-            let (c, g) = (run(&Device::Cpu)?, run(&gpu)?);
+            let c = run(&Device::Cpu)?;
+            let mut g = None;
+            let prof = profile(
+                ProfileOptions {
+                    activities: &[ProfilerActivity::Gpu],
+                    ..Default::default()
+                },
+                |_| {
+                    g = Some(run(&gpu)?);
+                    Ok(())
+                },
+            )?;
+            let g = g.expect("ran");
             let what = format!("max_pool2d {shape:?} kernel {kernel:?} stride {stride:?} {dt}");
+            // The per-window kernel ran where the windows tile the planes (where the adapter
+            // times kernels; the profiler also sees the other tests' kernels, so only this way).
+            if tiles && prof.gpu_time_unavailable().is_empty() {
+                let ran = prof
+                    .gpu_kernels()
+                    .iter()
+                    .any(|k| k.name.contains("backward_tiles"));
+                assert!(ran, "{what}: the per-window kernel did not run");
+            }
             // Exact (assert_close counts NaN against NaN as equal).
             assert_close(&format!("{what}: output"), &g.0, &c.0, 0.0, 0.0);
             assert_close(&format!("{what}: input gradient"), &g.1, &c.1, 0.0, 0.0);

@@ -143,7 +143,8 @@ pub(crate) async fn create(ordinal: usize) -> std::result::Result<GpuContext, St
     // without them (to see the profiler on an adapter that has none).
     let timestamps = adapter.features().contains(wgpu::Features::TIMESTAMP_QUERY)
         && std::env::var("WGTORCH_NO_TIMESTAMPS").is_err();
-    // Subgroup operations for reductions; WGTORCH_NO_SUBGROUPS opens the device without them.
+    // Subgroup operations for reductions and the GEMM tiles that share a side;
+    // WGTORCH_NO_SUBGROUPS opens the device without them.
     // Natively only: no browser this project tests in offers them, so the page keeps the
     // portable kernels.
     let subgroups = adapter.features().contains(wgpu::Features::SUBGROUP)

@@ -678,7 +678,8 @@ impl Kernel {
             Kernel::SortIndices,
         ];
         for (a_t, b_t) in [(false, false), (false, true), (true, false), (true, true)] {
-            v.extend(Tile::CANDIDATES.map(|tile| Kernel::MatmulVec4 { a_t, b_t, tile }));
+            let tiles = Tile::CANDIDATES.iter().chain(&Tile::SUBGROUP_CANDIDATES);
+            v.extend(tiles.map(|&tile| Kernel::MatmulVec4 { a_t, b_t, tile }));
             v.push(Kernel::MatmulTiledVec4 { a_t, b_t });
         }
         v.extend(UnaryOp::ALL.iter().map(|&op| Kernel::UnaryVec4(op)));

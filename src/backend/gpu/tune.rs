@@ -80,6 +80,17 @@ pub struct Tuned {
     pub timestamps: bool,
 }
 
+/// A bucket's candidates timed so far (the tiles in the tuner's order, the default first), when
+/// the budget ran out before all were: the next attempt, in this process or a later one (from
+/// the disk cache), times the rest.
+#[derive(Clone, Debug, PartialEq)]
+struct Progress {
+    /// Timed by timestamp queries (else the wall clock); an attempt that times otherwise
+    /// starts over.
+    timestamps: bool,
+    times: Vec<(Tile, Option<f64>)>,
+}
+
 struct State {
     policy: Option<Policy>,
     budget: Duration,
@@ -90,6 +101,11 @@ struct State {
     skipped: BTreeSet<(usize, String)>,
     /// Buckets (adapter, key) launched before in this process.
     seen: BTreeSet<(usize, String)>,
+    /// Buckets (adapter, key) timed in part.
+    progress: BTreeMap<(usize, String), Progress>,
+    /// Kernels (adapter, pipeline key) a trial has run in this process: the driver has
+    /// generated their code (llvmpipe does at a pipeline's first dispatch), one run times them.
+    warm: BTreeSet<(usize, String)>,
 }
 
 static STATE: Mutex<State> = Mutex::new(State {
@@ -99,6 +115,8 @@ static STATE: Mutex<State> = Mutex::new(State {
     spent: Duration::ZERO,
     skipped: BTreeSet::new(),
     seen: BTreeSet::new(),
+    progress: BTreeMap::new(),
+    warm: BTreeSet::new(),
 });
 /// Held while a bucket is tuned (one at a time; another thread meanwhile runs the default).
 #[cfg(not(target_arch = "wasm32"))]
@@ -185,6 +203,8 @@ pub fn reset_gemm_tuning() {
     s.tuned.clear();
     s.skipped.clear();
     s.seen.clear();
+    s.progress.clear();
+    s.warm.clear();
     s.spent = Duration::ZERO;
 }
 
@@ -234,8 +254,9 @@ where
     /// Run it in the tile that `WGTORCH_GEMM_TILE`, the tuned buckets or, once, the tuner pick.
     pub(super) fn launch(self, ctx: &Arc<GpuContext>) -> Result<()> {
         let key = match policy() {
-            // A subgroup tile runs in its portable form where it is not offered.
-            Policy::Fixed(t) if !self.tiles.contains(&t) => {
+            // A subgroup tile runs in its portable form where the adapter's subgroups are not
+            // 8 wide (or are off).
+            Policy::Fixed(t) if t.subgroup && !self.tiles.iter().any(|c| c.subgroup) => {
                 return (self.run)(t.portable(), self.bufs)
             }
             Policy::Fixed(t) => return (self.run)(t, self.bufs),
@@ -255,13 +276,20 @@ where
             return (self.run)(self.compiled(ctx, t, &key), self.bufs);
         }
         #[cfg(not(target_arch = "wasm32"))]
-        if let Some(tuned) = self.tune(ctx, &key) {
+        if let Some(ran) = self.tune(ctx, &key) {
             let mut s = STATE.lock();
-            let entry = s.tuned.entry(ctx.ordinal).or_default();
-            entry.1.insert(key, tuned);
-            let all = entry.1.clone();
+            if let Some(tuned) = ran {
+                s.tuned.entry(ctx.ordinal).or_default().1.insert(key, tuned);
+            }
+            let all = s.tuned.entry(ctx.ordinal).or_default().1.clone();
+            let progress: Vec<_> = s
+                .progress
+                .iter()
+                .filter(|((o, _), _)| *o == ctx.ordinal)
+                .map(|((_, k), p)| (k.clone(), p.clone()))
+                .collect();
             drop(s);
-            disk::store(ctx, &all);
+            disk::store(ctx, &all, &progress);
             // The default's run left the result in the output.
             return Ok(());
         }
@@ -287,13 +315,16 @@ where
         tile
     }
 
-    /// Time every candidate on this GEMM within what is left of the budget: `None` when the
-    /// budget is spent or the runs would pass it, another thread is tuning, the candidates are
-    /// still compiling (queued here when the background worker is idle, so that it compiles one
-    /// bucket's at a time), or a candidate failed to compile or launch (the GEMM then runs, and
-    /// reports its own errors, as untuned). A bucket given up is not tried again in this process.
+    /// Time the candidates on this GEMM within what is left of the budget, going on from those
+    /// timed before: `Some(Some(_))` when the last is timed (tuned), `Some(None)` when the budget
+    /// ran out after some (kept, for the next attempt or process); in both the default's run
+    /// wrote the output. `None` (the default then runs) when the budget is spent, another
+    /// thread is tuning, the candidates are still compiling (queued here when the background
+    /// worker is idle, so that it compiles one bucket's at a time), a candidate failed to
+    /// compile or launch (the GEMM then runs, and reports its own errors, as untuned), or an
+    /// attempt timed nothing new: such a bucket is not tried again in this process.
     #[cfg(not(target_arch = "wasm32"))]
-    fn tune(&self, ctx: &Arc<GpuContext>, key: &str) -> Option<Tuned> {
+    fn tune(&self, ctx: &Arc<GpuContext>, key: &str) -> Option<Option<Tuned>> {
         use std::time::Instant;
         let _lock = TUNING.try_lock()?;
         let skip = || {
@@ -337,28 +368,56 @@ where
         {
             return None;
         }
+        let id = (ctx.ordinal, key.to_string());
+        let before = STATE.lock().progress.get(&id).cloned();
         let start = Instant::now();
-        let res = self.measure(ctx, start, left).ok().flatten();
+        let res = self
+            .measure(ctx, start, left, before.as_ref())
+            .ok()
+            .flatten();
         TRIAL.set(false);
-        STATE.lock().spent += start.elapsed();
-        if res.is_none() {
+        let mut s = STATE.lock();
+        s.spent += start.elapsed();
+        let complete = |p: &Progress| p.times.len() == self.tiles.len();
+        let Some((now, _)) = res.filter(|(p, new)| *new > 0 || complete(p)) else {
+            drop(s);
             skip();
+            return None;
+        };
+        if !complete(&now) {
+            s.progress.insert(id, now);
+            return Some(None);
         }
-        res
+        s.progress.remove(&id);
+        let tile = now
+            .times
+            .iter()
+            .filter_map(|(t, us)| Some((*t, (*us)?)))
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .map_or(Tile::DEFAULT, |(t, _)| t);
+        Some(Some(Tuned {
+            tile,
+            dims: self.dims,
+            times_us: now.times,
+            timestamps: now.timestamps,
+        }))
     }
 
-    /// Run every candidate twice (a bucket whose runs would pass the budget is given up: one
-    /// run alone may include the driver's code generation) and pick the fastest of those whose
-    /// output agrees with the default's. Runs are timed by timestamp queries around their
-    /// compute passes where the adapter has them (the kernels' own time), else by the wall clock
-    /// around a wait for the queue.
+    /// Run the default and then each candidate not timed `before` twice (one run alone may
+    /// include the driver's code generation), while two more runs of the default's time fit in
+    /// what is `left`, refusing those whose output differs from the default's: the times so far,
+    /// in the tiles' order (`before`'s kept when timed by the same clock), and how many
+    /// candidates this call timed. Runs are timed by
+    /// timestamp queries around their compute passes where the adapter has them (the kernels'
+    /// own time), else by the wall clock around a wait for the queue.
     #[cfg(not(target_arch = "wasm32"))]
     fn measure(
         &self,
         ctx: &Arc<GpuContext>,
         start: std::time::Instant,
         left: Duration,
-    ) -> Result<Option<Tuned>> {
+        before: Option<&Progress>,
+    ) -> Result<Option<(Progress, usize)>> {
         use std::time::Instant;
         let wait = || ctx.device.poll(wgpu::PollType::wait_indefinitely()).is_ok();
         // The output's bytes, in whole words (copies move words).
@@ -369,7 +428,29 @@ where
         let mut times = Vec::new();
         // Whether the runs are timed by timestamps: decided by the first, held by the rest.
         let mut stamped = None;
+        // One run for the default (the op's own: the bucket ran before, so the driver has its
+        // code) and for a kernel a trial ran before; two for a kernel's first trial, whose first
+        // run may include the driver's code generation.
+        let warm_key = |t: Tile| (ctx.ordinal, (self.kernel)(t).key());
+        let reps = |t: Tile| match t == Tile::DEFAULT || STATE.lock().warm.contains(&warm_key(t)) {
+            true => 1,
+            false => 2,
+        };
+        let (mut default_wall, mut full, mut new) = (0.0, false, 0);
         for (i, &tile) in self.tiles.iter().enumerate() {
+            if i > 0 {
+                let same_clock = before.filter(|b| Some(b.timestamps) == stamped);
+                if let Some(t) = same_clock.and_then(|b| b.times.iter().find(|t| t.0 == tile)) {
+                    times.push(*t);
+                    continue;
+                }
+                let room = left.saturating_sub(start.elapsed()).as_secs_f64();
+                full = full || reps(tile) as f64 * default_wall > room;
+                if full {
+                    continue;
+                }
+                new += 1;
+            }
             // The default writes the result; the others a scratch buffer of its size, of their
             // own (a pooled one could still be read by work another thread recorded), NaN
             // everywhere first (all-ones bits in every float storage) so that an output the
@@ -393,9 +474,9 @@ where
                 b[2] = &scratch;
             }
             let mut best = f64::INFINITY;
-            for rep in 0..2 {
-                // The default's first run is the op's own; every other run is a trial.
-                TRIAL.set(i > 0 || rep > 0);
+            for _ in 0..reps(tile) {
+                // The default's run is the op's own; every other run is a trial.
+                TRIAL.set(i > 0);
                 let t0 = Instant::now();
                 let (ran, watch) = ctx.with_stopwatch(|| (self.run)(tile, &b));
                 TRIAL.set(false);
@@ -413,15 +494,11 @@ where
                     (true, None) => return Ok(None),
                 };
                 best = best.min(secs);
-                if i == 0 && rep == 1 {
-                    // The rest must fit in the budget.
-                    let rest = 2.0 * (self.tiles.len() - 1) as f64 * wall;
-                    let room = left.saturating_sub(start.elapsed()).as_secs_f64();
-                    if rest > room {
-                        return Ok(None);
-                    }
+                if i == 0 {
+                    default_wall = wall;
                 }
             }
+            STATE.lock().warm.insert(warm_key(tile));
             let Some(got) = read(ctx, b[2], bytes) else {
                 return Ok(None);
             };
@@ -434,17 +511,11 @@ where
             };
             times.push((tile, same.then_some(best * 1e6)));
         }
-        let tile = times
-            .iter()
-            .filter_map(|(t, us)| Some((*t, (*us)?)))
-            .min_by(|a, b| a.1.total_cmp(&b.1))
-            .map_or(Tile::DEFAULT, |(t, _)| t);
-        Ok(Some(Tuned {
-            tile,
-            dims: self.dims,
-            times_us: times,
+        let now = Progress {
             timestamps: stamped == Some(true),
-        }))
+            times,
+        };
+        Ok(Some((now, new)))
     }
 }
 
@@ -529,18 +600,25 @@ fn recurs(ctx: &GpuContext, key: &str) -> bool {
 
 /// The tile tuned for `key` in this process or read from the disk cache (read once per adapter).
 fn known(ctx: &GpuContext, key: &str) -> Option<Tile> {
-    let mut s = STATE.lock();
+    let mut guard = STATE.lock();
+    let s = &mut *guard;
     let entry = s.tuned.entry(ctx.ordinal).or_default();
     if !entry.0 {
         entry.0 = true;
         #[cfg(not(target_arch = "wasm32"))]
-        for (k, tile) in disk::load(ctx) {
-            entry.1.entry(k).or_insert(Tuned {
-                tile,
-                dims: [0; 4],
-                times_us: Vec::new(),
-                timestamps: false,
-            });
+        {
+            let cache = disk::load(ctx);
+            for (k, tile) in cache.tuned {
+                entry.1.entry(k).or_insert(Tuned {
+                    tile,
+                    dims: [0; 4],
+                    times_us: Vec::new(),
+                    timestamps: false,
+                });
+            }
+            for (k, p) in cache.progress {
+                s.progress.entry((ctx.ordinal, k)).or_insert(p);
+            }
         }
     }
     entry.1.get(key).map(|t| t.tile)
@@ -595,74 +673,9 @@ fn agrees(ty: GpuType, outputs: usize, a: &[u8], b: &[u8]) -> bool {
     })
 }
 
-/// The cache file: one per adapter, driver and wgtorch version, each line `key<TAB>tile`.
+/// The cache file (`tune/disk.rs`).
 #[cfg(not(target_arch = "wasm32"))]
-mod disk {
-    use super::{GpuContext, Tile, Tuned};
-    use std::collections::HashMap;
-    use std::path::PathBuf;
-
-    /// The identity the file is for; a file whose first line differs is ignored.
-    fn header(ctx: &GpuContext) -> String {
-        let i = &ctx.info;
-        let clean = |s: &str| s.replace(['\t', '\n', '\r'], " ");
-        format!(
-            "wgtorch {} gemm tiles\tadapter {}\tdriver {} {}\tbackend {:?}",
-            env!("CARGO_PKG_VERSION"),
-            clean(&i.name),
-            clean(&i.driver),
-            clean(&i.driver_info),
-            i.backend
-        )
-    }
-
-    fn path(ctx: &GpuContext) -> Option<PathBuf> {
-        // A file name from the identity: a hash, so that no adapter name reaches the file system.
-        let h = header(ctx).bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-            (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
-        });
-        Some(super::gemm_cache_dir()?.join(format!("gemm-tiles-{h:016x}.tsv")))
-    }
-
-    /// The buckets the file holds for this adapter: lines that do not parse, and tiles that are
-    /// not candidates, are skipped.
-    pub(super) fn load(ctx: &GpuContext) -> Vec<(String, Tile)> {
-        let Some(text) = path(ctx).and_then(|p| std::fs::read_to_string(p).ok()) else {
-            return Vec::new();
-        };
-        let mut lines = text.lines();
-        if lines.next() != Some(header(ctx).as_str()) {
-            return Vec::new();
-        }
-        lines
-            .filter_map(|l| {
-                let (k, t) = l.split_once('\t')?;
-                let tile: Tile = t.parse().ok()?;
-                (Tile::CANDIDATES.contains(&tile) || Tile::SUBGROUP_CANDIDATES.contains(&tile))
-                    .then(|| (k.to_string(), tile))
-            })
-            .collect()
-    }
-
-    /// Write every bucket known for this adapter, atomically; a failure (a read-only home, say)
-    /// only costs the next process its tuning.
-    pub(super) fn store(ctx: &GpuContext, tuned: &HashMap<String, Tuned>) {
-        let Some(p) = path(ctx) else {
-            return;
-        };
-        let mut rows: Vec<_> = tuned.iter().collect();
-        rows.sort_by(|a, b| a.0.cmp(b.0));
-        let mut text = header(ctx);
-        for (k, t) in rows {
-            text += &format!("\n{k}\t{}", t.tile);
-        }
-        text.push('\n');
-        if let Some(d) = p.parent() {
-            let _ = std::fs::create_dir_all(d);
-        }
-        let _ = crate::io::write_atomic(&p, text.as_bytes());
-    }
-}
+mod disk;
 
 /// The platform's per-user cache directory.
 fn platform_cache_dir() -> Option<PathBuf> {

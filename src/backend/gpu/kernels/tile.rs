@@ -5,7 +5,7 @@
 //!
 //! Where the adapter's subgroups are 8 invocations wide (lavapipe on AVX2), both kernels also
 //! have subgroup tiles: the eight lanes of a subgroup share the 8 rows (or columns) of their
-//! blocks, each loads one of them (the vec4 kernel: a quarter of them, four k each), and
+//! blocks, each loads one of them (the vec4 kernel: one row's four k, or four rows of one k), and
 //! `subgroupBroadcast` hands it to the others. llvmpipe loads from storage one lane at a time
 //! (a loop over the SIMD lanes), so this turns eight loads per step into one; a broadcast is a
 //! register shuffle. On lavapipe this doubles the GEMMs of the SimpleCNN step and sgemm.
@@ -58,7 +58,8 @@ impl Tile {
 
     /// The shapes the tuner times, [`Tile::DEFAULT`] first: those that won a GEMM of the
     /// SimpleCNN step or a square matmul on lavapipe among 16 measured, less those whose shaders
-    /// take llvmpipe seconds to compile (4x8 blocks: 3 s per vec4 kernel; 8x8: 8 s).
+    /// take llvmpipe seconds to compile (portable 4x8 blocks: 3 s per vec4 kernel; 8x8: 8 s; a
+    /// 4x8 subgroup tile loads a column per lane, and compiles like the 8x4 ones).
     pub const CANDIDATES: [Tile; 4] = [
         Tile::DEFAULT,
         Tile {
@@ -155,7 +156,12 @@ impl Tile {
         } else {
             // The invocation's place from its subgroup and lane, not from its local index (the
             // API leaves the order of lanes open): the 8 lanes of a subgroup lie along one row
-            // of the workgroup (an 8x4 block: they share its rows) or one column (4x8).
+            // of the workgroup (an 8x4 block: they share its rows) or one column (4x8). This
+            // assumes full subgroups of 8 (the tuner offers these tiles only where the
+            // adapter's are 8 wide, no more and no fewer; Vulkan promises full ones only on
+            // request, which wgpu does not make; lavapipe's are its SIMD width). A tuned tile
+            // is also checked against the default on the tuning GEMM, where a missing output
+            // would show as the scratch buffer's NaN.
             let lid = if self.rows == 8 {
                 format!("vec2<u32>((sg % {0}u) * 8u + sl, sg / {0}u)", wx / 8)
             } else {
@@ -386,7 +392,8 @@ impl std::fmt::Display for Tile {
 
 impl std::str::FromStr for Tile {
     type Err = String;
-    /// `ROWSxCOLS/WXxWY`, as [`Tile`]'s `Display` writes it.
+    /// `ROWSxCOLS/WXxWY`, with a trailing `s` for a subgroup tile, as [`Tile`]'s `Display`
+    /// writes it.
     fn from_str(s: &str) -> Result<Tile, String> {
         let bad = || {
             format!(
