@@ -123,6 +123,14 @@ impl GpuContext {
         std::thread::Builder::new()
             .name("wgtorch-compile".into())
             .spawn(move || {
+                // The lowest priority (Linux: this thread alone), so that compiling candidates
+                // takes from the work of the step running meanwhile (on a CPU adapter, the same
+                // cores) only what it leaves idle.
+                #[cfg(target_os = "linux")]
+                // SAFETY: setpriority reads no memory; PRIO_PROCESS with 0 is the calling thread.
+                unsafe {
+                    libc::setpriority(libc::PRIO_PROCESS, 0, 19);
+                }
                 for job in rx {
                     let Some(ctx) = ctx.upgrade() else {
                         return;
