@@ -330,10 +330,7 @@ impl Tile {
                     mat([0, 1, 2, 3].map(v), false)
                 }
                 (false, false) => {
-                    let rows = (0..4)
-                        .map(|t| format!("min(r0 + {}u, M - 1u)", r + t))
-                        .collect::<Vec<_>>()
-                        .join(", ");
+                    let rows = clamped4("r0", r, "M");
                     line(&mut setup, format!("    let ra{i} = vec4<u32>({rows});"));
                     let v = |c: &str| format!("a[(abase + ra{i}.{c} * sam + k) >> 2u]");
                     mat(["x", "y", "z", "w"].map(v), true)
@@ -347,10 +344,7 @@ impl Tile {
                 (true, true) => mat([c, c + 1, c + 2, c + 3].map(|l| bc("bl", l)), false),
                 (true, false) => mat([j, 2 + j, 4 + j, 6 + j].map(|l| bc("bl", l)), true),
                 (false, true) => {
-                    let cols = (0..4)
-                        .map(|t| format!("min(c0 + {}u, N - 1u)", c + t))
-                        .collect::<Vec<_>>()
-                        .join(", ");
+                    let cols = clamped4("c0", c, "N");
                     line(&mut setup, format!("    let cb{j} = vec4<u32>({cols});"));
                     let v = |x: &str| format!("b[(bbase + cb{j}.{x} * sbn + k) >> 2u]");
                     mat(["x", "y", "z", "w"].map(v), false)
@@ -435,6 +429,14 @@ impl std::str::FromStr for Tile {
             subgroup,
         })
     }
+}
+
+/// The four positions `origin + first` .. `+ 3`, each clamped below `bound` (WGSL, comma-separated).
+fn clamped4(origin: &str, first: u32, bound: &str) -> String {
+    (0..4)
+        .map(|t| format!("min({origin} + {}u, {bound} - 1u)", first + t))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Append `l` and a newline to the generated WGSL.
