@@ -179,7 +179,7 @@ pub enum EventKind {
     /// A [`record_function`] scope, the whole `backward` pass, or a `ProfilerStep#N`.
     Scope,
     /// Work of the GPU runtime on the CPU: compiling a new pipeline (`pipeline_compile`, with
-    /// the kernel in [`Event::detail`]).
+    /// the kernel in [`Event::detail`]; not the GEMM tuner's compiles on its background thread).
     Runtime,
 }
 

@@ -11,6 +11,17 @@ use parking_lot::{Condvar, Mutex};
 use std::collections::BTreeSet;
 use std::sync::{mpsc, Arc};
 
+thread_local! {
+    /// Set on the compile worker's thread.
+    static ON_WORKER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether this thread is a context's compile worker (its compiles are not a profile's events:
+/// they would land in any profile running meanwhile, at moments no op of it decides).
+pub(crate) fn on_worker() -> bool {
+    ON_WORKER.get()
+}
+
 /// A pipeline to compile: the op it serves (for its error), its cache key and its WGSL.
 struct Job {
     op: &'static str,
@@ -123,6 +134,7 @@ impl GpuContext {
         std::thread::Builder::new()
             .name("wgtorch-compile".into())
             .spawn(move || {
+                ON_WORKER.set(true);
                 // The lowest priority (Linux: this thread alone), so that compiling candidates
                 // takes from the work of the step running meanwhile (on a CPU adapter, the same
                 // cores) only what it leaves idle.

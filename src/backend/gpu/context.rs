@@ -529,7 +529,14 @@ impl GpuContext {
         if let Some(p) = self.pipelines.lock().get(key) {
             return Ok(p.clone());
         }
-        let _event = crate::profiler::runtime("pipeline_compile", key);
+        #[cfg(not(target_arch = "wasm32"))]
+        let background = super::background::on_worker();
+        #[cfg(target_arch = "wasm32")]
+        let background = false;
+        let _event = match background {
+            false => crate::profiler::runtime("pipeline_compile", key),
+            true => None,
+        };
         let src = source();
         let (p, err) = self.scoped(|| {
             let module = self
