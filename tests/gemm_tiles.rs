@@ -1,6 +1,7 @@
-//! The GEMM tiles of CPU adapters (lavapipe in CI) and their tuner (`backend/gpu/tune.rs`):
-//! every tile the tuner may pick, forced in turn and checked against the CPU on matmuls of every
-//! layout and storage type and the three convolution products, and the third block shape; then
+//! The GEMM tiles (lavapipe in CI) and their tuner (`backend/gpu/tune.rs`): every tile the
+//! tuner may pick on a CPU adapter or a real GPU, forced in turn and checked against the CPU on
+//! matmuls of every layout and storage type and the three convolution products, and the third
+//! block shape; then
 //! the tuner's choice, its disk cache (written, read back, corrupted, from another identity) and
 //! `WGTORCH_CACHE_DIR=none`. One lock orders the tests: the tile policy is per process.
 
@@ -21,7 +22,12 @@ fn cpu_adapter() -> Option<Device> {
 /// and both gradients, on `gpu` against the CPU.
 fn check_direct(gpu: &Device, what: &str) -> Result<()> {
     let cpu = Device::Cpu;
-    for (b, m, k, n) in [(1, 33, 65, 17), (2, 9, 7, 70), (1, 1, 3, 1)] {
+    for (b, m, k, n) in [
+        (1, 33, 65, 17),
+        (2, 9, 7, 70),
+        (1, 1, 3, 1),
+        (1, 133, 20, 131),
+    ] {
         let a = Tensor::randn([b, m, k], &cpu)?;
         let w = Tensor::randn([b, k, n], &cpu)?;
         let want = a.matmul(&w)?;
@@ -97,6 +103,12 @@ fn every_tile_matches_the_cpu() -> Result<()> {
         portable_done = true;
     }
     ctx.set_subgroups(had);
+    // The shared-memory tiles of real GPUs run here too (any tile runs on any adapter).
+    for tile in Tile::SHARED_CANDIDATES {
+        tune::force_gemm_tile(Some(tile));
+        common::check_matmul_layouts(&gpu)?;
+        check_direct(&gpu, &tile.to_string())?;
+    }
     // The third block shape the generator writes (not a candidate: its kernels compile for
     // seconds on llvmpipe), on the vec4 kernel and the strided one, edges included.
     tune::force_gemm_tile(Some("4x8/8x4".parse().unwrap()));
@@ -108,26 +120,33 @@ fn every_tile_matches_the_cpu() -> Result<()> {
         let what = format!("4x8/8x4 {m}x{k}x{n}");
         common::assert_close(&what, &common::vals(&got), &common::vals(&want), 1e-4, 1e-4);
     }
-    // Past llvmpipe's loop cap K is split into launches: exact on small integers.
-    tune::force_gemm_tile(Some(Tile::CANDIDATES[3]));
+    // Past llvmpipe's loop cap K is split into launches (whole steps of K in a shared tile):
+    // exact on small integers.
     let ints = |r: usize, c: usize, s: usize| -> Result<Tensor> {
         // -1, 0, 1: every sum of products stays inside f16's range.
         let v: Vec<f32> = (0..r * c).map(|i| ((i * 7 + s) % 3) as f32 - 1.0).collect();
         Tensor::from_vec(v, [r, c], &Device::Cpu)
     };
-    for (k, n) in [(70_001, 5), (70_004, 8)] {
+    let split = [
+        (Tile::CANDIDATES[3], 70_001, 5),
+        (Tile::CANDIDATES[3], 70_004, 8),
+    ];
+    // A shared tile runs some 30 to 90 loop iterations per k: K = 5,004 passes the cap in each.
+    let shared = Tile::SHARED_CANDIDATES.map(|t| (t, 5_004, 8));
+    for (tile, k, n) in split.into_iter().chain(shared) {
+        tune::force_gemm_tile(Some(tile));
         let (a, b) = (ints(9, k, 1)?, ints(k, n, 2)?);
         let want = a.matmul(&b)?;
         let (ag, bg) = (a.to(&gpu)?, b.to(&gpu)?);
         let got = common::vals(&ag.matmul(&bg)?);
         assert!(
             common::vals(&want) == got,
-            "K = {k}: the GPU differs from the CPU"
+            "{tile}, K = {k}: the GPU differs from the CPU"
         );
         // In f16 each launch after the first adds to the stored (rounded) partial sum.
         let h = |t: &Tensor| t.to_dtype(DType::F16);
         let got = h(&ag)?.matmul(&h(&bg)?)?.to_dtype(DType::F32)?;
-        let what = format!("f16, K = {k}");
+        let what = format!("{tile}, f16, K = {k}");
         common::assert_close(&what, &common::vals(&got), &common::vals(&want), 1e-2, 1.0);
     }
     tune::force_gemm_tile(None);
@@ -147,7 +166,7 @@ fn tuned_matmul(gpu: &Device) -> Result<String> {
         1e-4,
     );
     // Tuned with subgroup tiles apart from without.
-    let tiles = gpu::context(0)?.gemm_tiles();
+    let tiles = gpu::context(0)?.gemm_tiles().to_vec();
     let sg = if tiles.iter().any(|t| t.subgroup) {
         "|s"
     } else {
@@ -196,7 +215,7 @@ fn the_tuner_picks_caches_and_reads_back() -> Result<()> {
         .iter()
         .find(|(k, _)| *k == key)
         .expect("the bucket is tuned");
-    let candidates = gpu::context(0)?.gemm_tiles();
+    let candidates = gpu::context(0)?.gemm_tiles().to_vec();
     assert_eq!(tuned.times_us.len(), candidates.len());
     assert!(
         tuned.times_us.iter().all(|(_, us)| us.is_some()),

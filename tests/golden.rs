@@ -708,15 +708,9 @@ fn golden_repo_ops_match_pytorch() {
 }
 
 /// Run every case of one op file on every device (`GOLDEN_ONLY=substr` filters by name); the
-/// number of failures.
+/// number of failures. The GPU runs twice: native f16 kernels (where the adapter has them) and
+/// the packed path.
 fn run_file(path: &std::path::Path) -> usize {
-    let file = path.file_name().map(std::path::Path::new).unwrap_or(path);
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let doc: Value = serde_json::from_str(&text).unwrap();
-    let cases = doc["cases"].as_array().unwrap();
-    let only = std::env::var("GOLDEN_ONLY").ok();
-    let mut failed_total = 0;
-    // The GPU runs twice: native f16 kernels (where the adapter has them) and the packed path.
     let mut runs: Vec<(Device, Option<bool>)> = Vec::new();
     for dev in common::devices() {
         match dev {
@@ -730,19 +724,36 @@ fn run_file(path: &std::path::Path) -> usize {
             Device::Cpu => runs.push((dev, None)),
         }
     }
-    for (dev, native) in runs {
+    run_cases(path, &runs, &|_| true, "")
+}
+
+/// Run the cases of one op file that `keep` keeps on each of `runs` (a device, and for a GPU
+/// which f16 path), `label` naming the run in the report; the number of failures.
+fn run_cases(
+    path: &std::path::Path,
+    runs: &[(Device, Option<bool>)],
+    keep: &dyn Fn(&Value) -> bool,
+    label: &str,
+) -> usize {
+    let file = path.file_name().map(std::path::Path::new).unwrap_or(path);
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let doc: Value = serde_json::from_str(&text).unwrap();
+    let cases = doc["cases"].as_array().unwrap();
+    let only = std::env::var("GOLDEN_ONLY").ok();
+    let mut failed_total = 0;
+    for &(dev, native) in runs {
         if let (Device::Gpu(n), Some(on)) = (dev, native) {
             wgtorch::backend::gpu::context(n)
                 .unwrap()
                 .set_native_f16(on);
         }
         let path = match native {
-            Some(true) => " [native f16]",
-            Some(false) => " [packed f16/bf16]",
-            None => "",
+            Some(true) => format!("{label} [native f16]"),
+            Some(false) => format!("{label} [packed f16/bf16]"),
+            None => label.to_string(),
         };
         let (mut pass, mut fail, mut pending) = (0, 0, 0);
-        for case in cases {
+        for case in cases.iter().filter(|c| keep(c)) {
             if let Some(o) = &only {
                 if !case["name"].as_str().unwrap().contains(o.as_str()) {
                     continue;
@@ -768,6 +779,57 @@ fn run_file(path: &std::path::Path) -> usize {
         failed_total += fail;
     }
     failed_total
+}
+
+/// The cases that run GEMM kernels (matmuls, convolutions, linear and sequence layers,
+/// attention), in every tile the tuner may pick on any adapter, forced in turn on the GPU:
+/// register tiles (subgroup ones with subgroups where the adapter offers them) and the
+/// shared-memory tiles of real GPUs, against PyTorch's numbers. The tile policy is the
+/// process's: the other tests of this binary meanwhile run in the forced tiles too, which every
+/// tile must pass anyway.
+#[test]
+fn golden_gemm_cases_in_every_tile() {
+    use wgtorch::backend::gpu::{kernels::Tile, tune};
+    let Some(gpu) = common::gpu() else {
+        return;
+    };
+    let gemm_ops = [
+        "bmm",
+        "einsum",
+        "matmul",
+        "linear",
+        "conv2d",
+        "LSTM",
+        "GRU",
+        "RNN",
+        "Multihead",
+        "Transformer",
+        "scaled_dot_product",
+    ];
+    let keep = |c: &Value| {
+        let op = c["op"].as_str().unwrap();
+        gemm_ops.iter().any(|g| op.contains(g))
+    };
+    let mut files = vec![golden_dir().join("ops.json")];
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
+    files.extend(["layers.json", "seq.json"].map(|f| repo.join(f)));
+    let mut failed = Vec::new();
+    for tile in Tile::ALL {
+        tune::force_gemm_tile(Some(tile));
+        let label = format!(" in {tile}");
+        for f in &files {
+            // The f16 path the adapter starts with (the tiles' bodies are the same in both).
+            let n = run_cases(f, &[(gpu, None)], &keep, &label);
+            if n > 0 {
+                failed.push(format!("{tile}: {n} in {}", f.display()));
+            }
+        }
+    }
+    tune::force_gemm_tile(None);
+    assert!(
+        failed.is_empty(),
+        "golden GEMM cases failed (see FAIL lines above): {failed:?}"
+    );
 }
 
 // seq: the sequence layers' cases (tools/golden/seq.py). Data tensors first (names in

@@ -123,3 +123,62 @@ fn tiled_matmul_k_past_loop_cap() -> Result<()> {
     }
     Ok(())
 }
+
+/// The tuner on a real GPU's kernels: a bucket is tuned among the shared-memory tiles that fit
+/// the adapter, every candidate timed and agreeing with the default, the fastest chosen.
+#[test]
+fn the_tuner_picks_a_shared_tile() -> Result<()> {
+    use wgtorch::backend::gpu::{self, kernels::Tile, tune};
+    std::env::set_var("WGTORCH_GPU_KERNELS", "tiled");
+    let Some(gpu) = common::gpu() else {
+        return Ok(());
+    };
+    let _seed = common::seed_lock();
+    let ctx = gpu::context(0)?;
+    // WebGPU's 16 KiB of workgroup memory fits them all.
+    if ctx.limits().max_compute_workgroup_storage_size >= 16384 {
+        assert_eq!(ctx.gemm_tiles(), &Tile::SHARED_CANDIDATES[..]);
+    }
+    // A cache of this process's own, read afresh; room for compiling every candidate.
+    let dir = std::env::temp_dir().join(format!("wgtorch-shared-tune-{}", std::process::id()));
+    std::env::set_var("WGTORCH_CACHE_DIR", &dir);
+    tune::set_tuning_budget(std::time::Duration::from_secs(120));
+    tune::reset_gemm_tuning();
+    wgtorch::manual_seed(7);
+    let a = Tensor::randn([40, 64], &Device::Cpu)?;
+    let b = Tensor::randn([64, 48], &Device::Cpu)?;
+    let want = common::vals(&a.matmul(&b)?);
+    let (ag, bg) = (a.to(&gpu)?, b.to(&gpu)?);
+    let key = "matmul_nn_f32_tiled_vec4|64|64|64|1";
+    let tuned = || {
+        tune::tuned_gemm_tiles(0)
+            .into_iter()
+            .find(|(k, _)| k == key)
+    };
+    // First call: the default; second: the candidates queued; then tuned once compiled.
+    for call in 0..4 {
+        let got = common::vals(&ag.matmul(&bg)?);
+        common::assert_close(&format!("call {call}"), &got, &want, 1e-4, 1e-4);
+        tune::wait_for_compiles(0)?;
+    }
+    let (_, t) = tuned().expect("the bucket is tuned");
+    assert_eq!(t.times_us.len(), ctx.gemm_tiles().len(), "{t:?}");
+    assert!(t.times_us.iter().all(|(_, us)| us.is_some()), "{t:?}");
+    let best = t
+        .times_us
+        .iter()
+        .min_by(|x, y| x.1.unwrap().total_cmp(&y.1.unwrap()))
+        .unwrap()
+        .0;
+    assert_eq!(t.tile, best);
+    // Written to the cache under the adapter's identity.
+    let text: String = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|f| std::fs::read_to_string(f.path()).unwrap())
+        .collect();
+    assert!(text.contains(&format!("{key}\t{}\n", t.tile)), "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+    tune::set_tuning_budget(tune::BUDGET);
+    Ok(())
+}

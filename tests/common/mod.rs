@@ -88,6 +88,8 @@ pub fn check_matmul_layouts(gpu: &Device) -> wgtorch::Result<()> {
         (1, 4, 4, 1),
         (2, 16, 20, 12),
         (1, 70, 36, 68),
+        // Past a 128x128 tile both ways, with edges.
+        (1, 140, 36, 136),
     ] {
         for (ta, tb) in [(false, false), (false, true), (true, false), (true, true)] {
             for off in [0, 4] {

@@ -80,7 +80,8 @@ async fn adapters(instance: &wgpu::Instance) -> Vec<wgpu::Adapter> {
 }
 
 /// The kernels' fixed needs: 256-invocation workgroups (elementwise, reductions, 16x16 GEMM tiles),
-/// 8 KiB of workgroup memory (two 16x64 f32 GEMM tiles) and 6 storage buffers (scatter_add's
+/// 8 KiB of workgroup memory (the default shared GEMM tile's two 16x64 f32 blocks; larger tiles
+/// are offered where they fit) and 6 storage buffers (scatter_add's
 /// params, four tensors and the index-check flag). WebGPU guarantees both; an adapter
 /// below them is refused by name rather than failing at its first dispatch.
 fn check_limits(name: &str, l: &wgpu::Limits) -> std::result::Result<(), String> {

@@ -51,6 +51,8 @@ pub struct GpuContext {
     has_subgroups: bool,
     /// Reductions use subgroup operations (`shaders/reduce_subgroup.wgsl`).
     subgroups: std::sync::atomic::AtomicBool,
+    /// The shared-memory GEMM tiles that fit the adapter's workgroup memory.
+    shared_tiles: Vec<Tile>,
     pub(super) pipelines: Mutex<HashMap<String, Arc<wgpu::ComputePipeline>>>,
     /// Pipelines being compiled on the context's worker thread (`background.rs`).
     #[cfg(not(target_arch = "wasm32"))]
@@ -170,6 +172,10 @@ impl GpuContext {
         let has_subgroups = device.features().contains(wgpu::Features::SUBGROUP);
         let timing = (device.features().contains(wgpu::Features::TIMESTAMP_QUERY))
             .then(|| super::timing::Timing::new(&queue));
+        let shared_tiles = Tile::SHARED_CANDIDATES
+            .into_iter()
+            .filter(|t| t.workgroup_bytes() <= limits.max_compute_workgroup_storage_size)
+            .collect();
         GpuContext {
             checks: super::checks::IndexChecks::new(&device),
             ordinal,
@@ -182,6 +188,7 @@ impl GpuContext {
             native_f16: std::sync::atomic::AtomicBool::new(has_f16),
             has_subgroups,
             subgroups: std::sync::atomic::AtomicBool::new(has_subgroups),
+            shared_tiles,
             pipelines: Mutex::new(HashMap::new()),
             #[cfg(not(target_arch = "wasm32"))]
             background: Default::default(),
@@ -247,6 +254,16 @@ impl GpuContext {
     pub fn backend(&self) -> String {
         format!("{:?}", self.info.backend)
     }
+    /// The device's limits (the adapter's own: wgtorch asks for all it has).
+    ///
+    /// ```
+    /// if let Ok(ctx) = wgtorch::backend::gpu::context(0) {
+    ///     assert!(ctx.limits().max_compute_workgroup_storage_size >= 8192);
+    /// }
+    /// ```
+    pub fn limits(&self) -> &wgpu::Limits {
+        &self.limits
+    }
     /// True for software adapters (lavapipe, SwiftShader: wgpu reports device type Cpu).
     pub fn is_software(&self) -> bool {
         self.info.device_type == wgpu::DeviceType::Cpu
@@ -278,20 +295,29 @@ impl GpuContext {
     pub fn subgroups(&self) -> bool {
         self.subgroups.load(Ordering::Relaxed)
     }
-    /// The tiles the tuner times for a GEMM on a CPU adapter: [`Tile::CANDIDATES`], then
-    /// [`Tile::SUBGROUP_CANDIDATES`] where subgroups are on and the adapter's are 8 lanes wide,
-    /// no more and no fewer (lavapipe on AVX2).
+    /// The tiles the tuner times for a GEMM on this adapter, its default first: on a CPU
+    /// adapter [`Tile::CANDIDATES`], then [`Tile::SUBGROUP_CANDIDATES`] where subgroups are on
+    /// and the adapter's are 8 lanes wide, no more and no fewer (lavapipe on AVX2); on a real GPU
+    /// those of [`Tile::SHARED_CANDIDATES`] that fit its workgroup memory (all do in WebGPU's
+    /// 16 KiB; the default needs 8 KiB, which the context requires).
     ///
     /// ```
     /// use wgtorch::backend::gpu::kernels::Tile;
     /// if let Ok(ctx) = wgtorch::backend::gpu::context(0) {
     ///     let had = ctx.subgroups();
     ///     ctx.set_subgroups(false);
-    ///     assert_eq!(ctx.gemm_tiles(), &Tile::CANDIDATES[..]);
+    ///     let want = match ctx.is_cpu_adapter() {
+    ///         true => &Tile::CANDIDATES[..],
+    ///         false => &Tile::SHARED_CANDIDATES[..],
+    ///     };
+    ///     assert_eq!(ctx.gemm_tiles(), want);
     ///     ctx.set_subgroups(had);
     /// }
     /// ```
-    pub fn gemm_tiles(&self) -> &'static [Tile] {
+    pub fn gemm_tiles(&self) -> &[Tile] {
+        if !self.is_cpu_adapter() {
+            return &self.shared_tiles;
+        }
         let eight = (self.info.subgroup_min_size, self.info.subgroup_max_size) == (8, 8);
         match self.subgroups() && eight {
             true => &Tile::WITH_SUBGROUPS,

@@ -15,10 +15,12 @@
 
 mod gemm;
 mod gpu_type;
+mod shared_tile;
 mod tile;
 
 pub use gemm::Gemm;
 pub use gpu_type::GpuType;
+use shared_tile::TileFill;
 pub use tile::Tile;
 
 use super::params::{FusedParams, ParamsDecl};
@@ -45,8 +47,8 @@ const SOFTMAX_BACKWARD_ROWS: &str = include_str!("../../../shaders/softmax_backw
 const MATMUL: &str = include_str!("../../../shaders/matmul.wgsl");
 const MATMUL_DIRECT: &str = include_str!("../../../shaders/matmul_direct.wgsl");
 const MATMUL_VEC4: &str = include_str!("../../../shaders/matmul_vec4.wgsl");
-const TILE_FILL: &str = include_str!("../../../shaders/tile_fill.wgsl");
-/// Operands of the tiled GEMM body for aligned f32 layouts read as vec4 (`MatmulTiledVec4`).
+/// Operands of the shared-memory GEMM body for aligned f32 layouts read as vec4 (`MatmulVec4`
+/// in a shared tile).
 const VEC4_OPERANDS: &str = "@group(0) @binding(1) var<storage, read> a: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> b: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read_write> c: array<f32>;
@@ -115,12 +117,13 @@ pub enum Kernel {
         /// Of log-softmax.
         log: bool,
     },
-    /// Shared-memory tiled GEMM over the given operands.
-    Matmul(GpuType, Gemm),
-    /// Register-blocked GEMM without workgroup memory (CPU adapters), in the given tile.
-    MatmulDirect(GpuType, Gemm, Tile),
-    /// f32 matmul reading both operands as aligned `vec4` (CPU adapters); the flags say A / B
-    /// are stored transposed (column-major).
+    /// A GEMM over the given operands in the given tile: register-blocked without workgroup
+    /// memory (a register tile, CPU adapters) or through workgroup memory (a shared tile, real
+    /// GPUs).
+    Matmul(GpuType, Gemm, Tile),
+    /// f32 matmul reading both operands as aligned `vec4`; the flags say A / B are stored
+    /// transposed (column-major). In a register tile, 4x4 blocks multiplied as `mat4x4`; in a
+    /// shared tile, the shared-memory GEMM with its tiles filled by vec4 loads.
     MatmulVec4 {
         /// A is stored transposed.
         a_t: bool,
@@ -128,13 +131,6 @@ pub enum Kernel {
         b_t: bool,
         /// The register block and workgroup.
         tile: Tile,
-    },
-    /// The same layouts on GPUs: 64x64 shared-memory tiles filled with vec4 loads.
-    MatmulTiledVec4 {
-        /// A is stored transposed.
-        a_t: bool,
-        /// B is stored transposed.
-        b_t: bool,
     },
     /// Gather along a dim with bounds-checked indices.
     Gather(GpuType),
@@ -352,8 +348,7 @@ fn layouts(a_t: bool, b_t: bool) -> String {
 
 /// A tile's part of a kernel key: `4x8_8x8` for rows x cols, workgroup.
 pub(super) fn tile_key(t: &Tile) -> String {
-    let s = if t.subgroup { "s" } else { "" };
-    format!("{}x{}_{}x{}{s}", t.rows, t.cols, t.wx, t.wy)
+    t.to_string().replace('/', "_")
 }
 
 impl Kernel {
@@ -380,15 +375,18 @@ impl Kernel {
                     if *log { "log_" } else { "" }
                 )
             }
-            Kernel::Matmul(t, op) => format!("{}_{}_tile64", op.key(), t.key()),
-            Kernel::MatmulDirect(t, op, tile) => {
-                format!("{}_{}_direct_{}", op.key(), t.key(), tile_key(tile))
+            Kernel::Matmul(t, op, tile) => {
+                let kind = if tile.is_shared() { "tiled" } else { "direct" };
+                format!("{}_{}_{kind}_{}", op.key(), t.key(), tile_key(tile))
             }
             Kernel::MatmulVec4 { a_t, b_t, tile } => {
-                format!("matmul_{}_f32_vec4_{}", layouts(*a_t, *b_t), tile_key(tile))
-            }
-            Kernel::MatmulTiledVec4 { a_t, b_t } => {
-                format!("matmul_{}_f32_tile64_vec4", layouts(*a_t, *b_t))
+                let kind = if tile.is_shared() {
+                    "tiled_vec4"
+                } else {
+                    "vec4"
+                };
+                let l = layouts(*a_t, *b_t);
+                format!("matmul_{l}_f32_{kind}_{}", tile_key(tile))
             }
             Kernel::Gather(t) => format!("gather_{}", t.key()),
             Kernel::ScatterAdd(t) => format!("scatter_add_{}", t.key()),
@@ -430,11 +428,8 @@ impl Kernel {
             | Kernel::SoftmaxRows { .. }
             | Kernel::SoftmaxBackwardRows { .. } => of::<ReduceSmallParams>(),
             Kernel::Cumsum(_) => of::<CumsumParams>(),
-            Kernel::Matmul(_, Gemm::Strided)
-            | Kernel::MatmulDirect(_, Gemm::Strided, _)
-            | Kernel::MatmulVec4 { .. }
-            | Kernel::MatmulTiledVec4 { .. } => of::<MatmulParams>(),
-            Kernel::Matmul(..) | Kernel::MatmulDirect(..) => of::<ConvGemmParams>(),
+            Kernel::Matmul(_, Gemm::Strided, _) | Kernel::MatmulVec4 { .. } => of::<MatmulParams>(),
+            Kernel::Matmul(..) => of::<ConvGemmParams>(),
             Kernel::Gather(_) => of::<GatherParams>(),
             Kernel::ScatterAdd(_) => of::<ScatterAddParams>(),
             Kernel::Im2col(_)
@@ -542,39 +537,17 @@ impl Kernel {
                 &[("src", t, false), ("dst", t, true)],
                 &[("C", t.compute())],
             ),
-            Kernel::Matmul(t, op) => op.source(t, MATMUL),
-            Kernel::MatmulDirect(t, op, tile) => op.source(t, &tile.direct(MATMUL_DIRECT)),
-            Kernel::MatmulVec4 { a_t, b_t, tile } => {
-                fill(&tile.vec4(MATMUL_VEC4, a_t, b_t), &[], &[])
-            }
-            Kernel::MatmulTiledVec4 { a_t, b_t } => {
-                // The tiled GEMM body, each invocation filling its part of the 64x16 (A) and
-                // 16x64 (B) tiles with one vec4 of each operand (zeros outside the matrices).
-                let a = if a_t {
-                    // Four rows of one k: tile column kk = tid / 16, rows 4 * (tid % 16) + 0..3.
-                    "        { let kk = tid / 16u; let r = (tid % 16u) * 4u; var v = vec4<f32>(); if (k0 + kk < K && row0 + r < M) { v = a[(abase + (k0 + kk) * sak + row0 + r) >> 2u]; } ta[kk][r] = v.x; ta[kk][r + 1u] = v.y; ta[kk][r + 2u] = v.z; ta[kk][r + 3u] = v.w; }"
-                } else {
-                    // Four k of one row: row tid / 4, k 4 * (tid % 4) + 0..3.
-                    "        { let r = tid / 4u; let kk = (tid % 4u) * 4u; var v = vec4<f32>(); if (row0 + r < M && k0 + kk < K) { v = a[(abase + (row0 + r) * sam + k0 + kk) >> 2u]; } ta[kk][r] = v.x; ta[kk + 1u][r] = v.y; ta[kk + 2u][r] = v.z; ta[kk + 3u][r] = v.w; }"
-                };
-                let b = if b_t {
-                    // Four k of one column: column tid / 4, k 4 * (tid % 4) + 0..3.
-                    "        { let cc = tid / 4u; let kk = (tid % 4u) * 4u; var v = vec4<f32>(); if (col0 + cc < N && k0 + kk < K) { v = b[(bbase + (col0 + cc) * sbn + k0 + kk) >> 2u]; } tb[kk][cc] = v.x; tb[kk + 1u][cc] = v.y; tb[kk + 2u][cc] = v.z; tb[kk + 3u][cc] = v.w; }"
-                } else {
-                    // Four columns of one k: row kk = tid / 16, columns 4 * (tid % 16) + 0..3.
-                    "        { let kk = tid / 16u; let cc = (tid % 16u) * 4u; var v = vec4<f32>(); if (k0 + kk < K && col0 + cc < N) { v = b[(bbase + (k0 + kk) * sbk + col0 + cc) >> 2u]; } tb[kk][cc] = v.x; tb[kk][cc + 1u] = v.y; tb[kk][cc + 2u] = v.z; tb[kk][cc + 3u] = v.w; }"
-                };
-                let locals = "        let abase = params.off_a + bi * params.sab;
-        let bbase = params.off_b + bi * params.sbb;
-        let sam = params.sam;
-        let sak = params.sak;
-        let sbk = params.sbk;
-        let sbn = params.sbn;
-";
-                let tile = format!("{locals}{a}\n{b}");
-                let body = MATMUL.replace("{{OPERANDS}}", VEC4_OPERANDS);
-                fill(&body, &[], &[("TILE_FILL", &tile)])
-            }
+            Kernel::Matmul(t, op, tile) => match tile.is_shared() {
+                true => op.source(t, &tile.shared_body(MATMUL, TileFill::Operands)),
+                false => op.source(t, &tile.direct(MATMUL_DIRECT)),
+            },
+            Kernel::MatmulVec4 { a_t, b_t, tile } => match tile.is_shared() {
+                true => {
+                    let body = tile.shared_body(MATMUL, TileFill::Vec4 { a_t, b_t });
+                    fill(&body.replace("{{OPERANDS}}", VEC4_OPERANDS), &[], &[])
+                }
+                false => fill(&tile.vec4(MATMUL_VEC4, a_t, b_t), &[], &[]),
+            },
             Kernel::Gather(t) => fill(
                 GATHER,
                 &[("x", t, false), ("idx", I32, false), ("dst", t, true)],
@@ -678,9 +651,7 @@ impl Kernel {
             Kernel::SortIndices,
         ];
         for (a_t, b_t) in [(false, false), (false, true), (true, false), (true, true)] {
-            let tiles = Tile::CANDIDATES.iter().chain(&Tile::SUBGROUP_CANDIDATES);
-            v.extend(tiles.map(|&tile| Kernel::MatmulVec4 { a_t, b_t, tile }));
-            v.push(Kernel::MatmulTiledVec4 { a_t, b_t });
+            v.extend(Tile::ALL.map(|tile| Kernel::MatmulVec4 { a_t, b_t, tile }));
         }
         v.extend(UnaryOp::ALL.iter().map(|&op| Kernel::UnaryVec4(op)));
         // The storage types each binary op's kernels take (bool is U32).
@@ -705,9 +676,7 @@ impl Kernel {
             if float {
                 v.extend(UnaryOp::ALL.iter().map(|&op| Kernel::Unary(op, t)));
                 for op in Gemm::ALL {
-                    v.push(Kernel::Matmul(t, op));
-                    let tiles = Tile::CANDIDATES.iter().chain(&Tile::SUBGROUP_CANDIDATES);
-                    v.extend(tiles.map(|&tile| Kernel::MatmulDirect(t, op, tile)));
+                    v.extend(Tile::ALL.map(|tile| Kernel::Matmul(t, op, tile)));
                 }
                 v.extend([
                     Kernel::MaxPool(t),

@@ -10,7 +10,7 @@ use crate::{Error, Result};
 use std::sync::Arc;
 
 /// Batched `a @ b` with `a` as `[B, M, K]` and `b` as `[B, K, N]` (any strides, batch stride 0
-/// for broadcast) into a contiguous `[B, M, N]`.
+/// for broadcast) into a contiguous `[B, M, N]`, in the tile the tuner chose.
 pub(crate) fn matmul(
     a: &GpuStorage,
     al: &Layout,
@@ -62,7 +62,7 @@ pub(crate) fn matmul(
         ..p
     };
     match vec4 {
-        Some((a_t, b_t)) if ctx.is_cpu_adapter() => {
+        Some((a_t, b_t)) => {
             let kernel = |tile| Kernel::MatmulVec4 { a_t, b_t, tile };
             TunedGemm {
                 op: "matmul",
@@ -77,11 +77,6 @@ pub(crate) fn matmul(
                 },
             }
             .launch(ctx)?;
-        }
-        Some((a_t, b_t)) => {
-            let g = [u(n.div_ceil(64)), u(m.div_ceil(64)), u(bs)];
-            let kernel = Kernel::MatmulTiledVec4 { a_t, b_t };
-            launch_k_chunks(ctx, "matmul", kernel, k, chunk, &bufs, g)?;
         }
         None => gemm(
             ctx,
@@ -124,9 +119,9 @@ fn vec4_layouts(al: &Layout, bl: &Layout) -> Option<(bool, bool)> {
     Some((a_t, b_t))
 }
 
-/// Dispatch one GEMM kernel over `[M, N, batches]` outputs with inner dimension `K`: the
-/// barrier-free register-blocked kernel on CPU adapters (in the tile the tuner chose, `tune.rs`),
-/// the shared-memory tiles on real GPUs.
+/// Dispatch one GEMM kernel over `[M, N, batches]` outputs with inner dimension `K`, in the tile
+/// the tuner chose (`tune.rs`) among the adapter's ([`GpuContext::gemm_tiles`]): the
+/// barrier-free register-blocked kernel on CPU adapters, the shared-memory tiles on real GPUs.
 /// `params(k_start, k_end)` is the block of the launch summing that range of k; the grid
 /// (columns, rows, batches) may pass the per-dimension limit (see `GpuContext::dispatch`).
 pub(super) fn gemm<P: KernelParams>(
@@ -137,11 +132,7 @@ pub(super) fn gemm<P: KernelParams>(
     params: impl Fn(u32, u32) -> P,
     bufs: &[&wgpu::Buffer],
 ) -> Result<()> {
-    if !ctx.is_cpu_adapter() {
-        let groups = [u(n.div_ceil(64)), u(m.div_ceil(64)), u(batches)];
-        return launch_k_chunks(ctx, op, Kernel::Matmul(t, kind), k, params, bufs, groups);
-    }
-    let kernel = |tile| Kernel::MatmulDirect(t, kind, tile);
+    let kernel = |tile| Kernel::Matmul(t, kind, tile);
     TunedGemm {
         op,
         ty: t,
@@ -171,12 +162,9 @@ fn launch_k_chunks<P: KernelParams>(
     groups: [u32; 3],
 ) -> Result<()> {
     let step = ctx.loop_budget().map_or(usize::MAX, |b| match kernel {
-        Kernel::MatmulDirect(..) => b,
-        // Four k per iteration.
-        Kernel::MatmulVec4 { .. } => b * 4,
-        // The tiled bodies run about 26 iterations per k (tile fill, the 16-step k loop and
-        // its 4x4 products): whole 16-k steps under the budget.
-        _ => b / 32 / 16 * 16,
+        Kernel::Matmul(_, _, tile) => tile.k_per_launch(b, false),
+        Kernel::MatmulVec4 { tile, .. } => tile.k_per_launch(b, true),
+        _ => b,
     });
     let mut k0 = 0;
     loop {

@@ -1,11 +1,12 @@
-//! The GEMM autotuner for CPU adapters: which [`Tile`] (register block and workgroup) each GEMM
-//! kernel family runs at each shape.
+//! The GEMM autotuner: which [`Tile`] each GEMM kernel family runs at each shape, per adapter.
+//! CPU adapters choose among register tiles (of [`Tile::CANDIDATES`], and
+//! [`Tile::SUBGROUP_CANDIDATES`] where the adapter's subgroups are 8 wide), real GPUs among
+//! shared-memory tiles ([`Tile::SHARED_CANDIDATES`]): [`GpuContext::gemm_tiles`].
 //!
-//! A (kernel, shape bucket) on an adapter runs [`Tile::DEFAULT`] (the kernel of before the
-//! tuner) until it is tuned. Its first GEMM queues nothing, so that a fresh process's first step
-//! has the cores to itself; its second queues the other candidates (of [`Tile::CANDIDATES`], and
-//! [`Tile::SUBGROUP_CANDIDATES`] where the adapter's subgroups are 8 wide:
-//! [`GpuContext::gemm_tiles`]) for
+//! A (kernel, shape bucket) on an adapter runs the adapter's default tile ([`Tile::DEFAULT`],
+//! [`Tile::SHARED_DEFAULT`]: the kernels of before the tuner) until it is tuned. Its first GEMM
+//! queues nothing, so that a fresh process's first step has the cores to itself; its second
+//! queues the other candidates for
 //! the context's background compiler (one bucket's at a time; on llvmpipe without its shader
 //! cache they take up to a second each). The first GEMM of the bucket once they are compiled (by
 //! this bucket, another of the same kernel, or a forced tile) runs each candidate twice on its
@@ -20,10 +21,10 @@
 //! [`set_tuning_budget`]), and gives up a bucket whose runs would pass what is left. The trial
 //! runs are left out of the dispatch counters.
 //!
-//! `WGTORCH_GEMM_TILE` overrides it: `default` runs [`Tile::DEFAULT`] everywhere, a tile such as
-//! `8x4/8x8` forces that tile (the tests force each candidate; a subgroup tile such as
-//! `8x4/16x4s` runs without subgroups where they are not offered), `tune` (or unset, or a value
-//! that is not a tile) tunes.
+//! `WGTORCH_GEMM_TILE` overrides it: `default` runs the adapter's default everywhere, a tile such
+//! as `8x4/8x8` or `8x8/16x16k8` forces that tile on any adapter (the tests force each
+//! candidate; a subgroup tile such as `8x4/16x4s` runs without subgroups where they are not
+//! offered), `tune` (or unset, or a value that is not a tile) tunes.
 //! `WGTORCH_CACHE_DIR` moves the cache (else `$XDG_CACHE_HOME/wgtorch`, `~/.cache/wgtorch`, or
 //! `%LOCALAPPDATA%\wgtorch`); `WGTORCH_CACHE_DIR=none` keeps results in memory only. Nothing is
 //! tuned in the browser, where a wait for the queue would block the page.
@@ -62,6 +63,8 @@ pub const BUDGET: Duration = Duration::from_millis(1000);
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Policy {
     Tune,
+    /// The adapter's default tile.
+    Default,
     Fixed(Tile),
 }
 
@@ -133,8 +136,10 @@ pub(super) fn trial_run() -> bool {
     TRIAL.get()
 }
 
-/// Force every GEMM on CPU adapters to run `tile` (`None`: back to tuning), instead of what
-/// `WGTORCH_GEMM_TILE` says.
+/// Force every GEMM to run `tile` (`None`: back to tuning), instead of what `WGTORCH_GEMM_TILE`
+/// says: any tile runs on any adapter (a register tile on a GPU, a shared tile on a CPU
+/// adapter), except that a subgroup tile runs in its portable form where the adapter does not
+/// offer subgroup tiles.
 ///
 /// ```
 /// use wgtorch::backend::gpu::{kernels::Tile, tune::force_gemm_tile};
@@ -214,7 +219,7 @@ fn policy() -> Policy {
         // A tile that does not parse is ignored (tuning, as unset) rather than failing every
         // GEMM; `Tile`'s parser names the form.
         match std::env::var("WGTORCH_GEMM_TILE").as_deref() {
-            Ok("default") => Policy::Fixed(Tile::DEFAULT),
+            Ok("default") => Policy::Default,
             Ok(t) => t.parse().map_or(Policy::Tune, Policy::Fixed),
             Err(_) => Policy::Tune,
         }
@@ -240,8 +245,8 @@ pub(super) struct TunedGemm<'a, K, R> {
     /// `[m, n, k, batches]`.
     pub dims: [usize; 4],
     pub bufs: &'a [&'a wgpu::Buffer],
-    /// The tiles to time, [`Tile::DEFAULT`] first ([`GpuContext::gemm_tiles`]).
-    pub tiles: &'static [Tile],
+    /// The tiles to time, the adapter's default first ([`GpuContext::gemm_tiles`]).
+    pub tiles: &'a [Tile],
     pub kernel: K,
     pub run: R,
 }
@@ -260,9 +265,10 @@ where
                 return (self.run)(t.portable(), self.bufs)
             }
             Policy::Fixed(t) => return (self.run)(t, self.bufs),
+            Policy::Default => return (self.run)(self.default(), self.bufs),
             Policy::Tune => {
-                let suffix = format!("_{}", super::kernels::tile_key(&Tile::DEFAULT));
-                let family = (self.kernel)(Tile::DEFAULT).key();
+                let suffix = format!("_{}", super::kernels::tile_key(&self.default()));
+                let family = (self.kernel)(self.default()).key();
                 // Buckets tuned with subgroup tiles are apart from those tuned without.
                 let sg = if self.tiles.iter().any(|t| t.subgroup) {
                     "|s"
@@ -293,7 +299,12 @@ where
             // The default's run left the result in the output.
             return Ok(());
         }
-        (self.run)(Tile::DEFAULT, self.bufs)
+        (self.run)(self.default(), self.bufs)
+    }
+
+    /// The adapter's default tile: the first of [`Self::tiles`].
+    fn default(&self) -> Tile {
+        self.tiles[0]
     }
 
     /// `tile` when its kernel is compiled; else the default, while `tile` compiles in the
@@ -301,13 +312,13 @@ where
     /// default is always right).
     fn compiled(&self, ctx: &Arc<GpuContext>, tile: Tile, key: &str) -> Tile {
         #[cfg(not(target_arch = "wasm32"))]
-        if tile != Tile::DEFAULT {
+        if tile != self.default() {
             let k = (self.kernel)(tile);
             let ready = ctx.has_pipeline(&k.key())
                 || (recurs(ctx, key)
                     && ctx.compile_behind(self.op, &k.key(), || k.source()) == Compiled::Ready);
             if !ready {
-                return Tile::DEFAULT;
+                return self.default();
             }
         }
         #[cfg(target_arch = "wasm32")]
@@ -344,7 +355,7 @@ where
         let missing: Vec<Kernel> = self
             .tiles
             .iter()
-            .filter(|&&t| t != Tile::DEFAULT)
+            .filter(|&&t| t != self.default())
             .map(|&t| (self.kernel)(t))
             .filter(|k| !ctx.has_pipeline(&k.key()))
             .collect();
@@ -394,7 +405,7 @@ where
             .iter()
             .filter_map(|(t, us)| Some((*t, (*us)?)))
             .min_by(|a, b| a.1.total_cmp(&b.1))
-            .map_or(Tile::DEFAULT, |(t, _)| t);
+            .map_or(self.default(), |(t, _)| t);
         Some(Some(Tuned {
             tile,
             dims: self.dims,
@@ -432,7 +443,7 @@ where
         // code) and for a kernel a trial ran before; two for a kernel's first trial, whose first
         // run may include the driver's code generation.
         let warm_key = |t: Tile| (ctx.ordinal, (self.kernel)(t).key());
-        let reps = |t: Tile| match t == Tile::DEFAULT || STATE.lock().warm.contains(&warm_key(t)) {
+        let reps = |t: Tile| match t == self.default() || STATE.lock().warm.contains(&warm_key(t)) {
             true => 1,
             false => 2,
         };

@@ -1,7 +1,7 @@
 //! The GEMM operand kinds ([`Gemm`]): the matmul and the three convolution products, each a
 //! `shaders/gemm_*.wgsl` file of position and load functions that one GEMM body reads through.
 
-use super::{fill, GpuType, TILE_FILL};
+use super::{fill, GpuType};
 use crate::ops::UnaryOp;
 
 const GEMM_STRIDED: &str = include_str!("../../../../shaders/gemm_strided.wgsl");
@@ -78,7 +78,7 @@ impl Gemm {
             }
         }
         let body = body.replace("{{OPERANDS}}", ops);
-        let subs = [("TILE_FILL", TILE_FILL), ("FINISH", finish), ("ACT", act)];
+        let subs = [("FINISH", finish), ("ACT", act)];
         fill(&body, &bindings, &subs)
     }
     /// Every operand kind (for the validation tests).

@@ -1,22 +1,36 @@
-//! The shapes the GEMM kernels of CPU adapters can take ([`Tile`]): how many outputs each
-//! invocation accumulates in registers and how invocations group, and the WGSL each shape
-//! generates, written out without private arrays in the loop (a CPU adapter may keep those in
-//! memory). The tuner (`gpu/tune.rs`) times them per adapter and shape.
+//! The shapes the GEMM kernels can take ([`Tile`]): how many outputs each invocation
+//! accumulates in registers, how invocations group, and (real GPUs) how much of K a workgroup
+//! stages in workgroup memory per step; and the WGSL each shape generates. The tuner
+//! (`gpu/tune.rs`) times them per adapter and shape.
 //!
-//! Where the adapter's subgroups are 8 invocations wide (lavapipe on AVX2), both kernels also
+//! CPU adapters run register tiles, written out without private arrays in the loop (a CPU
+//! adapter may keep those in memory) and without workgroup memory or barriers. Where the
+//! adapter's subgroups are 8 invocations wide (lavapipe on AVX2), both of their kernels also
 //! have subgroup tiles: the eight lanes of a subgroup share the 8 rows (or columns) of their
 //! blocks, each loads one of them (the vec4 kernel: one row's four k, or four rows of one k), and
 //! `subgroupBroadcast` hands it to the others. llvmpipe loads from storage one lane at a time
 //! (a loop over the SIMD lanes), so this turns eight loads per step into one; a broadcast is a
 //! register shuffle. On lavapipe this doubles the GEMMs of the SimpleCNN step and sgemm.
+//!
+//! Real GPUs run shared-memory tiles (`shared_tile.rs`): a workgroup loads a block of A and
+//! one of B into workgroup memory per step of K, then each invocation multiplies its register
+//! block out of them.
 
-/// The register block and workgroup of a CPU adapter's GEMM kernel (`MatmulDirect`,
-/// `MatmulVec4`): each invocation computes a `rows × cols` block of the output, a workgroup is
-/// `wx × wy` invocations (x along the columns). The block is 4x4, 8x4 or 4x8 (larger ones
-/// compile for tens of seconds on llvmpipe and were not faster), a workgroup has at most 256
-/// invocations. A subgroup tile (`subgroup`, written with a trailing `s`) shares its 8 rows (an
-/// 8x4 block, `wx` a multiple of 8) or 8 columns (4x8, `wy` a multiple of 8) across the lanes of
-/// a subgroup of 8, which the tuner offers where the adapter's subgroups are 8 wide.
+/// The shape of a GEMM kernel: each invocation computes a `rows × cols` block of the output,
+/// a workgroup is `wx × wy` invocations (x along the columns, at most 256).
+///
+/// - **Register tiles** (`k == 0`; CPU adapters: `Kernel::Matmul`'s and `Kernel::MatmulVec4`'s without
+///   workgroup memory): the block is 4x4, 8x4 or 4x8 (larger ones compile for tens of seconds
+///   on llvmpipe and were not faster). A subgroup tile (`subgroup`, written with a trailing `s`)
+///   shares its 8 rows (an 8x4 block, `wx` a multiple of 8) or 8 columns (4x8, `wy` a multiple
+///   of 8) across the lanes of a subgroup of 8, which the tuner offers where the adapter's
+///   subgroups are 8 wide.
+/// - **Shared-memory tiles** (`k > 0`, written with a trailing `kK`; real GPUs): a workgroup
+///   computes a `wy·rows × wx·cols` block of the output, stepping K by `k` through workgroup
+///   memory (8, 16 or 32; the two staged blocks fit WebGPU's 16 KiB); blocks up to 8x8.
+///
+/// Every shape sums each output over k in the same order, so they agree to the rounding of a
+/// contracted multiply-add.
 ///
 /// ```
 /// use wgtorch::backend::gpu::kernels::Tile;
@@ -31,6 +45,12 @@
 /// assert!("3x4/8x8".parse::<Tile>().is_err());
 /// assert!("8x8/8x8".parse::<Tile>().is_err());
 /// assert!("4x4/32x16".parse::<Tile>().is_err());
+/// // Shared-memory tiles: 64x64 outputs per workgroup, K staged 16 at a time.
+/// let g: Tile = "4x4/16x16k16".parse().unwrap();
+/// assert_eq!((g, g.output_block()), (Tile::SHARED_DEFAULT, (64, 64)));
+/// assert!("8x8/16x16k8".parse::<Tile>().is_ok());
+/// assert!("8x8/16x16k32".parse::<Tile>().is_err()); // 32 KiB of workgroup memory
+/// assert!("8x4/16x4k16s".parse::<Tile>().is_err()); // no subgroups in shared tiles
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Tile {
@@ -44,71 +64,56 @@ pub struct Tile {
     pub wy: u32,
     /// The 8 rows (8x4) or columns (4x8) of a block are loaded once per subgroup and broadcast.
     pub subgroup: bool,
+    /// K per step through workgroup memory; 0 for a register tile.
+    pub k: u32,
 }
 
 impl Tile {
-    /// The shape used until the tuner has measured another: 4×4 outputs, 8×8 invocations.
-    pub const DEFAULT: Tile = Tile {
-        rows: 4,
-        cols: 4,
-        wx: 8,
-        wy: 8,
-        subgroup: false,
-    };
+    /// A register tile.
+    const fn reg(rows: u32, cols: u32, wx: u32, wy: u32, subgroup: bool) -> Tile {
+        Tile {
+            rows,
+            cols,
+            wx,
+            wy,
+            subgroup,
+            k: 0,
+        }
+    }
 
-    /// The shapes the tuner times, [`Tile::DEFAULT`] first: those that won a GEMM of the
-    /// SimpleCNN step or a square matmul on lavapipe among 16 measured, less those whose shaders
-    /// take llvmpipe seconds to compile (portable 4x8 blocks: 3 s per vec4 kernel; 8x8: 8 s; a
-    /// 4x8 subgroup tile loads a column per lane, and compiles like the 8x4 ones).
+    /// A shared-memory tile.
+    const fn shared(rows: u32, cols: u32, wx: u32, wy: u32, k: u32) -> Tile {
+        Tile {
+            rows,
+            cols,
+            wx,
+            wy,
+            subgroup: false,
+            k,
+        }
+    }
+
+    /// A CPU adapter's shape until the tuner has measured another: 4×4 outputs, 8×8
+    /// invocations.
+    pub const DEFAULT: Tile = Tile::reg(4, 4, 8, 8, false);
+
+    /// The shapes the tuner times on CPU adapters, [`Tile::DEFAULT`] first: those that won a
+    /// GEMM of the SimpleCNN step or a square matmul on lavapipe among 16 measured, less those
+    /// whose shaders take llvmpipe seconds to compile (portable 4x8 blocks: 3 s per vec4 kernel;
+    /// 8x8: 8 s; a 4x8 subgroup tile loads a column per lane, and compiles like the 8x4 ones).
     pub const CANDIDATES: [Tile; 4] = [
         Tile::DEFAULT,
-        Tile {
-            rows: 8,
-            cols: 4,
-            wx: 8,
-            wy: 8,
-            subgroup: false,
-        },
-        Tile {
-            rows: 4,
-            cols: 4,
-            wx: 16,
-            wy: 4,
-            subgroup: false,
-        },
-        Tile {
-            rows: 8,
-            cols: 4,
-            wx: 16,
-            wy: 4,
-            subgroup: false,
-        },
+        Tile::reg(8, 4, 8, 8, false),
+        Tile::reg(4, 4, 16, 4, false),
+        Tile::reg(8, 4, 16, 4, false),
     ];
 
     /// The subgroup tiles (after [`Tile::CANDIDATES`] where the adapter's subgroups are 8
     /// wide): each shares the 8 rows or columns of its blocks across a subgroup.
     pub const SUBGROUP_CANDIDATES: [Tile; 3] = [
-        Tile {
-            rows: 8,
-            cols: 4,
-            wx: 8,
-            wy: 8,
-            subgroup: true,
-        },
-        Tile {
-            rows: 8,
-            cols: 4,
-            wx: 16,
-            wy: 4,
-            subgroup: true,
-        },
-        Tile {
-            rows: 4,
-            cols: 8,
-            wx: 8,
-            wy: 8,
-            subgroup: true,
-        },
+        Tile::reg(8, 4, 8, 8, true),
+        Tile::reg(8, 4, 16, 4, true),
+        Tile::reg(4, 8, 8, 8, true),
     ];
 
     /// [`Tile::CANDIDATES`], then [`Tile::SUBGROUP_CANDIDATES`].
@@ -124,6 +129,74 @@ impl Tile {
         }
         all
     };
+
+    /// A real GPU's shape until the tuner has measured another (the kernel of before the
+    /// tuner): 64×64 outputs per workgroup of 16×16 invocations, 4×4 each, K staged 16 at a
+    /// time.
+    pub const SHARED_DEFAULT: Tile = Tile::shared(4, 4, 16, 16, 16);
+
+    /// The shapes the tuner times on real GPUs, [`Tile::SHARED_DEFAULT`] first: the classic
+    /// shapes of shared-memory SGEMM (as in CUTLASS's SIMT and TVM's schedules, sized for
+    /// WebGPU's 256 invocations and 16 KiB): 128×128 outputs with 8×8 per invocation for large
+    /// GEMMs (64 accumulators: a register file's worth, 4 flops per shared-memory load), 128×64
+    /// and 64×128 for tall and wide ones, and 32×32 in 64 invocations for GEMMs too small to
+    /// fill the GPU with 64×64 tiles (a convolution's weight gradient, a batch of one).
+    pub const SHARED_CANDIDATES: [Tile; 5] = [
+        Tile::SHARED_DEFAULT,
+        Tile::shared(8, 8, 16, 16, 8),
+        Tile::shared(8, 4, 16, 16, 16),
+        Tile::shared(4, 8, 16, 16, 16),
+        Tile::shared(4, 4, 8, 8, 16),
+    ];
+
+    /// Every tile the tuner may pick on any adapter: [`Tile::WITH_SUBGROUPS`], then
+    /// [`Tile::SHARED_CANDIDATES`] (the kernels the tests validate).
+    pub const ALL: [Tile; 12] = {
+        let mut all = [Tile::DEFAULT; 12];
+        let mut i = 0;
+        while i < 12 {
+            all[i] = match i < 7 {
+                true => Tile::WITH_SUBGROUPS[i],
+                false => Tile::SHARED_CANDIDATES[i - 7],
+            };
+            i += 1;
+        }
+        all
+    };
+
+    /// Whether the kernel stages K through workgroup memory (a real GPU's tile).
+    pub fn is_shared(self) -> bool {
+        self.k > 0
+    }
+
+    /// The workgroup memory the kernel stages its blocks of A and B in (f32), in bytes.
+    pub fn workgroup_bytes(self) -> u32 {
+        let (bm, bn) = self.output_block();
+        (bm + bn) * self.k * 4
+    }
+
+    /// The outputs one workgroup computes: (rows, columns).
+    pub fn output_block(self) -> (u32, u32) {
+        (self.wy * self.rows, self.wx * self.cols)
+    }
+
+    /// How many k one launch may sum where an invocation may run `budget` loop iterations
+    /// (llvmpipe's cap, which every loop's iterations count toward): `vec4` for the kernels that
+    /// read aligned vec4 operands (4 k per iteration in a register tile). A shared tile runs
+    /// per step of K its tile fill and, per k, the reads of its block's rows and columns from
+    /// workgroup memory and its products: whole steps that fit.
+    pub(crate) fn k_per_launch(self, budget: usize, vec4: bool) -> usize {
+        if !self.is_shared() {
+            return if vec4 { budget * 4 } else { budget };
+        }
+        let (bm, bn) = self.output_block();
+        let (k, t) = (self.k as usize, (self.wx * self.wy) as usize);
+        let (rm, rn) = (self.rows as usize, self.cols as usize);
+        let per_step = (bm as usize * k).div_ceil(t)
+            + (bn as usize * k).div_ceil(t)
+            + k * (1 + rm + rn + rm + rm * rn);
+        (budget / per_step).max(1) * k
+    }
 
     /// The same shape without subgroup operations.
     pub fn portable(self) -> Tile {
@@ -380,21 +453,28 @@ impl Tile {
 impl std::fmt::Display for Tile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let s = if self.subgroup { "s" } else { "" };
-        write!(f, "{}x{}/{}x{}{s}", self.rows, self.cols, self.wx, self.wy)
+        write!(f, "{}x{}/{}x{}", self.rows, self.cols, self.wx, self.wy)?;
+        match self.k {
+            0 => write!(f, "{s}"),
+            k => write!(f, "k{k}"),
+        }
     }
 }
 
 impl std::str::FromStr for Tile {
     type Err = String;
-    /// `ROWSxCOLS/WXxWY`, with a trailing `s` for a subgroup tile, as [`Tile`]'s `Display`
-    /// writes it.
+    /// `ROWSxCOLS/WXxWY`, with a trailing `s` for a subgroup tile or `kK` for a shared-memory
+    /// tile, as [`Tile`]'s `Display` writes it.
     fn from_str(s: &str) -> Result<Tile, String> {
         let bad = || {
             format!(
-                "a GEMM tile is ROWSxCOLS/WXxWY[s] (a block of 4x4, 8x4 or 4x8 outputs, at most \
-                 256 invocations; `s` shares an 8x4 block's rows across 8 lanes of a row of \
-                 invocations, or a 4x8 block's columns along a column), e.g. {}; got {s:?}",
-                Tile::DEFAULT
+                "a GEMM tile is ROWSxCOLS/WXxWY[s|kK]: a register tile (a block of 4x4, 8x4 or \
+                 4x8 outputs, at most 256 invocations; `s` shares an 8x4 block's rows across 8 \
+                 lanes of a row of invocations, or a 4x8 block's columns along a column), e.g. \
+                 {}, or a shared-memory tile staging K by 8, 16 or 32 (blocks up to 8x8, the \
+                 workgroup's blocks of A and B within 16 KiB), e.g. {}; got {s:?}",
+                Tile::DEFAULT,
+                Tile::SHARED_DEFAULT
             )
         };
         let pair = |p: &str| -> Option<(u32, u32)> {
@@ -402,14 +482,26 @@ impl std::str::FromStr for Tile {
             Some((a.trim().parse().ok()?, b.trim().parse().ok()?))
         };
         let (block, wg) = s.split_once('/').ok_or_else(bad)?;
-        let (wg, subgroup) = match wg.strip_suffix('s') {
-            Some(w) => (w, true),
-            None => (wg, false),
+        let (wg, subgroup, k) = match (wg.strip_suffix('s'), wg.split_once('k')) {
+            (Some(w), _) => (w, true, 0),
+            (None, Some((w, k))) => (w, false, k.parse::<u32>().map_err(|_| bad())?),
+            (None, None) => (wg, false, 0),
         };
         let ((rows, cols), (wx, wy)) = (pair(block).ok_or_else(bad)?, pair(wg).ok_or_else(bad)?);
-        let block_ok = matches!((rows, cols), (4, 4) | (8, 4) | (4, 8));
+        let block_ok = match k {
+            0 => matches!((rows, cols), (4, 4) | (8, 4) | (4, 8)),
+            _ => matches!((rows, cols), (4, 4) | (8, 4) | (4, 8) | (8, 8)),
+        };
         if !block_ok || wx == 0 || wy == 0 || wx.checked_mul(wy).is_none_or(|p| p > 256) {
             return Err(bad());
+        }
+        if k > 0 {
+            // Both staged blocks, f32, within WebGPU's default 16 KiB of workgroup memory.
+            let t = Tile::shared(rows, cols, wx, wy, k);
+            if ![8, 16, 32].contains(&k) || t.workgroup_bytes() > 16384 {
+                return Err(bad());
+            }
+            return Ok(t);
         }
         // A subgroup of 8 lanes shares the 8 rows along a row of invocations, or the 8
         // columns along a column.
@@ -421,13 +513,7 @@ impl std::str::FromStr for Tile {
         if subgroup && !shares {
             return Err(bad());
         }
-        Ok(Tile {
-            rows,
-            cols,
-            wx,
-            wy,
-            subgroup,
-        })
+        Ok(Tile::reg(rows, cols, wx, wy, subgroup))
     }
 }
 
