@@ -18,8 +18,10 @@ const TM: u32 = {{TM}}u;
 const TN: u32 = {{TN}}u;
 const TK: u32 = {{TK}}u;
 const NT: u32 = {{NT}}u;
-var<workgroup> ta: array<array<f32, {{TM}}>, {{TK}}>;
-var<workgroup> tb: array<array<f32, {{TN}}>, {{TK}}>;
+// The staged blocks: f32, or f16 in a half tile (native f16 GEMMs: exact).
+alias ST = {{ST}};
+var<workgroup> ta: array<array<ST, {{TM}}>, {{TK}}>;
+var<workgroup> tb: array<array<ST, {{TN}}>, {{TK}}>;
 
 @compute @workgroup_size({{WX}}, {{WY}})
 fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
@@ -41,10 +43,10 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
             var ar: array<f32, {{RM}}>;
             var br: array<f32, {{RN}}>;
             for (var i = 0u; i < {{RM}}u; i = i + 1u) {
-                ar[i] = ta[kk][lid.y * {{RM}}u + i];
+                ar[i] = f32(ta[kk][lid.y * {{RM}}u + i]);
             }
             for (var j = 0u; j < {{RN}}u; j = j + 1u) {
-                br[j] = tb[kk][lid.x * {{RN}}u + j];
+                br[j] = f32(tb[kk][lid.x * {{RN}}u + j]);
             }
             for (var i = 0u; i < {{RM}}u; i = i + 1u) {
                 for (var j = 0u; j < {{RN}}u; j = j + 1u) {

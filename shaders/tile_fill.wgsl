@@ -7,7 +7,7 @@
             if (row0 + r < M && k0 + kk < K) {
                 va = load_a(row_pos(bi, row0 + r), k_pos(bi, k0 + kk));
             }
-            ta[kk][r] = va;
+            ta[kk][r] = ST(va);
         }
         for (var e = tid; e < TK * TN; e = e + NT) {
             let kb = e / TN;
@@ -16,5 +16,5 @@
             if (k0 + kb < K && col0 + cc < N) {
                 vb = load_b(k_pos(bi, k0 + kb), col_pos(bi, col0 + cc));
             }
-            tb[kb][cc] = vb;
+            tb[kb][cc] = ST(vb);
         }

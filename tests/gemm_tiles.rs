@@ -7,7 +7,8 @@
 
 mod common;
 
-use wgtorch::backend::gpu::{self, kernels::Tile, tune};
+use wgtorch::backend::gpu::kernels::{GpuType, Tile};
+use wgtorch::backend::gpu::{self, tune};
 use wgtorch::nn::functional::{self as F, Conv2dFuncOptions};
 use wgtorch::profiler::{profile, ProfileOptions, ProfilerActivity};
 use wgtorch::{DType, Device, Result, Tensor};
@@ -80,7 +81,7 @@ fn every_tile_matches_the_cpu() -> Result<()> {
     let lavapipe = ctx.adapter_name().contains("llvmpipe");
     if lavapipe && ctx.adapter_name().contains("256 bits") && ctx.subgroups() {
         assert_eq!(
-            ctx.gemm_tiles(),
+            ctx.gemm_tiles(GpuType::F32),
             &Tile::WITH_SUBGROUPS[..],
             "lavapipe's subgroups are 8 wide: the subgroup tiles go untested"
         );
@@ -104,7 +105,12 @@ fn every_tile_matches_the_cpu() -> Result<()> {
     }
     ctx.set_subgroups(had);
     // The shared-memory tiles of real GPUs run here too (any tile runs on any adapter).
-    for tile in Tile::SHARED_CANDIDATES {
+    // Those staging f16 stage it in the native f16 GEMMs (check_direct's f16, where the
+    // adapter has SHADER_F16).
+    let shared = Tile::SHARED_CANDIDATES
+        .iter()
+        .chain(&Tile::SHARED_HALF_CANDIDATES);
+    for &tile in shared {
         tune::force_gemm_tile(Some(tile));
         common::check_matmul_layouts(&gpu)?;
         check_direct(&gpu, &tile.to_string())?;
@@ -133,7 +139,8 @@ fn every_tile_matches_the_cpu() -> Result<()> {
     ];
     // A shared tile runs some 30 to 90 loop iterations per k: K = 5,004 passes the cap in each.
     let shared = Tile::SHARED_CANDIDATES.map(|t| (t, 5_004, 8));
-    for (tile, k, n) in split.into_iter().chain(shared) {
+    let half = Tile::SHARED_HALF_CANDIDATES.map(|t| (t, 5_004, 8));
+    for (tile, k, n) in split.into_iter().chain(shared).chain(half) {
         tune::force_gemm_tile(Some(tile));
         let (a, b) = (ints(9, k, 1)?, ints(k, n, 2)?);
         let want = a.matmul(&b)?;
@@ -166,7 +173,7 @@ fn tuned_matmul(gpu: &Device) -> Result<String> {
         1e-4,
     );
     // Tuned with subgroup tiles apart from without.
-    let tiles = gpu::context(0)?.gemm_tiles().to_vec();
+    let tiles = gpu::context(0)?.gemm_tiles(GpuType::F32).to_vec();
     let sg = if tiles.iter().any(|t| t.subgroup) {
         "|s"
     } else {
@@ -215,7 +222,7 @@ fn the_tuner_picks_caches_and_reads_back() -> Result<()> {
         .iter()
         .find(|(k, _)| *k == key)
         .expect("the bucket is tuned");
-    let candidates = gpu::context(0)?.gemm_tiles().to_vec();
+    let candidates = gpu::context(0)?.gemm_tiles(GpuType::F32).to_vec();
     assert_eq!(tuned.times_us.len(), candidates.len());
     assert!(
         tuned.times_us.iter().all(|(_, us)| us.is_some()),

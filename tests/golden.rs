@@ -724,17 +724,22 @@ fn run_file(path: &std::path::Path) -> usize {
             Device::Cpu => runs.push((dev, None)),
         }
     }
-    run_cases(path, &runs, &|_| true, "")
+    run_cases(path, &runs, &|_| true, None)
 }
 
+/// Held by each GPU run: the f16 path and the tile policy are the process's, so that a run in
+/// a forced tile and another's run on the other f16 path do not overlap.
+static GPU_RUN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Run the cases of one op file that `keep` keeps on each of `runs` (a device, and for a GPU
-/// which f16 path), `label` naming the run in the report; the number of failures.
+/// which f16 path), the GPU's GEMMs in `tile` when given; the number of failures.
 fn run_cases(
     path: &std::path::Path,
     runs: &[(Device, Option<bool>)],
     keep: &dyn Fn(&Value) -> bool,
-    label: &str,
+    tile: Option<wgtorch::backend::gpu::kernels::Tile>,
 ) -> usize {
+    use wgtorch::backend::gpu::tune;
     let file = path.file_name().map(std::path::Path::new).unwrap_or(path);
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let doc: Value = serde_json::from_str(&text).unwrap();
@@ -742,11 +747,20 @@ fn run_cases(
     let only = std::env::var("GOLDEN_ONLY").ok();
     let mut failed_total = 0;
     for &(dev, native) in runs {
+        let _gpu = matches!(dev, Device::Gpu(_))
+            .then(|| GPU_RUN.lock().unwrap_or_else(|e| e.into_inner()));
         if let (Device::Gpu(n), Some(on)) = (dev, native) {
             wgtorch::backend::gpu::context(n)
                 .unwrap()
                 .set_native_f16(on);
         }
+        let label = match tile {
+            Some(t) if matches!(dev, Device::Gpu(_)) => {
+                tune::force_gemm_tile(Some(t));
+                format!(" in {t}")
+            }
+            _ => String::new(),
+        };
         let path = match native {
             Some(true) => format!("{label} [native f16]"),
             Some(false) => format!("{label} [packed f16/bf16]"),
@@ -777,6 +791,9 @@ fn run_cases(
             dev.describe()
         );
         failed_total += fail;
+        if tile.is_some() {
+            tune::force_gemm_tile(None);
+        }
     }
     failed_total
 }
@@ -784,12 +801,11 @@ fn run_cases(
 /// The cases that run GEMM kernels (matmuls, convolutions, linear and sequence layers,
 /// attention), in every tile the tuner may pick on any adapter, forced in turn on the GPU:
 /// register tiles (subgroup ones with subgroups where the adapter offers them) and the
-/// shared-memory tiles of real GPUs, against PyTorch's numbers. The tile policy is the
-/// process's: the other tests of this binary meanwhile run in the forced tiles too, which every
-/// tile must pass anyway.
+/// shared-memory tiles of real GPUs (those staging f16 with native f16 kernels, where the
+/// adapter has them: the f16 cases), against PyTorch's numbers.
 #[test]
 fn golden_gemm_cases_in_every_tile() {
-    use wgtorch::backend::gpu::{kernels::Tile, tune};
+    use wgtorch::backend::gpu::kernels::Tile;
     let Some(gpu) = common::gpu() else {
         return;
     };
@@ -814,18 +830,17 @@ fn golden_gemm_cases_in_every_tile() {
     let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
     files.extend(["layers.json", "seq.json"].map(|f| repo.join(f)));
     let mut failed = Vec::new();
+    // Native f16 kernels where the adapter has them (the tiles' bodies are the same on both
+    // paths, but only native f16 GEMMs stage f16).
+    let native = wgtorch::backend::gpu::context(0).unwrap().has_shader_f16();
     for tile in Tile::ALL {
-        tune::force_gemm_tile(Some(tile));
-        let label = format!(" in {tile}");
         for f in &files {
-            // The f16 path the adapter starts with (the tiles' bodies are the same in both).
-            let n = run_cases(f, &[(gpu, None)], &keep, &label);
+            let n = run_cases(f, &[(gpu, Some(native))], &keep, Some(tile));
             if n > 0 {
                 failed.push(format!("{tile}: {n} in {}", f.display()));
             }
         }
     }
-    tune::force_gemm_tile(None);
     assert!(
         failed.is_empty(),
         "golden GEMM cases failed (see FAIL lines above): {failed:?}"

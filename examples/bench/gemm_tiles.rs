@@ -70,19 +70,23 @@ pub fn rows(json: &mut serde_json::Map<String, serde_json::Value>) {
     if tuned.is_empty() {
         return;
     }
-    println!("\n| GEMM bucket (kernel, m, n, k, batches) | tuned on [m, n, k, batches] | tile | default {} GFLOP/s | tuned GFLOP/s | speed-up |", Tile::DEFAULT);
+    println!("\n| GEMM bucket (kernel, m, n, k, batches) | tuned on [m, n, k, batches] | tile (default) | default GFLOP/s | tuned GFLOP/s | speed-up |");
     println!("|---|---|---|---|---|---|");
     let mut rows = Vec::new();
     let mut clocks = std::collections::BTreeSet::new();
     for (key, t) in tuned {
         let flop = 2.0 * t.dims.iter().product::<usize>() as f64;
         let us = |tile: Tile| t.times_us.iter().find(|c| c.0 == tile).and_then(|c| c.1);
-        let (Some(d), Some(c)) = (us(Tile::DEFAULT), us(t.tile)) else {
+        // The tuner times the adapter's default first.
+        let Some(default) = t.times_us.first().map(|c| c.0) else {
+            continue;
+        };
+        let (Some(d), Some(c)) = (us(default), us(t.tile)) else {
             continue;
         };
         let gf = |us: f64| flop / us / 1e3;
         println!(
-            "| {key} | {:?} | {} | {:.2} | {:.2} | {:.2}x |",
+            "| {key} | {:?} | {} ({default}) | {:.2} | {:.2} | {:.2}x |",
             t.dims,
             t.tile,
             gf(d),

@@ -1,7 +1,7 @@
 //! One wgpu context per adapter, shared by every tensor on it: device and queue, the pipeline
 //! cache, the buffer pool and the pending command encoder.
 
-use super::kernels::Tile;
+use super::kernels::{GpuType, Tile};
 use crate::{Device, Error, Result};
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -51,8 +51,10 @@ pub struct GpuContext {
     has_subgroups: bool,
     /// Reductions use subgroup operations (`shaders/reduce_subgroup.wgsl`).
     subgroups: std::sync::atomic::AtomicBool,
-    /// The shared-memory GEMM tiles that fit the adapter's workgroup memory.
+    /// The shared-memory GEMM tiles that fit the adapter's workgroup memory: for GEMMs in
+    /// f32 and packed storage, and (with the f16-staging ones) for native f16 GEMMs.
     shared_tiles: Vec<Tile>,
+    shared_tiles_f16: Vec<Tile>,
     pub(super) pipelines: Mutex<HashMap<String, Arc<wgpu::ComputePipeline>>>,
     /// Pipelines being compiled on the context's worker thread (`background.rs`).
     #[cfg(not(target_arch = "wasm32"))]
@@ -172,10 +174,16 @@ impl GpuContext {
         let has_subgroups = device.features().contains(wgpu::Features::SUBGROUP);
         let timing = (device.features().contains(wgpu::Features::TIMESTAMP_QUERY))
             .then(|| super::timing::Timing::new(&queue));
-        let shared_tiles = Tile::SHARED_CANDIDATES
-            .into_iter()
-            .filter(|t| t.workgroup_bytes() <= limits.max_compute_workgroup_storage_size)
-            .collect();
+        let fits = |t: &Tile| t.workgroup_bytes() <= limits.max_compute_workgroup_storage_size;
+        let shared_tiles: Vec<Tile> = Tile::SHARED_CANDIDATES.into_iter().filter(fits).collect();
+        let shared_tiles_f16 = match has_f16 {
+            true => shared_tiles
+                .iter()
+                .copied()
+                .chain(Tile::SHARED_HALF_CANDIDATES.into_iter().filter(fits))
+                .collect(),
+            false => shared_tiles.clone(),
+        };
         GpuContext {
             checks: super::checks::IndexChecks::new(&device),
             ordinal,
@@ -189,6 +197,7 @@ impl GpuContext {
             has_subgroups,
             subgroups: std::sync::atomic::AtomicBool::new(has_subgroups),
             shared_tiles,
+            shared_tiles_f16,
             pipelines: Mutex::new(HashMap::new()),
             #[cfg(not(target_arch = "wasm32"))]
             background: Default::default(),
@@ -278,6 +287,16 @@ impl GpuContext {
     pub(crate) fn loop_budget(&self) -> Option<usize> {
         self.loop_cap.map(|c| c as usize - 256)
     }
+    /// Whether the adapter has `SHADER_F16` (native f16 kernels are possible).
+    ///
+    /// ```
+    /// if let Ok(ctx) = wgtorch::backend::gpu::context(0) {
+    ///     assert!(ctx.has_shader_f16() || !ctx.native_f16());
+    /// }
+    /// ```
+    pub fn has_shader_f16(&self) -> bool {
+        self.has_f16
+    }
     /// Whether f16 tensors run on native `f16` kernels (else the packed path).
     pub fn native_f16(&self) -> bool {
         self.native_f16.load(Ordering::Relaxed)
@@ -295,14 +314,16 @@ impl GpuContext {
     pub fn subgroups(&self) -> bool {
         self.subgroups.load(Ordering::Relaxed)
     }
-    /// The tiles the tuner times for a GEMM on this adapter, its default first: on a CPU
-    /// adapter [`Tile::CANDIDATES`], then [`Tile::SUBGROUP_CANDIDATES`] where subgroups are on
-    /// and the adapter's are 8 lanes wide, no more and no fewer (lavapipe on AVX2); on a real GPU
-    /// those of [`Tile::SHARED_CANDIDATES`] that fit its workgroup memory (all do in WebGPU's
-    /// 16 KiB; the default needs 8 KiB, which the context requires).
+    /// The tiles the tuner times for a GEMM of storage type `ty` on this adapter, its default
+    /// first: on a CPU adapter [`Tile::CANDIDATES`], then [`Tile::SUBGROUP_CANDIDATES`] where
+    /// subgroups are on and the adapter's are 8 lanes wide, no more and no fewer (lavapipe on
+    /// AVX2); on a real GPU those of [`Tile::SHARED_CANDIDATES`] that fit its workgroup memory
+    /// (all do in WebGPU's 16 KiB; the default needs 8 KiB, which the context requires), and
+    /// for native f16 GEMMs ([`GpuType::F16`]: autocast's, where the adapter has `SHADER_F16`)
+    /// those of [`Tile::SHARED_HALF_CANDIDATES`] too.
     ///
     /// ```
-    /// use wgtorch::backend::gpu::kernels::Tile;
+    /// use wgtorch::backend::gpu::kernels::{GpuType, Tile};
     /// if let Ok(ctx) = wgtorch::backend::gpu::context(0) {
     ///     let had = ctx.subgroups();
     ///     ctx.set_subgroups(false);
@@ -310,13 +331,16 @@ impl GpuContext {
     ///         true => &Tile::CANDIDATES[..],
     ///         false => &Tile::SHARED_CANDIDATES[..],
     ///     };
-    ///     assert_eq!(ctx.gemm_tiles(), want);
+    ///     assert_eq!(ctx.gemm_tiles(GpuType::F32), want);
     ///     ctx.set_subgroups(had);
     /// }
     /// ```
-    pub fn gemm_tiles(&self) -> &[Tile] {
+    pub fn gemm_tiles(&self, ty: GpuType) -> &[Tile] {
         if !self.is_cpu_adapter() {
-            return &self.shared_tiles;
+            return match ty {
+                GpuType::F16 => &self.shared_tiles_f16,
+                _ => &self.shared_tiles,
+            };
         }
         let eight = (self.info.subgroup_min_size, self.info.subgroup_max_size) == (8, 8);
         match self.subgroups() && eight {

@@ -651,7 +651,8 @@ impl Kernel {
             Kernel::SortIndices,
         ];
         for (a_t, b_t) in [(false, false), (false, true), (true, false), (true, true)] {
-            v.extend(Tile::ALL.map(|tile| Kernel::MatmulVec4 { a_t, b_t, tile }));
+            let f32_tiles = Tile::ALL.into_iter().filter(|t| !t.half);
+            v.extend(f32_tiles.map(|tile| Kernel::MatmulVec4 { a_t, b_t, tile }));
         }
         v.extend(UnaryOp::ALL.iter().map(|&op| Kernel::UnaryVec4(op)));
         // The storage types each binary op's kernels take (bool is U32).
@@ -676,7 +677,11 @@ impl Kernel {
             if float {
                 v.extend(UnaryOp::ALL.iter().map(|&op| Kernel::Unary(op, t)));
                 for op in Gemm::ALL {
-                    v.extend(Tile::ALL.map(|tile| Kernel::Matmul(t, op, tile)));
+                    // f16 staging in native f16 GEMMs only.
+                    let tiles = Tile::ALL
+                        .into_iter()
+                        .filter(|x| !x.half || t == GpuType::F16);
+                    v.extend(tiles.map(|tile| Kernel::Matmul(t, op, tile)));
                 }
                 v.extend([
                     Kernel::MaxPool(t),

@@ -69,7 +69,7 @@ pub(crate) fn matmul(
                 ty: GpuType::F32,
                 dims: [m, n, k, bs],
                 bufs: &bufs,
-                tiles: ctx.gemm_tiles(),
+                tiles: ctx.gemm_tiles(GpuType::F32),
                 kernel,
                 run: |tile: Tile, bufs: &[&wgpu::Buffer]| {
                     let g = tile.groups(m, n, bs).map(u);
@@ -138,7 +138,7 @@ pub(super) fn gemm<P: KernelParams>(
         ty: t,
         dims: [m, n, k, batches],
         bufs,
-        tiles: ctx.gemm_tiles(),
+        tiles: ctx.gemm_tiles(t),
         kernel,
         run: |tile: Tile, bufs: &[&wgpu::Buffer]| {
             let g = tile.groups(m, n, batches).map(u);

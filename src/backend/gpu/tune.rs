@@ -1,7 +1,8 @@
 //! The GEMM autotuner: which [`Tile`] each GEMM kernel family runs at each shape, per adapter.
 //! CPU adapters choose among register tiles (of [`Tile::CANDIDATES`], and
 //! [`Tile::SUBGROUP_CANDIDATES`] where the adapter's subgroups are 8 wide), real GPUs among
-//! shared-memory tiles ([`Tile::SHARED_CANDIDATES`]): [`GpuContext::gemm_tiles`].
+//! shared-memory tiles ([`Tile::SHARED_CANDIDATES`], and for native f16 GEMMs
+//! [`Tile::SHARED_HALF_CANDIDATES`]): [`GpuContext::gemm_tiles`].
 //!
 //! A (kernel, shape bucket) on an adapter runs the adapter's default tile ([`Tile::DEFAULT`],
 //! [`Tile::SHARED_DEFAULT`]: the kernels of before the tuner) until it is tuned. Its first GEMM
@@ -24,7 +25,8 @@
 //! `WGTORCH_GEMM_TILE` overrides it: `default` runs the adapter's default everywhere, a tile such
 //! as `8x4/8x8` or `8x8/16x16k8` forces that tile on any adapter (the tests force each
 //! candidate; a subgroup tile such as `8x4/16x4s` runs without subgroups where they are not
-//! offered), `tune` (or unset, or a value that is not a tile) tunes.
+//! offered, a tile staging f16 such as `8x8/16x16k8h` stages f32 in a GEMM that is not native
+//! f16), `tune` (or unset, or a value that is not a tile) tunes.
 //! `WGTORCH_CACHE_DIR` moves the cache (else `$XDG_CACHE_HOME/wgtorch`, `~/.cache/wgtorch`, or
 //! `%LOCALAPPDATA%\wgtorch`); `WGTORCH_CACHE_DIR=none` keeps results in memory only. Nothing is
 //! tuned in the browser, where a wait for the queue would block the page.
@@ -264,7 +266,24 @@ where
             Policy::Fixed(t) if t.subgroup && !self.tiles.iter().any(|c| c.subgroup) => {
                 return (self.run)(t.portable(), self.bufs)
             }
-            Policy::Fixed(t) => return (self.run)(t, self.bufs),
+            // A half tile stages f32 in a GEMM that is not native f16.
+            Policy::Fixed(t) if t.half && self.ty != GpuType::F16 => {
+                return (self.run)(t.staging_f32(), self.bufs)
+            }
+            Policy::Fixed(t) => {
+                let have = ctx.limits.max_compute_workgroup_storage_size;
+                if t.workgroup_bytes() > have {
+                    return Err(crate::Error::GpuLimit {
+                        op: self.op,
+                        what: format!("the forced GEMM tile {t}'s workgroup memory"),
+                        needed: t.workgroup_bytes() as u64,
+                        limit: have as u64,
+                        limit_name: "max_compute_workgroup_storage_size",
+                        adapter: ctx.adapter_name().to_string(),
+                    });
+                }
+                return (self.run)(t, self.bufs);
+            }
             Policy::Default => return (self.run)(self.default(), self.bufs),
             Policy::Tune => {
                 let suffix = format!("_{}", super::kernels::tile_key(&self.default()));

@@ -43,6 +43,7 @@ impl Tile {
             ("WY", self.wy.to_string()),
             ("RM", self.rows.to_string()),
             ("RN", self.cols.to_string()),
+            ("ST", if self.half { "f16" } else { "f32" }.to_string()),
         ];
         subs.iter().fold(template.to_string(), |s, (k, v)| {
             s.replace(&format!("{{{{{k}}}}}"), v)
@@ -68,14 +69,14 @@ fn vec4_fill(a_t: bool, b_t: bool) -> String {
             "let kk = e / (TM / 4u); let r = (e % (TM / 4u)) * 4u;",
             "k0 + kk < K && row0 + r < M",
             "a[(abase + (k0 + kk) * sak + row0 + r) >> 2u]",
-            "ta[kk][r] = v.x; ta[kk][r + 1u] = v.y; ta[kk][r + 2u] = v.z; ta[kk][r + 3u] = v.w;",
+            "ta[kk][r] = ST(v.x); ta[kk][r + 1u] = ST(v.y); ta[kk][r + 2u] = ST(v.z); ta[kk][r + 3u] = ST(v.w);",
         ),
         false => (
             "TM * TK / 4u",
             "let r = e / (TK / 4u); let kk = (e % (TK / 4u)) * 4u;",
             "row0 + r < M && k0 + kk < K",
             "a[(abase + (row0 + r) * sam + k0 + kk) >> 2u]",
-            "ta[kk][r] = v.x; ta[kk + 1u][r] = v.y; ta[kk + 2u][r] = v.z; ta[kk + 3u][r] = v.w;",
+            "ta[kk][r] = ST(v.x); ta[kk + 1u][r] = ST(v.y); ta[kk + 2u][r] = ST(v.z); ta[kk + 3u][r] = ST(v.w);",
         ),
     };
     let b = match b_t {
@@ -84,14 +85,14 @@ fn vec4_fill(a_t: bool, b_t: bool) -> String {
             "let cc = e / (TK / 4u); let kk = (e % (TK / 4u)) * 4u;",
             "col0 + cc < N && k0 + kk < K",
             "b[(bbase + (col0 + cc) * sbn + k0 + kk) >> 2u]",
-            "tb[kk][cc] = v.x; tb[kk + 1u][cc] = v.y; tb[kk + 2u][cc] = v.z; tb[kk + 3u][cc] = v.w;",
+            "tb[kk][cc] = ST(v.x); tb[kk + 1u][cc] = ST(v.y); tb[kk + 2u][cc] = ST(v.z); tb[kk + 3u][cc] = ST(v.w);",
         ),
         false => (
             "TK * TN / 4u",
             "let kk = e / (TN / 4u); let cc = (e % (TN / 4u)) * 4u;",
             "k0 + kk < K && col0 + cc < N",
             "b[(bbase + (k0 + kk) * sbk + col0 + cc) >> 2u]",
-            "tb[kk][cc] = v.x; tb[kk][cc + 1u] = v.y; tb[kk][cc + 2u] = v.z; tb[kk][cc + 3u] = v.w;",
+            "tb[kk][cc] = ST(v.x); tb[kk][cc + 1u] = ST(v.y); tb[kk][cc + 2u] = ST(v.z); tb[kk][cc + 3u] = ST(v.w);",
         ),
     };
     let mut s = locals.to_string();

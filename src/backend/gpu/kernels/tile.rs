@@ -29,8 +29,11 @@
 ///   computes a `wy·rows × wx·cols` block of the output, stepping K by `k` through workgroup
 ///   memory (8, 16 or 32; the two staged blocks fit WebGPU's 16 KiB); blocks up to 8x8.
 ///
-/// Every shape sums each output over k in the same order, so they agree to the rounding of a
-/// contracted multiply-add.
+/// Every shape sums each output over k in the same order, in f32, so they agree to the rounding
+/// of a contracted multiply-add. None accumulates in f16, as PyTorch's f16 GEMMs do not: over
+/// K = 64 to 4096 (standard normal f16 operands, 128x64 outputs) f16 accumulation's median
+/// relative error is 6 to 46 times that of f32 accumulation rounded to f16, and 12% to 81% of
+/// its outputs miss the tuner's agreement test, which would refuse it on any GEMM.
 ///
 /// ```
 /// use wgtorch::backend::gpu::kernels::Tile;
@@ -51,6 +54,10 @@
 /// assert!("8x8/16x16k8".parse::<Tile>().is_ok());
 /// assert!("8x8/16x16k32".parse::<Tile>().is_err()); // 32 KiB of workgroup memory
 /// assert!("8x4/16x4k16s".parse::<Tile>().is_err()); // no subgroups in shared tiles
+/// // Staging f16: 128x128 outputs, K by 16, in 8 KiB.
+/// let h: Tile = "8x8/16x16k16h".parse().unwrap();
+/// assert!(h.half && h.workgroup_bytes() == 8192 && h.to_string() == "8x8/16x16k16h");
+/// assert!("4x4/8x8h".parse::<Tile>().is_err()); // register tiles stage nothing
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Tile {
@@ -66,6 +73,10 @@ pub struct Tile {
     pub subgroup: bool,
     /// K per step through workgroup memory; 0 for a register tile.
     pub k: u32,
+    /// A shared tile staging its blocks in f16 (written with a trailing `h`), for native f16
+    /// GEMMs: exact (the operands are f16), in half the workgroup memory; the products still
+    /// accumulate in f32.
+    pub half: bool,
 }
 
 impl Tile {
@@ -78,6 +89,7 @@ impl Tile {
             wy,
             subgroup,
             k: 0,
+            half: false,
         }
     }
 
@@ -90,6 +102,7 @@ impl Tile {
             wy,
             subgroup: false,
             k,
+            half: false,
         }
     }
 
@@ -150,15 +163,29 @@ impl Tile {
     ];
 
     /// Every tile the tuner may pick on any adapter: [`Tile::WITH_SUBGROUPS`], then
-    /// [`Tile::SHARED_CANDIDATES`] (the kernels the tests validate).
-    pub const ALL: [Tile; 12] = {
-        let mut all = [Tile::DEFAULT; 12];
+    /// [`Tile::SHARED_CANDIDATES`] and [`Tile::SHARED_HALF_CANDIDATES`] (the kernels the tests
+    /// validate).
+    pub const ALL: [Tile; 17] = {
+        let mut all = [Tile::DEFAULT; 17];
         let mut i = 0;
-        while i < 12 {
-            all[i] = match i < 7 {
-                true => Tile::WITH_SUBGROUPS[i],
-                false => Tile::SHARED_CANDIDATES[i - 7],
+        while i < 17 {
+            all[i] = match i {
+                0..7 => Tile::WITH_SUBGROUPS[i],
+                7..12 => Tile::SHARED_CANDIDATES[i - 7],
+                _ => Tile::SHARED_HALF_CANDIDATES[i - 12],
             };
+            i += 1;
+        }
+        all
+    };
+
+    /// [`Tile::SHARED_CANDIDATES`] staging f16 (the tuner's other candidates for native f16
+    /// GEMMs on adapters with `SHADER_F16`).
+    pub const SHARED_HALF_CANDIDATES: [Tile; 5] = {
+        let mut all = Tile::SHARED_CANDIDATES;
+        let mut i = 0;
+        while i < 5 {
+            all[i].half = true;
             i += 1;
         }
         all
@@ -169,10 +196,10 @@ impl Tile {
         self.k > 0
     }
 
-    /// The workgroup memory the kernel stages its blocks of A and B in (f32), in bytes.
+    /// The workgroup memory the kernel stages its blocks of A and B in, in bytes.
     pub fn workgroup_bytes(self) -> u32 {
         let (bm, bn) = self.output_block();
-        (bm + bn) * self.k * 4
+        (bm + bn) * self.k * if self.half { 2 } else { 4 }
     }
 
     /// The outputs one workgroup computes: (rows, columns).
@@ -181,10 +208,11 @@ impl Tile {
     }
 
     /// How many k one launch may sum where an invocation may run `budget` loop iterations
-    /// (llvmpipe's cap, which every loop's iterations count toward): `vec4` for the kernels that
-    /// read aligned vec4 operands (4 k per iteration in a register tile). A shared tile runs
-    /// per step of K its tile fill and, per k, the reads of its block's rows and columns from
-    /// workgroup memory and its products: whole steps that fit.
+    /// (llvmpipe's cap, which every loop's iterations count toward, the pass that leaves a loop
+    /// included): `vec4` for the kernels that read aligned vec4 operands (4 k per iteration in a
+    /// register tile). A shared tile runs per step of K its tile fill and, per k, the reads of
+    /// its block's rows and columns from workgroup memory and its products, and once per launch
+    /// its stores: whole steps that fit, each loop counted with its leaving pass.
     pub(crate) fn k_per_launch(self, budget: usize, vec4: bool) -> usize {
         if !self.is_shared() {
             return if vec4 { budget * 4 } else { budget };
@@ -192,16 +220,26 @@ impl Tile {
         let (bm, bn) = self.output_block();
         let (k, t) = (self.k as usize, (self.wx * self.wy) as usize);
         let (rm, rn) = (self.rows as usize, self.cols as usize);
-        let per_step = (bm as usize * k).div_ceil(t)
-            + (bn as usize * k).div_ceil(t)
-            + k * (1 + rm + rn + rm + rm * rn);
-        (budget / per_step).max(1) * k
+        // Per k: its own pass, the row and column reads, the products' rows and columns.
+        let per_k = 1 + (rm + 1) + (rn + 1) + (rm + 1) + rm * (rn + 1);
+        let fill = (bm as usize * k).div_ceil(t) + 1 + (bn as usize * k).div_ceil(t) + 1;
+        let per_step = 1 + fill + k * per_k + 1;
+        let stores = (rm + 1) + rm * (rn + 1) + 1;
+        (budget.saturating_sub(stores) / per_step).max(1) * k
     }
 
     /// The same shape without subgroup operations.
     pub fn portable(self) -> Tile {
         Tile {
             subgroup: false,
+            ..self
+        }
+    }
+
+    /// The same shape staging f32.
+    pub fn staging_f32(self) -> Tile {
+        Tile {
+            half: false,
             ..self
         }
     }
@@ -454,9 +492,10 @@ impl std::fmt::Display for Tile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let s = if self.subgroup { "s" } else { "" };
         write!(f, "{}x{}/{}x{}", self.rows, self.cols, self.wx, self.wy)?;
+        let h = if self.half { "h" } else { "" };
         match self.k {
             0 => write!(f, "{s}"),
-            k => write!(f, "k{k}"),
+            k => write!(f, "k{k}{h}"),
         }
     }
 }
@@ -464,15 +503,16 @@ impl std::fmt::Display for Tile {
 impl std::str::FromStr for Tile {
     type Err = String;
     /// `ROWSxCOLS/WXxWY`, with a trailing `s` for a subgroup tile or `kK` for a shared-memory
-    /// tile, as [`Tile`]'s `Display` writes it.
+    /// tile (`kKh` staging f16), as [`Tile`]'s `Display` writes it.
     fn from_str(s: &str) -> Result<Tile, String> {
         let bad = || {
             format!(
-                "a GEMM tile is ROWSxCOLS/WXxWY[s|kK]: a register tile (a block of 4x4, 8x4 or \
+                "a GEMM tile is ROWSxCOLS/WXxWY[s|kK[h]]: a register tile (a block of 4x4, 8x4 or \
                  4x8 outputs, at most 256 invocations; `s` shares an 8x4 block's rows across 8 \
                  lanes of a row of invocations, or a 4x8 block's columns along a column), e.g. \
                  {}, or a shared-memory tile staging K by 8, 16 or 32 (blocks up to 8x8, the \
-                 workgroup's blocks of A and B within 16 KiB), e.g. {}; got {s:?}",
+                 workgroup's blocks of A and B within 16 KiB; `h` stages f16), e.g. {}; got \
+                 {s:?}",
                 Tile::DEFAULT,
                 Tile::SHARED_DEFAULT
             )
@@ -483,9 +523,17 @@ impl std::str::FromStr for Tile {
         };
         let (block, wg) = s.split_once('/').ok_or_else(bad)?;
         let (wg, subgroup, k) = match (wg.strip_suffix('s'), wg.split_once('k')) {
-            (Some(w), _) => (w, true, 0),
-            (None, Some((w, k))) => (w, false, k.parse::<u32>().map_err(|_| bad())?),
-            (None, None) => (wg, false, 0),
+            (Some(w), _) => (w, true, ""),
+            (None, Some((w, k))) => (w, false, k),
+            (None, None) => (wg, false, ""),
+        };
+        let (k, half) = match k.strip_suffix('h') {
+            Some(k) => (k, true),
+            None => (k, false),
+        };
+        let k = match k {
+            "" if !half => 0,
+            k => k.parse::<u32>().map_err(|_| bad())?,
         };
         let ((rows, cols), (wx, wy)) = (pair(block).ok_or_else(bad)?, pair(wg).ok_or_else(bad)?);
         let block_ok = match k {
@@ -497,7 +545,10 @@ impl std::str::FromStr for Tile {
         }
         if k > 0 {
             // Both staged blocks, f32, within WebGPU's default 16 KiB of workgroup memory.
-            let t = Tile::shared(rows, cols, wx, wy, k);
+            let t = Tile {
+                half,
+                ..Tile::shared(rows, cols, wx, wy, k)
+            };
             if ![8, 16, 32].contains(&k) || t.workgroup_bytes() > 16384 {
                 return Err(bad());
             }

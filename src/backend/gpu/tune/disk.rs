@@ -40,7 +40,7 @@ fn path(ctx: &GpuContext) -> Option<PathBuf> {
 
 /// Whether `t` is a tile the tuner may pick.
 fn candidate(t: &Tile) -> bool {
-    Tile::CANDIDATES.contains(t) || Tile::SUBGROUP_CANDIDATES.contains(t)
+    Tile::ALL.contains(t)
 }
 
 /// A partial line's timings: `tile=µs` or `tile=-` (refused), `;`-separated; `None` if any
