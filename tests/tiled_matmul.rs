@@ -11,8 +11,11 @@ fn tiled_matmul_matches_cpu_for_every_float_storage() -> Result<()> {
     let Some(gpu) = common::gpu() else {
         return Ok(());
     };
+    // The f16 path is the process's: the other tests hold the lock too.
+    let _seed = common::seed_lock();
     let ctx = wgtorch::backend::gpu::context(0)?;
     assert!(!ctx.is_cpu_adapter());
+    let had = ctx.native_f16();
     wgtorch::manual_seed(2);
     for (m, k, n) in [(1, 1, 1), (33, 65, 17), (70, 130, 90)] {
         let a = Tensor::randn([3, m, k], &Device::Cpu)?;
@@ -40,6 +43,7 @@ fn tiled_matmul_matches_cpu_for_every_float_storage() -> Result<()> {
             );
         }
     }
+    ctx.set_native_f16(had);
     Ok(())
 }
 
@@ -112,6 +116,7 @@ fn tiled_matmul_k_past_loop_cap() -> Result<()> {
     let Some(gpu) = common::gpu() else {
         return Ok(());
     };
+    let _seed = common::seed_lock();
     let ints = |r: usize, c: usize, s: usize| -> Result<Tensor> {
         let v: Vec<f32> = (0..r * c).map(|i| ((i * 7 + s) % 5) as f32 - 2.0).collect();
         Tensor::from_vec(v, [r, c], &Device::Cpu)

@@ -1,4 +1,4 @@
-//! The GEMM tiles the tuner chose on a CPU adapter (`wgtorch::backend::gpu::tune`): one row per
+//! The GEMM tiles the tuner chose on the GPU (`wgtorch::backend::gpu::tune`): one row per
 //! tuned bucket (kernel, shape rounded up to powers of two), with the GEMM that tuned it, the
 //! tile chosen, and the default's and the chosen tile's GFLOP/s as the tuner measured them.
 

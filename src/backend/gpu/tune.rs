@@ -141,7 +141,9 @@ pub(super) fn trial_run() -> bool {
 /// Force every GEMM to run `tile` (`None`: back to tuning), instead of what `WGTORCH_GEMM_TILE`
 /// says: any tile runs on any adapter (a register tile on a GPU, a shared tile on a CPU
 /// adapter), except that a subgroup tile runs in its portable form where the adapter does not
-/// offer subgroup tiles.
+/// offer subgroup tiles, and a tile staging f16 stages f32 in a GEMM that is not native f16. A
+/// GEMM in a tile whose staged blocks pass the adapter's workgroup memory fails with
+/// [`crate::Error::GpuLimit`].
 ///
 /// ```
 /// use wgtorch::backend::gpu::{kernels::Tile, tune::force_gemm_tile};
@@ -261,16 +263,17 @@ where
     /// Run it in the tile that `WGTORCH_GEMM_TILE`, the tuned buckets or, once, the tuner pick.
     pub(super) fn launch(self, ctx: &Arc<GpuContext>) -> Result<()> {
         let key = match policy() {
-            // A subgroup tile runs in its portable form where the adapter's subgroups are not
-            // 8 wide (or are off).
-            Policy::Fixed(t) if t.subgroup && !self.tiles.iter().any(|c| c.subgroup) => {
-                return (self.run)(t.portable(), self.bufs)
-            }
-            // A half tile stages f32 in a GEMM that is not native f16.
-            Policy::Fixed(t) if t.half && self.ty != GpuType::F16 => {
-                return (self.run)(t.staging_f32(), self.bufs)
-            }
             Policy::Fixed(t) => {
+                // A subgroup tile runs in its portable form where the adapter's subgroups are
+                // not 8 wide (or are off); a half tile stages f32 in a GEMM that is not native
+                // f16.
+                let mut t = t;
+                if t.subgroup && !self.tiles.iter().any(|c| c.subgroup) {
+                    t = t.portable();
+                }
+                if t.half && self.ty != GpuType::F16 {
+                    t = t.staging_f32();
+                }
                 let have = ctx.limits.max_compute_workgroup_storage_size;
                 if t.workgroup_bytes() > have {
                     return Err(crate::Error::GpuLimit {

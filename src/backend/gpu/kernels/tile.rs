@@ -544,7 +544,8 @@ impl std::str::FromStr for Tile {
             return Err(bad());
         }
         if k > 0 {
-            // Both staged blocks, f32, within WebGPU's default 16 KiB of workgroup memory.
+            // Both staged blocks within WebGPU's default 16 KiB of workgroup memory (f32 ones
+            // for a half tile in a GEMM that stages f32 are checked at launch).
             let t = Tile {
                 half,
                 ..Tile::shared(rows, cols, wx, wy, k)
