@@ -26,6 +26,7 @@
 mod adapter;
 #[cfg(not(target_arch = "wasm32"))]
 mod background;
+mod capabilities;
 mod checks;
 mod context;
 mod conv;
