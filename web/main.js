@@ -106,8 +106,8 @@ window.runOnnx = async (name, tryGpu) => {
 };
 
 // WebGPU unless the browser's adapter is a software one (SwiftShader, a fallback adapter): that
-// runs on the CPU too, and trains about 30x slower than wgtorch's own wasm CPU backend (batch
-// 64: 3.7 s against 125 ms a step, Dec 1), so the page takes the CPU as Device::best() does natively for lavapipe, and says why.
+// runs on the CPU too, and trains about 20x slower than wgtorch's own wasm CPU backend (batch
+// 64: 2.6 s against 110 ms a step, Dec 5), so the page takes the CPU as Device::best() does natively for lavapipe, and says why.
 async function chooseDevice() {
   const adapter = navigator.gpu ? await navigator.gpu.requestAdapter().catch(() => null) : null;
   const info = adapter?.info || {};
@@ -131,6 +131,8 @@ async function main() {
   status.gpu = trainer.on_gpu();
   // The browser's own description of the adapter (wgpu's AdapterInfo is sparse on the web).
   if (status.gpu && choice.desc) status.backend = `WebGPU — ${choice.desc}`;
+  status.gemmTile = trainer.gemm_tile() ?? null;
+  if (status.gemmTile) status.backend += `, GEMM tile ${status.gemmTile}`;
   if (!status.gpu && choice.why) status.backend = choice.why;
   $("backend").textContent = status.backend;
   const perEpoch = Math.ceil(trainer.train_len() / 32);

@@ -51,6 +51,7 @@ async function wgtorchTrain(gpu) {
     const trainer = await Trainer.create(gpu, 64, 0);
     if (gpu && !trainer.on_gpu()) throw new Error(`no WebGPU: ${trainer.backend()}`);
     row.device = trainer.backend();
+    if (gpu) row.gemm_tile = trainer.gemm_tile();
     Object.assign(row, await timeIt(() => trainer.step(), steps));
     if (gpu) {
       const p = JSON.parse(await trainer.profile_steps(2));

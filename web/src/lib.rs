@@ -8,6 +8,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
 use wasm_bindgen::prelude::*;
+use wgtorch::backend::gpu::kernels::GpuType;
 use wgtorch::data::{random_split, Dataset, Digits, Subset};
 use wgtorch::models::SimpleCnn;
 use wgtorch::nn::{functional as F, ModuleExt};
@@ -92,6 +93,15 @@ impl Trainer {
     /// True when training on WebGPU.
     pub fn on_gpu(&self) -> bool {
         self.0.borrow().device.is_gpu()
+    }
+    /// On WebGPU, the GEMM tile the f32 products run in (`ROWSxCOLS/WXxWY`; nothing is tuned in
+    /// the browser, so this is the adapter's default); on the CPU, none.
+    pub fn gemm_tile(&self) -> Option<String> {
+        let Device::Gpu(n) = self.0.borrow().device else {
+            return None;
+        };
+        let ctx = wgtorch::backend::gpu::context(n).ok()?;
+        Some(ctx.gemm_tiles(GpuType::F32)[0].to_string())
     }
     /// Epochs completed.
     pub fn epoch(&self) -> u32 {

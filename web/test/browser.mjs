@@ -133,6 +133,14 @@ async function run(server, mode) {
       if (!p.kernels.length || !p.kernels.every((k) => k.total_ms >= 0 && k.calls > 0)) throw new Error(`bad kernel rows: ${JSON.stringify(p.kernels)}`);
       if (!(p.kernels.reduce((a, k) => a + k.total_ms, 0) > 0)) throw new Error("the adapter's kernel times sum to zero");
       console.log(`  top kernels by GPU time: ${p.kernels.slice(0, 3).map((k) => `${k.name} ${k.total_ms.toFixed(2)} ms`).join(", ")}`);
+      // The GEMMs (the convolutions' and the linear layers') run the tile the page names: on a
+      // software adapter (SwiftShader) Tile::BROWSER_CPU_DEFAULT, measured fastest there.
+      const tile = status.gemmTile;
+      if (!tile || !status.backend.includes(`GEMM tile ${tile}`)) throw new Error(`the page does not name its GEMM tile: ${status.backend}`);
+      if (/swiftshader/i.test(status.backend) && tile !== "4x8/8x8") throw new Error(`SwiftShader runs GEMM tile ${tile}, not 4x8/8x8`);
+      const gemms = p.kernels.filter((k) => /^(conv2d|matmul)_/.test(k.name));
+      const key = `_${tile.replace("/", "_")}`;
+      if (!gemms.length || !gemms.every((k) => k.name.endsWith(key))) throw new Error(`GEMM kernels not in tile ${tile}: ${gemms.map((k) => k.name)}`);
       if (!(p.dispatches_per_step > 0 && p.submits_per_step > 0 && p.gpu_busy_ms_per_step > 0 && p.gpu_busy_ms_per_step <= p.step_ms)) throw new Error(`bad per-step GPU figures: ${JSON.stringify(p)}`);
       console.log(`  per step: ${p.step_ms.toFixed(0)} ms, kernels ${p.gpu_busy_ms_per_step.toFixed(0)} ms, ${p.dispatches_per_step} dispatches, ${p.submits_per_step} submits`);
     } else {

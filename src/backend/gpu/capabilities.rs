@@ -80,7 +80,8 @@ impl GpuContext {
     /// The tiles the tuner times for a GEMM of storage type `ty` on this adapter, its default
     /// first: on a CPU adapter [`Tile::CANDIDATES`], then [`Tile::SUBGROUP_CANDIDATES`] where
     /// subgroups are on and the adapter's are 8 lanes wide, no more and no fewer (lavapipe on
-    /// AVX2); on a real GPU those of [`Tile::SHARED_CANDIDATES`] that fit its workgroup memory
+    /// AVX2), or in the browser (SwiftShader, untuned) [`Tile::BROWSER_CPU_DEFAULT`] alone; on a
+    /// real GPU those of [`Tile::SHARED_CANDIDATES`] that fit its workgroup memory
     /// (all do in WebGPU's 16 KiB; the default needs 8 KiB, which the context requires), and
     /// for native f16 GEMMs ([`GpuType::F16`]: autocast's, where the adapter has `SHADER_F16`)
     /// those of [`Tile::SHARED_HALF_CANDIDATES`] too.
@@ -104,6 +105,9 @@ impl GpuContext {
                 GpuType::F16 => &self.shared_tiles_f16,
                 _ => &self.shared_tiles,
             };
+        }
+        if self.info.backend == wgpu::Backend::BrowserWebGpu {
+            return std::slice::from_ref(&Tile::BROWSER_CPU_DEFAULT);
         }
         let eight = (self.info.subgroup_min_size, self.info.subgroup_max_size) == (8, 8);
         match self.subgroups() && eight {

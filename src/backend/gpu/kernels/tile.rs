@@ -121,6 +121,25 @@ impl Tile {
         Tile::reg(8, 4, 16, 4, false),
     ];
 
+    /// A CPU adapter's shape in the browser (Chromium's SwiftShader behind WebGPU), where nothing
+    /// is tuned: 4×8 outputs, 8×8 invocations, the portable form of the subgroup candidate
+    /// `4x8/8x8s` (so the native tests check it against the CPU on every layout). Measured in
+    /// headless Chromium 156 on an AMD EPYC (Zen 3, 2 vCPUs, idle), the SimpleCNN training
+    /// step (batch 64, Adam) took 2.59 s in it against 3.71 s in [`Tile::DEFAULT`] (medians of
+    /// 3, with 4x8/16x4 and 4x8/4x16 within 1% of it, 8x4/8x8 at 3.03 s and 4x4/16x4 at 4.02 s),
+    /// and its first step 3.65 s against 4.91 s. llvmpipe compiles the 4×8 kernels for seconds
+    /// each (the SimpleCNN's took 12 s more than the default's), which is why lavapipe does not
+    /// offer it.
+    ///
+    /// ```
+    /// use wgtorch::backend::gpu::kernels::Tile;
+    /// assert_eq!(Tile::BROWSER_CPU_DEFAULT.to_string(), "4x8/8x8");
+    /// // The portable form of a subgroup candidate, which the native tests force.
+    /// let sg = Tile::SUBGROUP_CANDIDATES.map(Tile::portable);
+    /// assert!(sg.contains(&Tile::BROWSER_CPU_DEFAULT));
+    /// ```
+    pub const BROWSER_CPU_DEFAULT: Tile = Tile::reg(4, 8, 8, 8, false);
+
     /// The subgroup tiles (after [`Tile::CANDIDATES`] where the adapter's subgroups are 8
     /// wide): each shares the 8 rows or columns of its blocks across a subgroup.
     pub const SUBGROUP_CANDIDATES: [Tile; 3] = [
