@@ -152,13 +152,27 @@ fn each_product_takes_the_tile_that_pads_least() {
 
 #[test]
 fn vectors_and_empty_products() {
-    // m = 1 and n = 1 take the matrix-vector path; both layouts of the matrix.
-    for (m, n) in [(1, 300), (300, 1), (1, 1)] {
+    // m = 1, n = 1 and m ≤ FEW_ROWS with B's columns contiguous take the matrix-vector path
+    // (m = 2 with a row-major B the packed kernels); both layouts of the matrix.
+    for (m, n) in [
+        (1, 300),
+        (300, 1),
+        (1, 1),
+        (2, 300),
+        (2, 17),
+        (3, 9),
+        (4, 1),
+    ] {
         for (ta, tb) in [(false, false), (true, true)] {
             check(m, 70, n, ta, tb, 0.0);
             check(m, 70, n, ta, tb, 2.0);
         }
     }
+    // Neither stride 1 (one row: B's rows updated element by element), and large enough to
+    // split.
+    check_strided(1, 33, 50, [2 * 33 + 1, 2], [2, 3 * 33 + 2], 0.5);
+    check(2, 700, 400, false, true, 0.0);
+    check(1, 700, 400, false, false, 1.0);
     // k = 0: C = beta·C (beta = 0 writes zeros over NaN).
     let mut c = vec![f32::NAN; 6];
     gemm::<f32>(2, 0, 3, &[], [0, 1], &[], [3, 1], 0.0, &mut c, 3);
@@ -190,6 +204,25 @@ fn results_do_not_depend_on_the_split() {
         c
     };
     assert_eq!(run(&one), run(&two));
+    // Two rows and a transposed B (the matrix-vector path, split by columns; a row-major B
+    // takes it for one row): the same bits on any thread count, and each row the same bits as
+    // that row alone.
+    let (m, k, n) = (2, 700, 400);
+    let (a, b): (Vec<f32>, Vec<f32>) = (
+        mat(m * k, 6).iter().map(|&v| v as f32).collect(),
+        mat(k * n, 7).iter().map(|&v| v as f32).collect(),
+    );
+    let run = |pool: &rayon::ThreadPool, rows: usize, a: &[f32]| {
+        let mut c = vec![0f32; rows * n];
+        pool.install(|| gemm(rows, k, n, a, [k, 1], &b, [1, k], 0.0, &mut c, n));
+        c
+    };
+    let all = run(&two, m, &a);
+    assert_eq!(all, run(&one, m, &a));
+    for i in 0..m {
+        let row = run(&two, 1, &a[i * k..(i + 1) * k]);
+        assert_eq!(&all[i * n..(i + 1) * n], &row[..], "row {i}");
+    }
 }
 
 #[test]
