@@ -107,7 +107,7 @@ window.runOnnx = async (name, tryGpu) => {
 
 // WebGPU unless the browser's adapter is a software one (SwiftShader, a fallback adapter): that
 // runs on the CPU too, and trains about 20x slower than wgtorch's own wasm CPU backend (batch
-// 64: 2.6 s against 110 ms a step, Dec 5), so the page takes the CPU as Device::best() does natively for lavapipe, and says why.
+// 64: 2.6 s against 114 ms a step, Dec 5), so the page takes the CPU as Device::best() does natively for lavapipe, and says why.
 async function chooseDevice() {
   const adapter = navigator.gpu ? await navigator.gpu.requestAdapter().catch(() => null) : null;
   const info = adapter?.info || {};
@@ -128,6 +128,7 @@ async function main() {
   trainer = await Trainer.create(choice.gpu, 32, 0);
   status.readyMs = performance.now();
   status.backend = trainer.backend();
+  status.wgpuBackend = status.backend; // wgpu's own description: adapter type and API
   status.gpu = trainer.on_gpu();
   // The browser's own description of the adapter (wgpu's AdapterInfo is sparse on the web).
   if (status.gpu && choice.desc) status.backend = `WebGPU — ${choice.desc}`;

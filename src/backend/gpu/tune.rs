@@ -4,8 +4,10 @@
 //! shared-memory tiles ([`Tile::SHARED_CANDIDATES`], and for native f16 GEMMs
 //! [`Tile::SHARED_HALF_CANDIDATES`]): [`GpuContext::gemm_tiles`].
 //!
-//! A (kernel, shape bucket) on an adapter runs the adapter's default tile ([`Tile::DEFAULT`],
-//! [`Tile::SHARED_DEFAULT`]: the kernels of before the tuner) until it is tuned. Its first GEMM
+//! A (kernel, shape bucket) on an adapter runs the adapter's default tile, the first of its
+//! tiles ([`Tile::DEFAULT`], [`Tile::SHARED_DEFAULT`]: the kernels of before the tuner; in the
+//! browser, where nothing is tuned, a CPU adapter's is [`Tile::BROWSER_CPU_DEFAULT`]) until it
+//! is tuned. Its first GEMM
 //! queues nothing, so that a fresh process's first step has the cores to itself; its second
 //! queues the other candidates for
 //! the context's background compiler (one bucket's at a time; on llvmpipe without its shader

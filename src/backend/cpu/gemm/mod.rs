@@ -5,8 +5,9 @@
 //!
 //! The operands are [`Source`]s, so a convolution packs its unfolded input straight from the
 //! image (`conv.rs`), and a transposed operand is packed from its own layout without a copy.
-//! Products with a single row or column go to a dot-product/axpy path instead (a matrix-vector
-//! product gains nothing from packing).
+//! Products with a single row or column, or two rows against a B whose columns are contiguous
+//! (a linear layer at batch 2), go to a dot-product/axpy path instead (a matrix-vector product
+//! gains nothing from packing, and a transposed B would be gathered for two rows to use).
 //!
 //! Blocking (the BLIS loop order): for each `NC`-column block of B, for each `KC`-deep slice,
 //! pack the `KC×NC` block of B (it stays in L2); for each `MC`-row block of A pack it, then run
@@ -37,8 +38,8 @@ const NC: usize = 384;
 /// transposed) go to [`gemv`], B read in place, rather than to the packed kernels, which would
 /// gather B into panels on every call for a few rows to use. Measured on an AMD EPYC (Zen 3,
 /// AVX2), medians of 7: `[2, 2048]·[2048, 64]` 90 → 45 µs, `[2, 4096]·[4096, 256]` 390 → 180 µs,
-/// `[2, 64]·[64, 64]` 4.3 → 3.6 µs; with 4 rows the AVX2 kernels win again below k·n ≈ 64K
-/// (`[4, 256]·[256, 256]` 42 against 48 µs). In the browser (wasm SIMD128) the golden simple_cnn's
+/// `[2, 64]·[64, 64]` 4.3 → 3.6 µs; with 4 rows the packed AVX2 kernels were faster up to
+/// k·n = 64K (`[4, 256]·[256, 256]`: 42 µs packed, 48 µs by dot products) and about even above. In the browser (wasm SIMD128) the golden simple_cnn's
 /// inference (batch 2) went from 0.53 to 0.44 ms a run in Node 20.
 const FEW_ROWS: usize = 2;
 /// A product is split over threads only into pieces of at least this many multiply-adds (a few
@@ -111,7 +112,7 @@ pub(crate) fn gemm<T: Gemm>(
     );
     // One row, or a few against a B whose columns are contiguous (a linear layer's transposed
     // weight, which packing would gather element by element): matrix-vector products.
-    let few = m == 1 || (m <= FEW_ROWS && sb[0] == 1);
+    let few = m == 1 || (m <= FEW_ROWS && sb[0] == 1 && n > 1);
     if k > 0 && (few || n == 1) {
         check_c(m, n, c.len(), ldc);
         if few {

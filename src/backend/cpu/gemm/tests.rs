@@ -99,6 +99,19 @@ fn check_strided(m: usize, k: usize, n: usize, sa: [usize; 2], sb: [usize; 2], b
             );
         }
     }
+    // The f32 entry point (its matrix-vector paths included).
+    let mut c: Vec<f32> = if beta == 0.0 {
+        vec![f32::NAN; m * n]
+    } else {
+        c0.iter().map(|&v| v as f32).collect()
+    };
+    gemm(m, k, n, &af, sa, &bf, sb, beta as f32, &mut c, n);
+    for (i, (&g, &w)) in c.iter().zip(&want).enumerate() {
+        assert!(
+            (g as f64 - w).abs() <= tol,
+            "f32 gemm {m}×{k}×{n} ta {ta} tb {tb} beta {beta}: [{i}] {g} vs {w}"
+        );
+    }
     let mut c = if beta == 0.0 {
         vec![f64::NAN; m * n]
     } else {
@@ -172,7 +185,28 @@ fn vectors_and_empty_products() {
     // split.
     check_strided(1, 33, 50, [2 * 33 + 1, 2], [2, 3 * 33 + 2], 0.5);
     check(2, 700, 400, false, true, 0.0);
-    check(1, 700, 400, false, false, 1.0);
+    check(1, 700, 800, false, false, 1.0);
+    // C rows wider than the product (ldc > n): the padding is left as it was.
+    for (m, tb) in [(1, false), (2, true), (5, false)] {
+        let (k, n, ldc) = (70, 9, 12);
+        let sb = if tb { [1, k] } else { [n, 1] };
+        let (a, b) = (mat(m * k, 8), mat(k * n, 9));
+        let want = reference(m, k, n, &a, [k, 1], &b, sb, 0.0, &[]);
+        let mut c = vec![7.0f64; m * ldc];
+        gemm(m, k, n, &a, [k, 1], &b, sb, 0.0, &mut c, ldc);
+        for (r, row) in c.chunks(ldc).enumerate() {
+            for (j, &v) in row.iter().enumerate() {
+                if j < n {
+                    assert!(
+                        (v - want[r * n + j]).abs() < 1e-12 * k as f64,
+                        "{m} rows: [{r}, {j}]"
+                    );
+                } else {
+                    assert_eq!(v, 7.0, "{m} rows: padding [{r}, {j}] written");
+                }
+            }
+        }
+    }
     // k = 0: C = beta·C (beta = 0 writes zeros over NaN).
     let mut c = vec![f32::NAN; 6];
     gemm::<f32>(2, 0, 3, &[], [0, 1], &[], [3, 1], 0.0, &mut c, 3);

@@ -106,8 +106,9 @@ impl Tile {
         }
     }
 
-    /// A CPU adapter's shape until the tuner has measured another: 4×4 outputs, 8×8
-    /// invocations.
+    /// A native CPU adapter's shape (lavapipe) until the tuner has measured another: 4×4
+    /// outputs, 8×8 invocations. In the browser a CPU adapter runs
+    /// [`Tile::BROWSER_CPU_DEFAULT`].
     pub const DEFAULT: Tile = Tile::reg(4, 4, 8, 8, false);
 
     /// The shapes the tuner times on CPU adapters, [`Tile::DEFAULT`] first: those that won a
@@ -125,9 +126,9 @@ impl Tile {
     /// is tuned: 4×8 outputs, 8×8 invocations, the portable form of the subgroup candidate
     /// `4x8/8x8s` (so the native tests check it against the CPU on every layout). Measured in
     /// headless Chromium 156 on an AMD EPYC (Zen 3, 2 vCPUs, idle), the SimpleCNN training
-    /// step (batch 64, Adam) took 2.59 s in it against 3.71 s in [`Tile::DEFAULT`] (medians of
-    /// 3, with 4x8/16x4 and 4x8/4x16 within 1% of it, 8x4/8x8 at 3.03 s and 4x4/16x4 at 4.02 s),
-    /// and its first step 3.65 s against 4.91 s. llvmpipe compiles the 4×8 kernels for seconds
+    /// step (batch 64, Adam) took 2.57–2.62 s in it (three runs) against 3.60–3.71 s in
+    /// [`Tile::DEFAULT`] (two runs), with 4x8/16x4 and 4x8/4x16 within 1% of it, 8x4/8x8 at
+    /// 3.03–3.12 s and 4x4/16x4 at 4.02 s, and its first step 3.65–3.82 s against 4.71–4.91 s. llvmpipe compiles the 4×8 kernels for seconds
     /// each (the SimpleCNN's took 12 s more than the default's), which is why lavapipe does not
     /// offer it.
     ///
@@ -181,17 +182,18 @@ impl Tile {
         Tile::shared(4, 4, 8, 8, 16),
     ];
 
-    /// Every tile the tuner may pick on any adapter: [`Tile::WITH_SUBGROUPS`], then
-    /// [`Tile::SHARED_CANDIDATES`] and [`Tile::SHARED_HALF_CANDIDATES`] (the kernels the tests
-    /// validate).
-    pub const ALL: [Tile; 17] = {
-        let mut all = [Tile::DEFAULT; 17];
+    /// Every tile any adapter runs by default or the tuner may pick: [`Tile::WITH_SUBGROUPS`],
+    /// then [`Tile::SHARED_CANDIDATES`], [`Tile::SHARED_HALF_CANDIDATES`] and
+    /// [`Tile::BROWSER_CPU_DEFAULT`] (the kernels the tests validate).
+    pub const ALL: [Tile; 18] = {
+        let mut all = [Tile::DEFAULT; 18];
         let mut i = 0;
-        while i < 17 {
+        while i < 18 {
             all[i] = match i {
                 0..7 => Tile::WITH_SUBGROUPS[i],
                 7..12 => Tile::SHARED_CANDIDATES[i - 7],
-                _ => Tile::SHARED_HALF_CANDIDATES[i - 12],
+                12..17 => Tile::SHARED_HALF_CANDIDATES[i - 12],
+                _ => Tile::BROWSER_CPU_DEFAULT,
             };
             i += 1;
         }
