@@ -39,8 +39,9 @@ const NC: usize = 384;
 /// gather B into panels on every call for a few rows to use. Measured on an AMD EPYC (Zen 3,
 /// AVX2), medians of 7: `[2, 2048]·[2048, 64]` 90 → 45 µs, `[2, 4096]·[4096, 256]` 390 → 180 µs,
 /// `[2, 64]·[64, 64]` 4.3 → 3.6 µs; with 4 rows the packed AVX2 kernels were faster up to
-/// k·n = 64K (`[4, 256]·[256, 256]`: 42 µs packed, 48 µs by dot products) and about even above. In the browser (wasm SIMD128) the golden simple_cnn's
-/// inference (batch 2) went from 0.53 to 0.44 ms a run in Node 20.
+/// k·n = 64K (`[4, 256]·[256, 256]`: 42 µs packed, 48 µs by dot products) and about even
+/// above. In the browser (wasm SIMD128) the golden simple_cnn's inference (batch 2) went from
+/// 0.53 to 0.44 ms a run in Node 20.
 const FEW_ROWS: usize = 2;
 /// A product is split over threads only into pieces of at least this many multiply-adds (a few
 /// microseconds of work, more than a rayon task costs).
