@@ -609,3 +609,97 @@ fn half_dtypes_match_f32() {
         }
     }
 }
+
+/// Indices `0..v` in a scrambled order with repeats (`n` of them, every value some times).
+fn scrambled(n: usize, v: usize) -> Vec<i32> {
+    (0..n).map(|i| ((i * 7919 + i / 3) % v) as i32).collect()
+}
+
+#[test]
+fn broadcast_index_scatters_match_the_cpu_bit_for_bit() {
+    // An index broadcast off its dimension and 32 or more long is scattered on a GPU through its
+    // stable sort (`scatter_add_sorted.wgsl`): each position sums its sources in index order, as
+    // the CPU and the one-pass kernel do, so the bits agree.
+    let Some(gpu) = common::gpu() else { return };
+    let _seed = seed_lock();
+    let run = |dev: &Device| -> Vec<Vec<f64>> {
+        // The same draws for every device.
+        wgtorch::manual_seed(5);
+        let cpu = Device::Cpu;
+        // The embedding gradient (gather's along dim 0, the index expanded over the columns).
+        let w = Tensor::randn([50, 7], &cpu).unwrap().to(dev).unwrap();
+        let w = w.requires_grad_(true);
+        let tokens = Tensor::from_vec(scrambled(300, 50), [20, 15], dev).unwrap();
+        let g = Tensor::randn([20, 15, 7], &cpu).unwrap().to(dev).unwrap();
+        let e = tokens.embedding(&w).unwrap();
+        e.mul(&g).unwrap().sum_all().unwrap().backward().unwrap();
+        // index_add along a middle dim: a strided index (every other entry of a longer one), a
+        // transposed source.
+        let base = Tensor::randn([3, 40, 5], &cpu).unwrap().to(dev).unwrap();
+        let long = Tensor::from_vec(scrambled(128, 40), [128], dev).unwrap();
+        let idx = long.slice(0, 1, 128, 2).unwrap(); // 64 entries, offset 1, stride 2
+        let src = Tensor::randn([5, 64, 3], &cpu).unwrap().to(dev).unwrap();
+        let src = src.permute([2, 1, 0]).unwrap(); // [3, 64, 5], not contiguous
+        let added = base.index_add(1, &idx, &src).unwrap();
+        // scatter_add with an index expanded over fewer columns than the base has (columns 3
+        // and 4 are not covered: unchanged).
+        let col = Tensor::from_vec(scrambled(40, 50), [40, 1], dev).unwrap();
+        let idx = col.expand([40, 3]).unwrap();
+        let src = Tensor::randn([40, 3], &cpu).unwrap().to(dev).unwrap();
+        let part = Tensor::randn([50, 5], &cpu).unwrap().to(dev).unwrap();
+        let part = part.scatter_add(0, &idx, &src).unwrap();
+        // int32 counts (a bincount).
+        let ones = Tensor::full_dtype([1], 1.0, DType::I32, dev).unwrap();
+        let idx = Tensor::from_vec(scrambled(100, 9), [100], dev).unwrap();
+        let counts = Tensor::full_dtype([9], 0.0, DType::I32, dev).unwrap();
+        let counts = counts
+            .scatter_add(0, &idx, &ones.expand([100]).unwrap())
+            .unwrap();
+        [&w.grad().unwrap(), &added, &part, &counts]
+            .iter()
+            .map(|t| vals(t))
+            .collect()
+    };
+    let want = run(&Device::Cpu);
+    let prof = wgtorch::profiler::profile(Default::default(), |_| {
+        run(&gpu);
+        Ok(())
+    })
+    .unwrap();
+    let got = run(&gpu);
+    for (what, (w, g)) in ["embedding grad", "index_add", "scatter_add", "counts"]
+        .iter()
+        .zip(want.iter().zip(&got))
+    {
+        assert!(w == g, "{what}: the GPU differs from the CPU");
+    }
+    assert_eq!(want[3].iter().sum::<f64>(), 100.0);
+    // The sorted kernel ran (where the adapter times its kernels).
+    let kernels = prof.gpu_kernels();
+    assert!(
+        !prof.gpu_time_unavailable().is_empty()
+            || kernels.iter().any(|k| k.name == "scatter_add_sorted_f32"),
+        "{:?}",
+        kernels.iter().map(|k| &k.name).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn broadcast_index_scatter_reports_out_of_range_indices() {
+    // Through the sorted kernel too (index 32 or more long): the smallest and largest index of
+    // each chunk are checked, so a bad one anywhere is reported, in PyTorch's words.
+    for dev in devices() {
+        let base = Tensor::zeros([10, 2], &dev).unwrap();
+        for (bad, at) in [(10, 17), (-1, 0), (12, 39)] {
+            let mut v = scrambled(40, 10);
+            v[at] = bad;
+            let idx = Tensor::from_vec(v, [40, 1], &dev).unwrap();
+            let idx = idx.expand([40, 2]).unwrap();
+            let src = Tensor::ones([40, 2], &dev).unwrap();
+            assert_eq!(
+                index_error(base.scatter_add(0, &idx, &src)),
+                format!("scatter_add: index {bad} is out of bounds for dimension 0 with size 10")
+            );
+        }
+    }
+}

@@ -133,6 +133,14 @@ fn scatter_add_index_past_loop_cap() {
         .scatter_add(0, &idx.to(&g).unwrap(), &ones)
         .unwrap();
     assert_eq!(common::vals(&counts), [23_334.0, 23_334.0, 23_333.0]);
+    // The index above is one line (the sorted kernel takes it, in chunks of sorted entries); an
+    // index that differs between lines takes the one-pass kernel, in chunks along `dim`.
+    let rows: Vec<i32> = (0..2 * PAST).map(|i| ((i / PAST + i) % 3) as i32).collect();
+    let idx = Tensor::from_vec(rows, [2, PAST], &Device::Cpu).unwrap();
+    let (src, base) = (ints(&[2, PAST], 4), ints(&[2, 3], 5));
+    same_on_gpu("scatter_add (two lines)", &g, &[&base, &idx, &src], |t| {
+        t[0].scatter_add(1, &t[1], &t[2]).unwrap()
+    });
 }
 
 /// Dispatches `f` records, the fewest over a few tries (other tests share the context's count;

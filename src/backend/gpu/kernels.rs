@@ -70,6 +70,7 @@ fn finish(i: u32, v: f32) -> f32 {
 ";
 const GATHER: &str = include_str!("../../../shaders/index.wgsl");
 const SCATTER_ADD: &str = include_str!("../../../shaders/scatter_add.wgsl");
+const SCATTER_ADD_SORTED: &str = include_str!("../../../shaders/scatter_add_sorted.wgsl");
 const INDEX_CHECK: &str = include_str!("../../../shaders/index_check.wgsl");
 const IM2COL: &str = include_str!("../../../shaders/im2col.wgsl");
 const COL2IM: &str = include_str!("../../../shaders/col2im.wgsl");
@@ -136,6 +137,8 @@ pub enum Kernel {
     Gather(GpuType),
     /// Scatter-add along a dim with bounds-checked indices.
     ScatterAdd(GpuType),
+    /// Scatter-add of an index broadcast off its dim, through the index's stable sort.
+    ScatterAddSorted(GpuType),
     /// Unfold `[N, C, H, W]` into convolution columns.
     Im2col(GpuType),
     /// Fold columns back, summing overlaps (im2col's adjoint).
@@ -390,6 +393,7 @@ impl Kernel {
             }
             Kernel::Gather(t) => format!("gather_{}", t.key()),
             Kernel::ScatterAdd(t) => format!("scatter_add_{}", t.key()),
+            Kernel::ScatterAddSorted(t) => format!("scatter_add_sorted_{}", t.key()),
             Kernel::Im2col(t) => format!("im2col_{}", t.key()),
             Kernel::Col2im(t) => format!("col2im_{}", t.key()),
             Kernel::AdamF32 => "adam_f32".into(),
@@ -432,6 +436,7 @@ impl Kernel {
             Kernel::Matmul(..) => of::<ConvGemmParams>(),
             Kernel::Gather(_) => of::<GatherParams>(),
             Kernel::ScatterAdd(_) => of::<ScatterAddParams>(),
+            Kernel::ScatterAddSorted(_) => of::<ScatterAddSortedParams>(),
             Kernel::Im2col(_)
             | Kernel::Col2im(_)
             | Kernel::MaxPool(_)
@@ -562,6 +567,17 @@ impl Kernel {
                     ("dst", t, true),
                 ],
                 &[("INDEX_CHECK", &index_check(4))],
+            ),
+            Kernel::ScatterAddSorted(t) => fill(
+                SCATTER_ADD_SORTED,
+                &[
+                    ("base", t, false),
+                    ("idx", I32, false),
+                    ("perm", I32, false),
+                    ("src", t, false),
+                    ("dst", t, true),
+                ],
+                &[("INDEX_CHECK", &index_check(5))],
             ),
             Kernel::Im2col(t) => fill(
                 IM2COL,
@@ -697,7 +713,12 @@ impl Kernel {
                         Kernel::ReduceSubgroup(op, t),
                     ]
                 }));
-                v.extend([Kernel::Cumsum(t), Kernel::ScatterAdd(t), Kernel::Col2im(t)]);
+                v.extend([
+                    Kernel::Cumsum(t),
+                    Kernel::ScatterAdd(t),
+                    Kernel::ScatterAddSorted(t),
+                    Kernel::Col2im(t),
+                ]);
             }
             v.extend([
                 Kernel::Where(t),

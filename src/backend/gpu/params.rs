@@ -405,6 +405,29 @@ kernel_params! {
         check: IndexCheck,
     }
 
+    /// `scatter_add_sorted.wgsl`; the tail holds the base's shape, the index's shape and the
+    /// source's strides (`ndim` each).
+    struct ScatterAddSortedParams {
+        /// Elements of the base.
+        n: u32,
+        /// Dimensions.
+        ndim: u32,
+        /// The scattered dimension.
+        dim: u32,
+        /// The index's offset.
+        off_idx: u32,
+        /// The index's stride along `dim` (the same line for every position off `dim`).
+        idx_stride: u32,
+        /// The source's offset.
+        off_src: u32,
+        /// The first sorted entry this launch visits.
+        t0: u32,
+        /// The end of the sorted entries this launch visits.
+        t1: u32,
+        /// The bounds check.
+        check: IndexCheck,
+    }
+
     /// `adam.wgsl`.
     struct AdamParams {
         /// Elements.
