@@ -12,7 +12,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
         return;
     }
     let nd = params.ndim;
-    let a = ld_lhs(params.off_a + offset_of(i, nd, 0u, nd));
-    let b = ld_rhs(params.off_b + offset_of(i, nd, 0u, 2u * nd));
+    let o = offsets2(i, nd, 0u, nd, 2u * nd);
+    let a = ld_lhs(params.off_a + o.x);
+    let b = ld_rhs(params.off_b + o.y);
     st_dst(i, {{EXPR}});
 }

@@ -11,6 +11,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
         return;
     }
     let nd = params.ndim;
-    let x = ld_src(params.off_src + offset_of(i, nd, 0u, nd));
-    st_dst(params.off_dst + offset_of(i, nd, 0u, 2u * nd), {{CONVERT}});
+    let o = offsets2(i, nd, 0u, nd, 2u * nd);
+    let x = ld_src(params.off_src + o.x);
+    st_dst(params.off_dst + o.y, {{CONVERT}});
 }

@@ -23,8 +23,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     var off = 0u;
     for (var d = i32(nd) - 1; d >= 0; d = d - 1) {
         let s = params.tail[2u * nd + u32(d)];
-        var c = rem % s;
-        rem = rem / s;
+        let q = rem / s;
+        var c = rem - q * s;
+        rem = q;
         if (u32(d) == dim) {
             c = u32(j);
         }

@@ -5,14 +5,47 @@
 @group(0) @binding(0) var<storage, read> params: Params;
 
 // Storage offset of row-major element `i` for a view whose shape starts at params.tail[shape_at]
-// and whose strides start at params.tail[strides_at] (ndim words each).
+// and whose strides start at params.tail[strides_at] (ndim words each). One division per
+// dimension, the coordinate from the quotient (a CPU adapter divides each lane apart, and
+// `rem % s` beside `rem / s` was a second division).
 fn offset_of(i: u32, ndim: u32, shape_at: u32, strides_at: u32) -> u32 {
     var rem = i;
     var off = 0u;
     for (var d = i32(ndim) - 1; d >= 0; d = d - 1) {
         let s = params.tail[shape_at + u32(d)];
-        off = off + (rem % s) * params.tail[strides_at + u32(d)];
-        rem = rem / s;
+        let q = rem / s;
+        off = off + (rem - q * s) * params.tail[strides_at + u32(d)];
+        rem = q;
+    }
+    return off;
+}
+
+// offset_of for two views of one shape (strides at `sa` and `sb`), from one walk over the
+// coordinates.
+fn offsets2(i: u32, ndim: u32, shape_at: u32, sa: u32, sb: u32) -> vec2<u32> {
+    var rem = i;
+    var off = vec2<u32>(0u, 0u);
+    for (var d = i32(ndim) - 1; d >= 0; d = d - 1) {
+        let ud = u32(d);
+        let s = params.tail[shape_at + ud];
+        let q = rem / s;
+        off = off + (rem - q * s) * vec2<u32>(params.tail[sa + ud], params.tail[sb + ud]);
+        rem = q;
+    }
+    return off;
+}
+
+// offset_of for three views of one shape (strides at `sa`, `sb` and `sc`).
+fn offsets3(i: u32, ndim: u32, shape_at: u32, sa: u32, sb: u32, sc: u32) -> vec3<u32> {
+    var rem = i;
+    var off = vec3<u32>(0u, 0u, 0u);
+    for (var d = i32(ndim) - 1; d >= 0; d = d - 1) {
+        let ud = u32(d);
+        let s = params.tail[shape_at + ud];
+        let q = rem / s;
+        let t = vec3<u32>(params.tail[sa + ud], params.tail[sb + ud], params.tail[sc + ud]);
+        off = off + (rem - q * s) * t;
+        rem = q;
     }
     return off;
 }

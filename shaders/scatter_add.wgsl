@@ -28,8 +28,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     var covered = true;
     for (var d = i32(nd) - 1; d >= 0; d = d - 1) {
         let ud = u32(d);
-        let c = rem % params.tail[bs + ud];
-        rem = rem / params.tail[bs + ud];
+        let q = rem / params.tail[bs + ud];
+        let c = rem - q * params.tail[bs + ud];
+        rem = q;
         if (ud == dim) {
             dst_pos = c;
         } else {

@@ -10,10 +10,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
         return;
     }
     let nd = params.ndim;
-    let c = ld_cond(params.off_c + offset_of(i, nd, 0u, nd));
+    let o = offsets3(i, nd, 0u, nd, 2u * nd, 3u * nd);
+    let c = ld_cond(params.off_c + o.x);
     if (c != 0u) {
-        st_dst(i, ld_lhs(params.off_a + offset_of(i, nd, 0u, 2u * nd)));
+        st_dst(i, ld_lhs(params.off_a + o.y));
     } else {
-        st_dst(i, ld_rhs(params.off_b + offset_of(i, nd, 0u, 3u * nd)));
+        st_dst(i, ld_rhs(params.off_b + o.z));
     }
 }

@@ -220,8 +220,9 @@ pub fn fused_source(p: &FusedProgram) -> String {
     }
     let _ = writeln!(body, "    for (var d = i32(nd) - 1; d >= 0; d = d - 1) {{");
     let _ = writeln!(body, "        let s = params.tail[u32(d)];");
-    let _ = writeln!(body, "        let c = rem % s;");
-    let _ = writeln!(body, "        rem = rem / s;");
+    let _ = writeln!(body, "        let q = rem / s;");
+    let _ = writeln!(body, "        let c = rem - q * s;");
+    let _ = writeln!(body, "        rem = q;");
     for j in 0..k {
         let _ = writeln!(
             body,
