@@ -5,8 +5,9 @@
 // and sums the sources of that run in position order: the sum scatter_add.wgsl forms, visiting
 // log2(len) + the run's length entries instead of every entry along `dim`. A launch covers the
 // sorted entries `t0..t1` (a chunk within llvmpipe's loop cap); its invocation 0 checks the
-// chunk's smallest and largest index (an out-of-range one is recorded in the index-check flag and
-// reported at the next readback; its sources match no position and are dropped).
+// chunk's smallest and largest index, so any out-of-range one is caught (recorded in the
+// index-check flag, reported at the next readback: the smallest if negative, else the largest;
+// its sources match no position and are dropped).
 // params: ScatterAddSortedParams; tail: [bshape[nd], ishape[nd], sstrides[nd]]
 // bindings: 1 base, 2 idx (i32), 3 perm (i32), 4 src, 5 dst, 6 the index-check flag
 {{DECLS}}

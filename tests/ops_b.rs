@@ -610,7 +610,7 @@ fn half_dtypes_match_f32() {
     }
 }
 
-/// Indices `0..v` in a scrambled order with repeats (`n` of them, every value some times).
+/// `n` indices in `0..v`, scrambled, with repeats.
 fn scrambled(n: usize, v: usize) -> Vec<i32> {
     (0..n).map(|i| ((i * 7919 + i / 3) % v) as i32).collect()
 }
@@ -637,7 +637,8 @@ fn broadcast_index_scatters_match_the_cpu_bit_for_bit() {
         // transposed source.
         let base = Tensor::randn([3, 40, 5], &cpu).unwrap().to(dev).unwrap();
         let long = Tensor::from_vec(scrambled(128, 40), [128], dev).unwrap();
-        let idx = long.slice(0, 1, 128, 2).unwrap(); // 64 entries, offset 1, stride 2
+        let long = long.to_dtype(DType::I64).unwrap();
+        let idx = long.slice(0, 1, 128, 2).unwrap(); // 64 int64 entries, offset 1, stride 2
         let src = Tensor::randn([5, 64, 3], &cpu).unwrap().to(dev).unwrap();
         let src = src.permute([2, 1, 0]).unwrap(); // [3, 64, 5], not contiguous
         let added = base.index_add(1, &idx, &src).unwrap();
@@ -674,11 +675,13 @@ fn broadcast_index_scatters_match_the_cpu_bit_for_bit() {
         assert!(w == g, "{what}: the GPU differs from the CPU");
     }
     assert_eq!(want[3].iter().sum::<f64>(), 100.0);
-    // The sorted kernel ran (where the adapter times its kernels).
+    // The sorted kernel ran for each (where the adapter times its kernels; the lock keeps this
+    // file's other sorted scatters out of the profile).
     let kernels = prof.gpu_kernels();
+    let ran = |name: &str| kernels.iter().filter(|k| k.name == name).count();
     assert!(
         !prof.gpu_time_unavailable().is_empty()
-            || kernels.iter().any(|k| k.name == "scatter_add_sorted_f32"),
+            || (ran("scatter_add_sorted_f32") == 3 && ran("scatter_add_sorted_i32") == 1),
         "{:?}",
         kernels.iter().map(|k| &k.name).collect::<Vec<_>>()
     );
@@ -688,6 +691,7 @@ fn broadcast_index_scatters_match_the_cpu_bit_for_bit() {
 fn broadcast_index_scatter_reports_out_of_range_indices() {
     // Through the sorted kernel too (index 32 or more long): the smallest and largest index of
     // each chunk are checked, so a bad one anywhere is reported, in PyTorch's words.
+    let _seed = seed_lock();
     for dev in devices() {
         let base = Tensor::zeros([10, 2], &dev).unwrap();
         for (bad, at) in [(10, 17), (-1, 0), (12, 39)] {
@@ -701,5 +705,13 @@ fn broadcast_index_scatter_reports_out_of_range_indices() {
                 format!("scatter_add: index {bad} is out of bounds for dimension 0 with size 10")
             );
         }
+        // Expanded to no line at all: nothing is scattered, nothing checked (as on the CPU).
+        let mut v = scrambled(40, 10);
+        v[3] = 99;
+        let idx = Tensor::from_vec(v, [40, 1], &dev).unwrap();
+        let idx = idx.expand([40, 0]).unwrap();
+        let src = Tensor::ones([40, 0], &dev).unwrap();
+        let same = base.scatter_add(0, &idx, &src).unwrap();
+        assert_eq!(vals(&same), vals(&base));
     }
 }

@@ -133,8 +133,27 @@ fn scatter_add_index_past_loop_cap() {
         .scatter_add(0, &idx.to(&g).unwrap(), &ones)
         .unwrap();
     assert_eq!(common::vals(&counts), [23_334.0, 23_334.0, 23_333.0]);
-    // The index above is one line (the sorted kernel takes it, in chunks of sorted entries); an
-    // index that differs between lines takes the one-pass kernel, in chunks along `dim`.
+    // The index above is one line (the sorted kernel takes it, in chunks of sorted entries): one
+    // position whose run of entries crosses the chunks, and a bad index sorted into the last.
+    let zeros = Tensor::zeros([PAST], &g)
+        .unwrap()
+        .to_dtype(DType::I32)
+        .unwrap();
+    let one = Tensor::zeros([1], &g)
+        .unwrap()
+        .scatter_add(0, &zeros, &ones)
+        .unwrap();
+    assert_eq!(common::vals(&one), [PAST as f64]);
+    let mut bad: Vec<i32> = vec![0; PAST];
+    bad[PAST - 1] = 3;
+    let bad = Tensor::from_vec(bad, [PAST], &g).unwrap();
+    let r = Tensor::zeros([3], &g).unwrap().scatter_add(0, &bad, &ones);
+    let e = r.and_then(|t| t.to_vec::<f32>()).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "scatter_add: index 3 is out of bounds for dimension 0 with size 3"
+    );
+    // An index that differs between lines takes the one-pass kernel, in chunks along `dim`.
     let rows: Vec<i32> = (0..2 * PAST).map(|i| ((i / PAST + i) % 3) as i32).collect();
     let idx = Tensor::from_vec(rows, [2, PAST], &Device::Cpu).unwrap();
     let (src, base) = (ints(&[2, PAST], 4), ints(&[2, 3], 5));

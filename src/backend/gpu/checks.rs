@@ -1,8 +1,9 @@
 //! Device-side index validation: PyTorch's device-side assert, without the dead context.
 //!
 //! Kernels that read an index tensor (gather, scatter_add) check every index against its
-//! dimension's size (`index_ok` in `shaders/index_check.wgsl`) and record the first failure in the
-//! context's flag buffer as `[thread token, op id, index, dim, size]`, in the slot of the thread
+//! dimension's size (`index_ok` in `shaders/index_check.wgsl`; the sorted scatter_add checks each
+//! chunk's smallest and largest, which catches the same failures) and record the first failure
+//! in the context's flag buffer as `[thread token, op id, index, dim, size]`, in the slot of the thread
 //! that recorded the kernel. That thread's next readback copies its slot into the readback's own
 //! staging buffer after the data and clears it in the same submission (no extra round trip), and
 //! only when it recorded a checking kernel since its last look (a dirty bit on the host). A failure
