@@ -20,8 +20,8 @@
 //! `cargo run --release --example bench`
 //!
 //! `--seq [--rounds N]` runs only the sequence-model rows (N rounds, default 3), writing
-//! `bench-seq-results.json`. `--seq-case log_softmax|word_lm|nanogpt [--reps N]` times one of
-//! them alone (wgtorch only), for a profiler.
+//! `bench-seq-results.json`. `--seq-case log_softmax|word_lm|nanogpt [--reps N] [--device
+//! cpu|gpu]` times one of them alone (wgtorch only), for a profiler.
 //!
 //! `--onnx [--reps N]` runs only the ONNX inference rows (N timed runs on the CPU and in
 //! onnxruntime, default 15; 5 on a GPU), writing `bench-onnx-results.json`. `--onnx-case
@@ -490,7 +490,7 @@ fn main() -> Result<()> {
         // One sequence case alone, wgtorch only: for a profiler (`perf record`).
         let case = case.map_err(usage)?;
         let reps = arg::<usize>("--reps").unwrap_or(Ok(20)).map_err(usage)?;
-        let dev = Device::Cpu;
+        let dev = device_arg()?;
         let s = match case.as_str() {
             "log_softmax" => seq::log_softmax_case(&dev, reps)?,
             "word_lm" => seq::word_lm_step(&dev, reps)?,
@@ -501,7 +501,11 @@ fn main() -> Result<()> {
                 )))
             }
         };
-        println!("{case}: median {:.2} ms over {reps} steps", s * 1e3);
+        println!(
+            "{case} on {}: median {:.2} ms over {reps} steps",
+            dev.describe(),
+            s * 1e3
+        );
         return Ok(());
     }
     if let Some(case) = arg::<String>("--cnn-case") {
