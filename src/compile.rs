@@ -1,7 +1,8 @@
-//! Compiled inference: [`compile_module`] is `torch.compile(model)` for a module's forward pass
-//! in evaluation mode.
+//! Compiled forward passes: [`compile_module`] is `torch.compile(model)` for a module's forward
+//! pass, in evaluation or training mode.
 //!
-//! The first call with a new input signature (shapes, dtypes, devices) traces the forward pass
+//! The first call with a new input signature (shapes, dtypes, devices, and the modules' training
+//! flags) traces the forward pass
 //! op by op into a graph (the ONNX exporter's recorder: wgtorch's graph form is ONNX's), checks
 //! and optimises it with the ONNX importer (shape inference, `Conv → [Add →] Relu` chains fused
 //! into one convolution, intermediates freed at their last use), runs the graph and compares
@@ -9,11 +10,19 @@
 //! run the graph. The graph reads the module's live parameters and buffers, so optimizer steps
 //! and `load_state_dict` are seen; replacing a parameter tensor recompiles.
 //!
+//! In training mode the graph's outputs carry autograd to the parameters and the input, and each
+//! fused tree of elementwise nodes backpropagates through generated kernels too (one per input
+//! that needs a gradient, see [`FusedProgram`](crate::ops::fused::FusedProgram)), so
+//! `loss.backward()` and the optimizer run as in eager mode.
+//!
 //! What a graph cannot hold runs eagerly for that signature, with the reason kept for
 //! [`CompiledModule::explain`] (as `torch._dynamo.explain` reports graph breaks): a host read
 //! of a computed value in the forward pass (`item`, `to_vec`: a data-dependent branch), a
-//! random draw, an op the recorder does not know, training mode, autocast, more signatures
-//! than [`CompileOptions::cache_size_limit`]. With [`CompileOptions::fullgraph`] those are
+//! random draw (dropout in training mode), a write into a parameter or buffer (BatchNorm's
+//! running statistics in training mode), an op the recorder does not know, autocast, more
+//! signatures than [`CompileOptions::cache_size_limit`]. The capture is undone before such a
+//! call runs eagerly: the random generator and the module's state are as if it never ran (the
+//! state is copied for that while a graph is built). With [`CompileOptions::fullgraph`] those are
 //! errors instead. A compiled call never returns another result than the checked graph's.
 //!
 //! ```
@@ -135,19 +144,75 @@ pub struct CompiledModule<'a, M: Forward + ?Sized> {
     state: Mutex<State>,
 }
 
-/// The input signature a graph is specialised for.
+/// The module's parameters and buffers before a capture: their versions, and copies of their
+/// values to put back if the capture fails or changed one.
+struct Snapshot(Vec<(String, Tensor, u64, Tensor)>);
+
+impl Snapshot {
+    fn take(module: &dyn crate::nn::Module) -> Result<Snapshot> {
+        let mut all = Vec::new();
+        module.visit(&mut |n, t, _| all.push((n.to_string(), t.clone())));
+        let _g = crate::no_grad();
+        all.into_iter()
+            .map(|(n, t)| {
+                let (v, copy) = (t.version(), t.detach().copy()?);
+                Ok((n, t, v, copy))
+            })
+            .collect::<Result<_>>()
+            .map(Snapshot)
+    }
+
+    /// The first tensor whose version moved.
+    fn changed(&self) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(_, t, v, _)| t.version() != *v)
+            .map(|(n, ..)| n.as_str())
+    }
+
+    /// Puts back the values of the tensors that changed.
+    fn restore(&self) -> Result<()> {
+        let _g = crate::no_grad();
+        for (_, t, v, copy) in &self.0 {
+            if t.version() != *v {
+                t.copy_(copy)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The input signature a graph is specialised for, and the modules' training flags (a graph
+/// traced in training mode holds batch statistics where one traced in eval mode reads the
+/// running ones).
 #[derive(Clone, PartialEq, Eq)]
-struct Signature(Vec<(Vec<usize>, DType, Device)>);
+struct Signature {
+    inputs: Vec<(Vec<usize>, DType, Device)>,
+    training: Vec<bool>,
+}
 
 impl fmt::Display for Signature {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let parts: Vec<String> = self
-            .0
+            .inputs
             .iter()
             .map(|(s, d, dev)| format!("{d}{s:?} on {dev}"))
             .collect();
-        f.write_str(&parts.join(", "))
+        f.write_str(&parts.join(", "))?;
+        if self.training.contains(&true) {
+            f.write_str(" (training)")?;
+        }
+        Ok(())
     }
+}
+
+/// The training flags of the module and its descendants, pre-order.
+fn training_flags(module: &dyn crate::nn::Module) -> Vec<bool> {
+    module
+        .named_modules()
+        .into_iter()
+        .filter_map(|(_, m)| m.training_flag())
+        .collect()
 }
 
 enum Plan {
@@ -207,13 +272,12 @@ impl<M: Forward + ?Sized> CompiledModule<'_, M> {
     /// The module's forward pass on `x`: the cached graph for `x`'s signature, compiled on the
     /// first call with it; eagerly where no graph can be made (see [`Self::explain`]).
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let sig = Signature(vec![(x.shape().to_vec(), x.dtype(), x.device())]);
-        let why_eager = if self.module.training() == Some(true) {
-            Some("the module is in training mode (call eval(); compiled training steps are not built yet)".to_string())
-        } else {
-            crate::amp::autocast_dtype(&x.device())
-                .map(|dt| format!("autocast to {dt} is on (graphs are captured without autocast)"))
+        let sig = Signature {
+            inputs: vec![(x.shape().to_vec(), x.dtype(), x.device())],
+            training: training_flags(self.module.as_dyn()),
         };
+        let why_eager = crate::amp::autocast_dtype(&x.device())
+            .map(|dt| format!("autocast to {dt} is on (graphs are captured without autocast)"));
         if let Some(why) = why_eager {
             return self.eager(x, &sig, &why);
         }
@@ -293,9 +357,11 @@ impl<M: Forward + ?Sized> CompiledModule<'_, M> {
             ..Default::default()
         };
         let forward = |xs: &[Tensor]| Ok(vec![module.forward(&xs[0])?]);
-        // A capture that fails may have drawn random numbers: the eager call then draws what
-        // it would have drawn without the attempt.
+        // A capture that fails may have drawn random numbers, or written a buffer in place
+        // (BatchNorm's running statistics in training mode): the eager call then draws and
+        // writes what it would have without the attempt.
         let rng = crate::with_default_generator(|g| g.state());
+        let state = Snapshot::take(module.as_dyn())?;
         let traced = match export::trace_model(
             module.as_dyn(),
             std::slice::from_ref(x),
@@ -307,6 +373,7 @@ impl<M: Forward + ?Sized> CompiledModule<'_, M> {
             Ok(t) => t,
             Err(e) => {
                 crate::with_default_generator(|g| g.set_state(rng));
+                state.restore()?;
                 // The module's own error (bad input) is the caller's, as in eager mode.
                 let why = e.to_string();
                 let out = module.forward(x)?;
@@ -314,6 +381,17 @@ impl<M: Forward + ?Sized> CompiledModule<'_, M> {
                 return Ok((Plan::Eager(why), out));
             }
         };
+        if let Some(name) = state.changed() {
+            // A graph would not repeat the write.
+            state.restore()?;
+            let why = format!(
+                "the forward pass writes '{name}' in place (as BatchNorm's running statistics in training mode do); a graph holds no in-place updates of the module's state"
+            );
+            let out = module.forward(x)?;
+            self.refuse(sig, &why)?;
+            return Ok((Plan::Eager(why), out));
+        }
+        drop(state);
         let mut live = Vec::new();
         module.visit(&mut |n, t, _| live.push((n.to_string(), t.clone())));
         // The parameters' device (the input's for a module without any).

@@ -136,7 +136,7 @@ impl Storage {
             Storage::Cpu(_) => {
                 let (a, b) = pair(self, b);
                 if op.divides_integers() && !a.dtype().is_float() && cpu::has_zero(b, bl) {
-                    return Err(crate::ops::elementwise::zero_division(op.name()));
+                    return Err(crate::ops::binary_op::zero_division(op.name()));
                 }
                 let dtype = if op.is_comparison() {
                     DType::Bool

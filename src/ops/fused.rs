@@ -9,10 +9,16 @@
 //! The result is the one the ops give one by one ([`FusedProgram::eager`]): bit for bit on the
 //! CPU (the same scalar functions in the same order), and on a GPU within the compiler's
 //! freedom to contract `a * b + c` across what were kernel boundaries. Where fusing could change
-//! what the ops would do — an input that needs a gradient, autocast, half or integer dtypes
-//! (which the ops round or promote after each step), mixed dtypes or devices, an ONNX export
-//! capture (which records the ops), an adapter with too few storage bindings — [`run`] runs the
-//! ops themselves.
+//! what the ops would do — autocast, half or integer dtypes (which the ops round or promote
+//! after each step), mixed dtypes or devices, an ONNX export capture (which records the ops), an
+//! adapter with too few storage bindings — [`run`] runs the ops themselves.
+//!
+//! With autograd, the program's gradient is generated too: one program per input that needs a
+//! gradient, from the ops' own backward rules, run as one kernel each (`fused_grad.rs`); its
+//! values are eager autograd's (bit for bit on the CPU where no register's gradient sums
+//! contributions at a broadcast shape). A program holding an op whose rule is not elementwise
+//! arithmetic (a select: `clamp`, `elu`, `leaky_relu`, `softplus`, `maximum`, `minimum`, a
+//! power's exponent; a zero gradient: `floor`, `sign`, ...) runs its ops under eager autograd.
 //!
 //! ONNX import (and so [`compile_module`](crate::compile::compile_module)) fuses chains of
 //! elementwise nodes into such programs.
@@ -105,6 +111,22 @@ impl FusedProgram {
                 "fused",
                 format!("a fused program reads 1 to {MAX_FUSED_INPUTS} inputs, got {inputs}"),
             ));
+        }
+        Ok(FusedProgram {
+            inputs,
+            instrs: Vec::new(),
+        })
+    }
+
+    /// An empty gradient program ([`FusedProgram::input_grads`]): it reads up to the forward
+    /// program's inputs and the upstream gradient, one more than [`MAX_FUSED_INPUTS`] (on an
+    /// adapter without the bindings for it, [`run`](Self::run) runs its ops).
+    pub(crate) fn for_gradient(inputs: usize) -> Result<FusedProgram> {
+        if !(1..=MAX_FUSED_INPUTS + 1).contains(&inputs) {
+            return Err(Error::msg(format!(
+                "internal: a gradient program reads 1 to {} inputs, got {inputs}",
+                MAX_FUSED_INPUTS + 1
+            )));
         }
         Ok(FusedProgram {
             inputs,
@@ -239,10 +261,22 @@ impl FusedProgram {
     }
 
     /// Runs the program as one kernel where that gives the ops' results (f32 tensors on the
-    /// CPU or a GPU, f64 on the CPU, nothing needing a gradient, no autocast or export
-    /// capture); else runs the ops one by one ([`eager`](Self::eager)).
+    /// CPU or a GPU, f64 on the CPU, no autocast or export capture, and a generated gradient
+    /// where an input needs one); else runs the ops one by one ([`eager`](Self::eager)).
     pub fn run(&self, inputs: &[&Tensor]) -> Result<Tensor> {
         self.check(inputs)?;
+        let wanted: Vec<bool> = inputs
+            .iter()
+            .map(|t| crate::autograd::is_grad_enabled() && t.requires_grad())
+            .collect();
+        let grads = if wanted.contains(&true) {
+            match self.input_grads(&wanted)? {
+                Some(g) => Some(g),
+                None => return self.eager(inputs),
+            }
+        } else {
+            None
+        };
         if !self.fusable(inputs)? {
             return self.eager(inputs);
         }
@@ -259,13 +293,17 @@ impl FusedProgram {
         let operands: Vec<(&Storage, &Layout)> =
             guards.iter().map(|g| &**g).zip(&layouts).collect();
         let s = Storage::fused(self, &operands)?;
-        Ok(Tensor::from_storage(s, &shape, inputs[0].device()))
+        drop(guards);
+        let out = Tensor::from_storage(s, &shape, inputs[0].device());
+        Ok(match grads {
+            Some(g) => super::fused_grad::record_fused(out, inputs, g),
+            None => out,
+        })
     }
 
     fn fusable(&self, inputs: &[&Tensor]) -> Result<bool> {
         let (dt, dev) = (inputs[0].dtype(), inputs[0].device());
         if inputs.iter().any(|t| t.dtype() != dt || t.device() != dev)
-            || (crate::autograd::is_grad_enabled() && inputs.iter().any(|t| t.requires_grad()))
             || crate::amp::autocast_dtype(&dev).is_some()
             || crate::onnx::trace::capturing()
         {

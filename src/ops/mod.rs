@@ -1,5 +1,5 @@
-//! The op registry. Elementwise ops are enums declared once in `elementwise.rs` ([`UnaryOp`],
-//! [`BinaryOp`]); heavier ops sit one family per file with their backward rules beside them;
+//! The op registry. Elementwise ops are enums declared once, in `elementwise.rs` ([`UnaryOp`])
+//! and `binary_op.rs` ([`BinaryOp`]); heavier ops sit one family per file with their backward rules beside them;
 //! composite ops are written with other ops and so get both backends and autograd for free.
 //!
 //! The ops themselves are methods on [`Tensor`](crate::Tensor); this module holds their option
@@ -19,6 +19,7 @@
 #[macro_use]
 mod op_list;
 
+pub(crate) mod binary_op;
 mod clamp;
 mod conv;
 mod conv_fused;
@@ -27,6 +28,7 @@ mod einsum;
 pub(crate) mod elementwise;
 mod finite;
 pub mod fused;
+mod fused_grad;
 mod index;
 mod index_write;
 mod inplace;
@@ -46,11 +48,12 @@ mod sort;
 mod tri;
 mod views;
 
+pub use binary_op::{BinaryOp, Operands};
 pub(crate) use conv::transposed_as_forward;
 pub use conv::*;
 pub(crate) use conv_fused::conv2d_fused;
 pub use distance::*;
-pub use elementwise::{AutocastPolicy, BinaryOp, OnIntegers, Operands, UnaryOp};
+pub use elementwise::{AutocastPolicy, OnIntegers, UnaryOp};
 pub use finite::NanToNumOptions;
 pub use index_write::IndexAddOptions;
 pub use loss::*;

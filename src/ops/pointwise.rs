@@ -298,9 +298,10 @@ impl Tensor {
             return Ok(out);
         }
         let y = Saved::output(&out, op.name());
-        let saved = (op, Saved::new(&a), Saved::new(&b), y);
+        let want = [a.requires_grad(), b.requires_grad()];
+        let saved = (op, Saved::new(&a), Saved::new(&b), y, want);
         Ok(record(out, op.name(), &[&a, &b], saved, |s, g| {
-            let (op, a, b, y) = s;
+            let (op, a, b, y, want) = s;
             let recomputed;
             let y = if is_grad_enabled() && *op == BinaryOp::Div {
                 y.get()?;
@@ -309,10 +310,10 @@ impl Tensor {
             } else {
                 y
             };
-            let (ga, gb) = op.backward(a, b, y, g)?;
+            let (ga, gb) = op.backward(*want, a, b, y, g)?;
             Ok(vec![
-                Some(ga.sum_to(a.shape())?),
-                Some(gb.sum_to(b.shape())?),
+                ga.map(|d| d.sum_to(a.shape())).transpose()?,
+                gb.map(|d| d.sum_to(b.shape())).transpose()?,
             ])
         }))
     }

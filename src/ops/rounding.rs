@@ -2,7 +2,7 @@
 //! `fmod`), with PyTorch's integer semantics: rounding an integer tensor copies it, and integer
 //! remainders are exact, a zero divisor an error.
 
-use super::elementwise::zero_division;
+use super::binary_op::zero_division;
 use super::{BinaryOp, UnaryOp};
 use crate::{Result, Scalar, Tensor};
 

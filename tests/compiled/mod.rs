@@ -275,14 +275,18 @@ fn what_a_graph_cannot_hold_runs_eagerly_with_the_reason() -> Result<()> {
     assert!(e.eager[0].1.contains("random"), "{e}");
     assert_eq!(e.stats.eager_calls, 2);
 
-    // Training mode.
+    // Dropout in training mode: a random draw.
     let cnn = Sequential::new()
         .append(Linear::new(4, 3, &dev)?)
         .append(ReLU::new())
         .append(wgtorch::nn::Dropout::new(0.1)?);
     let fast = compile_module(&cnn);
     fast.forward(&x)?;
-    assert!(fast.explain().eager[0].1.contains("training mode"));
+    assert!(
+        fast.explain().eager[0].1.contains("random"),
+        "{}",
+        fast.explain()
+    );
 
     // Autocast.
     let fc = Linear::new(4, 3, &dev)?;
@@ -370,5 +374,132 @@ fn compiled_elementwise_chains_run_as_one_kernel() -> Result<()> {
         );
         assert!(e.to_string().contains("one kernel: "), "{e}");
     }
+    Ok(())
+}
+
+/// Training through a compiled module: the graph's fused elementwise tail backpropagates through
+/// generated kernels; losses, gradients and SGD steps follow eager's (to the graph's rounding of
+/// the product); the training flag is part of the signature.
+#[test]
+fn compiled_modules_train_as_eager_modules_do() -> Result<()> {
+    let _g = seed_lock();
+    for dev in devices() {
+        wgtorch::manual_seed(4);
+        let m = GeluTail {
+            fc: Linear::new(6, 6, &dev)?,
+        };
+        let twin = GeluTail {
+            fc: Linear::new(6, 6, &dev)?,
+        };
+        let _ng = wgtorch::no_grad();
+        twin.fc.weight.copy_(&m.fc.weight)?;
+        twin.fc
+            .bias
+            .as_ref()
+            .unwrap()
+            .copy_(m.fc.bias.as_ref().unwrap())?;
+        drop(_ng);
+        let fast = compile_module(&m);
+        let mut opt = Sgd::new(m.parameters(), 0.1)?;
+        let mut twin_opt = Sgd::new(twin.parameters(), 0.1)?;
+        let x = Tensor::randn([5, 6], &dev)?.requires_grad_(true);
+        let target = Tensor::randn([5, 6], &dev)?;
+        for step in 0..3 {
+            let what = format!("{dev} step {step}");
+            opt.zero_grad();
+            twin_opt.zero_grad();
+            x.set_grad(None);
+            let y = fast.forward(&x)?;
+            // The graph's last node is the fused tail, and it keeps its autograd node.
+            assert_eq!(y.grad_fn().map(|n| n.name()), Some("fused"), "{what}");
+            let loss = y.sub(&target)?.square()?.mean_all()?;
+            loss.backward()?;
+            let dx = vals(&x.grad().unwrap());
+            x.set_grad(None);
+            let eager_loss = twin.forward(&x)?.sub(&target)?.square()?.mean_all()?;
+            eager_loss.backward()?;
+            assert_close(&what, &vals(&loss), &vals(&eager_loss), 1e-5, 1e-6);
+            assert_close(&what, &dx, &vals(&x.grad().unwrap()), 1e-5, 1e-6);
+            for (p, q) in m.parameters().iter().zip(twin.parameters()) {
+                let (gp, gq) = (p.grad().unwrap(), q.grad().unwrap());
+                assert_close(&what, &vals(&gp), &vals(&gq), 1e-5, 1e-6);
+            }
+            opt.step()?;
+            twin_opt.step()?;
+        }
+        let s = fast.stats();
+        assert_eq!((s.graphs, s.cache_hits, s.eager_calls), (1, 2, 0), "{dev}");
+    }
+    Ok(())
+}
+
+/// Counts its calls in a buffer, as BatchNorm's `num_batches_tracked` does.
+#[derive(Module)]
+struct Counting {
+    fc: Linear,
+    #[buffer]
+    calls: Tensor,
+}
+
+impl Forward for Counting {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        {
+            let _ng = wgtorch::no_grad();
+            self.calls.add_(&Tensor::ones([1], &x.device())?)?;
+        }
+        self.fc.forward(x)
+    }
+}
+
+/// A forward pass that writes the module's state in place (a counter; BatchNorm's running
+/// statistics in training mode) runs eagerly, and the state changes once per call (the capture's
+/// write undone), as eager's does. The eval-mode signature is another, compiled, graph.
+#[test]
+fn in_place_state_updates_run_eagerly_once() -> Result<()> {
+    let _g = seed_lock();
+    let dev = Device::Cpu;
+    let counting = Counting {
+        fc: Linear::new(4, 3, &dev)?,
+        calls: Tensor::zeros([1], &dev)?,
+    };
+    let fast = compile_module(&counting);
+    let x = Tensor::randn([2, 4], &dev)?;
+    for _ in 0..2 {
+        assert_eq!(bits(&fast.forward(&x)?), bits(&counting.fc.forward(&x)?));
+    }
+    assert_eq!(counting.calls.to_vec::<f32>()?, [2.0]);
+    let e = fast.explain();
+    assert_eq!(e.stats.eager_calls, 2, "{e}");
+    assert!(e.eager[0].1.contains("writes 'calls' in place"), "{e}");
+
+    wgtorch::manual_seed(5);
+    let mut block = Block::new(&dev)?;
+    let mut twin = Block::new(&dev)?;
+    twin.load_state_dict(&block.state_dict(), true)?;
+    let x = Tensor::randn([4, 4, 5, 5], &dev)?;
+    {
+        let fast = compile_module(&block);
+        for _ in 0..2 {
+            assert_eq!(bits(&fast.forward(&x)?), bits(&twin.forward(&x)?));
+        }
+        let e = fast.explain();
+        assert_eq!(e.stats.eager_calls, 2, "{e}");
+        assert!(e.eager[0].1.contains("batch_norm"), "{e}");
+        assert!(e.eager[0].0.ends_with("(training)"), "{e}");
+    }
+    for ((n, a), (_, b)) in block.state_dict().iter().zip(&twin.state_dict()) {
+        assert_eq!(vals(a), vals(b), "{n}");
+    }
+    block.eval();
+    twin.eval();
+    let fast = compile_module(&block);
+    assert_close(
+        "eval",
+        &vals(&fast.forward(&x)?),
+        &vals(&twin.forward(&x)?),
+        1e-5,
+        1e-6,
+    );
+    assert_eq!(fast.stats().graphs, 1);
     Ok(())
 }

@@ -1,9 +1,11 @@
 //! Fused elementwise programs (`wgtorch::ops::fused`): every unary and arithmetic binary op in a
 //! program over a transposed view, a broadcast row and a 0-d tensor equals the ops run one by
 //! one, bit for bit on the CPU and within 2e-5 on the GPU; NaN and infinities pass as the ops
-//! pass them; one program is one kernel; what cannot fuse runs the ops; bad programs are errors.
+//! pass them; one program is one kernel; so are its generated gradients, which equal eager
+//! autograd's; what cannot fuse runs the ops; bad programs are errors.
 
-use wgtorch::ops::fused::{FusedProgram, MAX_FUSED_INPUTS};
+use wgtorch::autograd::gradcheck;
+use wgtorch::ops::fused::{FusedInstr, FusedProgram, MAX_FUSED_INPUTS};
 use wgtorch::ops::{BinaryOp, UnaryOp};
 use wgtorch::profiler::{self, ProfileOptions, ProfilerActivity};
 use wgtorch::{DType, Device, Result, Tensor};
@@ -197,7 +199,7 @@ fn what_cannot_fuse_runs_the_ops() -> Result<()> {
     let m = p.binary(BinaryOp::Mul, 0, 1)?;
     p.unary(UnaryOp::Tanh, m)?;
     let dev = Device::Cpu;
-    // A gradient: the ops run, and backward reaches both inputs.
+    // A gradient (generated, see below) reaches both inputs.
     let a = Tensor::randn([4, 3], &dev)?.requires_grad_(true);
     let b = Tensor::randn([3], &dev)?;
     let y = p.run(&[&a, &b])?;
@@ -250,5 +252,216 @@ fn bad_programs_are_errors() -> Result<()> {
     p.binary(BinaryOp::Add, 2, 1)?;
     let err = e(p.run(&[&x, &y]));
     assert!(err.contains("must match the size"), "{err}");
+    Ok(())
+}
+
+/// Whether a program's gradient is generated (every rule is elementwise arithmetic) rather than
+/// its ops run under eager autograd.
+fn gradient_fuses(p: &FusedProgram) -> bool {
+    use BinaryOp::*;
+    use UnaryOp::*;
+    p.instrs().iter().all(|i| match *i {
+        FusedInstr::Unary { op, .. } => !matches!(
+            op,
+            Elu(_)
+                | LeakyRelu(_)
+                | Softplus(..)
+                | Clamp(..)
+                | Step
+                | Sign
+                | Floor
+                | Ceil
+                | Round
+                | Trunc
+                | PowScalar(0.0)
+        ),
+        FusedInstr::Binary { op, .. } => matches!(op, Add | Sub | Mul | Div),
+    })
+}
+
+/// Gradients of `sum(program(a, b, c) * w)` for leaves made from `base`, the program run fused
+/// or as its ops; and the output's grad_fn.
+fn grads_of(
+    p: &FusedProgram,
+    base: &[Tensor; 3],
+    w: &Tensor,
+    fused: bool,
+) -> Result<(Vec<Tensor>, String)> {
+    let leaves: Vec<Tensor> = base
+        .iter()
+        .map(|t| t.detach().requires_grad_(true))
+        .collect();
+    let refs: Vec<&Tensor> = leaves.iter().collect();
+    let y = if fused {
+        p.run(&refs)?
+    } else {
+        p.eager(&refs)?
+    };
+    let node = y
+        .grad_fn()
+        .map(|n| n.name().to_string())
+        .unwrap_or_default();
+    y.mul(w)?.sum_all()?.backward()?;
+    let grads = leaves
+        .iter()
+        .map(|l| l.grad().expect("a gradient"))
+        .collect();
+    Ok((grads, node))
+}
+
+/// Every op's program trains fused: forward one kernel, backward one generated kernel per input
+/// (then the sum over broadcast dimensions), with eager autograd's gradients, bit for bit on the
+/// CPU (the same rules in the same order) and within 1e-4 on the GPU. Programs with a rule that
+/// is not arithmetic (a select, a zero gradient) run their ops, so they match by construction.
+#[test]
+fn program_gradients_equal_eager_autograd() -> Result<()> {
+    for dev in super::common::devices() {
+        let dtypes: &[DType] = if dev.is_gpu() {
+            &[DType::F32]
+        } else {
+            &[DType::F32, DType::F64]
+        };
+        for &dt in dtypes {
+            let base = inputs(&dev, dt, false)?;
+            let wv: Vec<f32> = (0..35).map(|i| ((i * 7 % 11) as f32 - 5.0) / 4.0).collect();
+            let w = Tensor::from_vec(wv, [5, 7], &dev)?.to_dtype(dt)?;
+            for p in programs()? {
+                let (fused, node) = grads_of(&p, &base, &w, true)?;
+                let (eager, _) = grads_of(&p, &base, &w, false)?;
+                assert_eq!(node == "fused", gradient_fuses(&p), "{} {node}", p.name());
+                for (k, (f, e)) in fused.iter().zip(&eager).enumerate() {
+                    let what = format!("{} input {k} {dt} on {dev}", p.name());
+                    assert_eq!(f.shape(), e.shape(), "{what}");
+                    if !dev.is_gpu() {
+                        assert_eq!(bits(f), bits(e), "{what}");
+                        continue;
+                    }
+                    let (f, e) = (f.to_vec::<f32>()?, e.to_vec::<f32>()?);
+                    for (x, y) in f.iter().zip(&e) {
+                        let ok = (x.is_nan() && y.is_nan())
+                            || x == y
+                            || (x - y).abs() <= 1e-4 * (1.0 + y.abs());
+                        assert!(ok, "{what}: fused {x} vs ops {y}");
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A register read three times and an input broadcast inside the program: f64 gradcheck passes,
+/// eager's gradients agree (to rounding: the contributions are summed in another order), and the
+/// second derivative (`create_graph`) is eager's too.
+#[test]
+fn program_gradients_pass_gradcheck() -> Result<()> {
+    let mut p = FusedProgram::new(2)?;
+    let sq = p.binary(BinaryOp::Mul, 0, 0)?; // x * x, x a row broadcast over y's rows
+    let s = p.binary(BinaryOp::Add, sq, 1)?;
+    let t = p.unary(UnaryOp::GeluTanh, s)?;
+    let u = p.binary(BinaryOp::Div, t, 0)?; // x's third read
+    let v = p.unary(UnaryOp::Silu, u)?;
+    p.unary(UnaryOp::Rsqrt, v)?;
+    let dev = Device::Cpu;
+    let x = Tensor::from_vec(vec![0.7f64, 1.3, 0.9], [3], &dev)?;
+    let y = Tensor::from_vec(vec![0.5f64, -0.25, 1.5, 2.0, 0.1, -0.3], [2, 3], &dev)?;
+    gradcheck(
+        |xs| p.run(&[&xs[0], &xs[1]]),
+        &[x.clone(), y.clone()],
+        1e-6,
+        1e-5,
+        1e-4,
+    )?;
+    let w = Tensor::ones([2, 3], &dev)?.to_dtype(DType::F64)?;
+    let pad = Tensor::scalar(1.0f64, &dev)?;
+    let mut with_pad = FusedProgram::new(3)?;
+    for i in p.instrs() {
+        match *i {
+            FusedInstr::Unary { op, x } => with_pad.unary(op, x + usize::from(x >= 2))?,
+            FusedInstr::Binary { op, a, b } => {
+                with_pad.binary(op, a + usize::from(a >= 2), b + usize::from(b >= 2))?
+            }
+        };
+    }
+    let last = with_pad.instrs().len() + 2;
+    with_pad.binary(BinaryOp::Mul, last, 2)?; // * 1, so the program reads three inputs
+    let base = [x.clone(), y.clone(), pad];
+    let (fused, node) = grads_of(&with_pad, &base, &w, true)?;
+    let (eager, _) = grads_of(&with_pad, &base, &w, false)?;
+    assert_eq!(node, "fused");
+    for (f, e) in fused.iter().zip(&eager) {
+        let (f, e) = (f.to_vec::<f64>()?, e.to_vec::<f64>()?);
+        for (a, b) in f.iter().zip(&e) {
+            assert!((a - b).abs() <= 1e-12 * (1.0 + b.abs()), "{f:?} vs {e:?}");
+        }
+    }
+    // d/dx of sum(dy/dx), through the generated gradient's own graph.
+    let second = |fused: bool| -> Result<Vec<f64>> {
+        let xl = x.detach().requires_grad_(true);
+        let out = if fused {
+            p.run(&[&xl, &y])?
+        } else {
+            p.eager(&[&xl, &y])?
+        };
+        out.sum_all()?.backward_with(None, false, true)?;
+        let g = xl.grad().expect("a gradient");
+        xl.set_grad(None);
+        g.sum_all()?.backward()?;
+        xl.grad().expect("a second gradient").to_vec::<f64>()
+    };
+    let (f, e) = (second(true)?, second(false)?);
+    for (a, b) in f.iter().zip(&e) {
+        assert!((a - b).abs() <= 1e-10 * (1.0 + b.abs()), "{f:?} vs {e:?}");
+    }
+    Ok(())
+}
+
+/// Forward and backward of a two-input program on the GPU: one fused kernel forward, one per
+/// input backward (the row's gradient then summed over the rows), no per-op kernels.
+#[test]
+fn program_gradients_are_one_kernel_per_input() -> Result<()> {
+    let Some(gpu) = super::common::gpu() else {
+        return Ok(());
+    };
+    let mut p = FusedProgram::new(2)?;
+    let s = p.binary(BinaryOp::Mul, 0, 1)?;
+    let t = p.unary(UnaryOp::Tanh, s)?;
+    p.unary(UnaryOp::MulScalar(3.0), t)?;
+    let a = Tensor::randn([64, 33], &gpu)?.requires_grad_(true);
+    let b = Tensor::randn([33], &gpu)?.requires_grad_(true);
+    let opts = ProfileOptions {
+        activities: &[ProfilerActivity::Cpu],
+        ..Default::default()
+    };
+    let prof = profiler::profile(opts, |_| {
+        let _scope = profiler::record_function("fused_step");
+        p.run(&[&a, &b])?.sum_all()?.backward()?;
+        b.grad().expect("a gradient").to_vec::<f32>()?;
+        Ok(())
+    })?;
+    let ev = prof.events();
+    let scope = (0..ev.len()).find(|&i| ev[i].name == "fused_step").unwrap();
+    let under = |i: usize| {
+        let mut p = ev[i].parent;
+        while let Some(q) = p {
+            if q == scope {
+                return true;
+            }
+            p = ev[q].parent;
+        }
+        false
+    };
+    let names: Vec<&str> = (0..ev.len())
+        .filter(|&i| under(i))
+        .map(|i| ev[i].name.as_str())
+        .collect();
+    let count = |n: &str| names.iter().filter(|&&m| m == n).count();
+    assert_eq!(count("fused"), 3, "forward + one per input: {names:?}");
+    assert!(
+        !names
+            .iter()
+            .any(|n| ["mul", "tanh", "tanh_backward", "mul_scalar"].contains(n)),
+        "{names:?}"
+    );
     Ok(())
 }

@@ -184,7 +184,7 @@ impl IndexChecks {
             .copied()
             .unwrap_or("index");
         if w[3] == ZERO_DIVISOR {
-            return Err(crate::ops::elementwise::zero_division(op));
+            return Err(crate::ops::binary_op::zero_division(op));
         }
         Err(Error::IndexOutOfRange {
             op,
