@@ -18,12 +18,14 @@
 //! What a graph cannot hold runs eagerly for that signature, with the reason kept for
 //! [`CompiledModule::explain`] (as `torch._dynamo.explain` reports graph breaks): a host read
 //! of a computed value in the forward pass (`item`, `to_vec`: a data-dependent branch), a
-//! random draw (dropout in training mode), a write into a parameter or buffer (BatchNorm's
-//! running statistics in training mode), an op the recorder does not know, autocast, more
-//! signatures than [`CompileOptions::cache_size_limit`]. The capture is undone before such a
-//! call runs eagerly: the random generator and the module's state are as if it never ran (the
-//! state is copied for that while a graph is built). With [`CompileOptions::fullgraph`] those are
-//! errors instead. A compiled call never returns another result than the checked graph's.
+//! random draw (dropout in training mode), batch_norm in training mode, a write into a buffer (a
+//! counter), a tensor that requires grad but is neither the input nor a parameter (its gradient
+//! would be lost), an op the recorder does not know, autocast, more signatures than
+//! [`CompileOptions::cache_size_limit`]. The capture is undone before such a call runs eagerly:
+//! the random generator and the buffers are as if it never ran (the buffers are copied for that
+//! while a graph is built; a forward pass that writes a parameter in place is an error). With
+//! [`CompileOptions::fullgraph`] those are errors instead, and the call changes nothing. A
+//! compiled call never returns another result than the checked graph's.
 //!
 //! ```
 //! use wgtorch::nn::{Conv2d, Conv2dOptions, ModuleExt, Sequential, ReLU};
@@ -144,19 +146,23 @@ pub struct CompiledModule<'a, M: Forward + ?Sized> {
     state: Mutex<State>,
 }
 
-/// The module's parameters and buffers before a capture: their versions, and copies of their
-/// values to put back if the capture fails or changed one.
-struct Snapshot(Vec<(String, Tensor, u64, Tensor)>);
+/// The module's parameters and buffers before a capture: their versions, and copies of the
+/// buffers' values to put back if the capture fails or wrote one (parameters are not copied:
+/// a forward pass that writes one in place cannot be undone, and is an error).
+struct Snapshot(Vec<(String, Tensor, u64, Option<Tensor>)>);
 
 impl Snapshot {
     fn take(module: &dyn crate::nn::Module) -> Result<Snapshot> {
         let mut all = Vec::new();
-        module.visit(&mut |n, t, _| all.push((n.to_string(), t.clone())));
+        module.visit(&mut |n, t, kind| all.push((n.to_string(), t.clone(), kind)));
         let _g = crate::no_grad();
         all.into_iter()
-            .map(|(n, t)| {
-                let (v, copy) = (t.version(), t.detach().copy()?);
-                Ok((n, t, v, copy))
+            .map(|(n, t, kind)| {
+                let copy = match kind {
+                    crate::nn::Kind::Buffer => Some(t.detach().copy()?),
+                    crate::nn::Kind::Param => None,
+                };
+                Ok((n, t.clone(), t.version(), copy))
             })
             .collect::<Result<_>>()
             .map(Snapshot)
@@ -170,12 +176,22 @@ impl Snapshot {
             .map(|(n, ..)| n.as_str())
     }
 
-    /// Puts back the values of the tensors that changed.
+    /// Puts back the values of the buffers that changed; an error if a parameter did.
     fn restore(&self) -> Result<()> {
         let _g = crate::no_grad();
-        for (_, t, v, copy) in &self.0 {
-            if t.version() != *v {
-                t.copy_(copy)?;
+        for (name, t, v, copy) in &self.0 {
+            if t.version() == *v {
+                continue;
+            }
+            match copy {
+                Some(copy) => {
+                    t.copy_(copy)?;
+                }
+                None => {
+                    return Err(Error::msg(format!(
+                        "compile: the forward pass wrote the parameter '{name}' in place while it was captured, which cannot be undone; run this module eagerly"
+                    )))
+                }
             }
         }
         Ok(())
@@ -357,9 +373,8 @@ impl<M: Forward + ?Sized> CompiledModule<'_, M> {
             ..Default::default()
         };
         let forward = |xs: &[Tensor]| Ok(vec![module.forward(&xs[0])?]);
-        // A capture that fails may have drawn random numbers, or written a buffer in place
-        // (BatchNorm's running statistics in training mode): the eager call then draws and
-        // writes what it would have without the attempt.
+        // A capture that fails may have drawn random numbers, or written a buffer in place (a
+        // counter): the eager call then draws and writes what it would have without the attempt.
         let rng = crate::with_default_generator(|g| g.state());
         let state = Snapshot::take(module.as_dyn())?;
         let traced = match export::trace_model(
@@ -377,7 +392,11 @@ impl<M: Forward + ?Sized> CompiledModule<'_, M> {
                 // The module's own error (bad input) is the caller's, as in eager mode.
                 let why = e.to_string();
                 let out = module.forward(x)?;
-                self.refuse(sig, &why)?;
+                if let Err(e) = self.refuse(sig, &why) {
+                    // A refused call changes nothing.
+                    state.restore()?;
+                    return Err(e);
+                }
                 return Ok((Plan::Eager(why), out));
             }
         };
@@ -385,11 +404,10 @@ impl<M: Forward + ?Sized> CompiledModule<'_, M> {
             // A graph would not repeat the write.
             state.restore()?;
             let why = format!(
-                "the forward pass writes '{name}' in place (as BatchNorm's running statistics in training mode do); a graph holds no in-place updates of the module's state"
+                "the forward pass writes '{name}' in place (a counter, running statistics); a graph holds no in-place updates of the module's state"
             );
-            let out = module.forward(x)?;
             self.refuse(sig, &why)?;
-            return Ok((Plan::Eager(why), out));
+            return Ok((Plan::Eager(why), module.forward(x)?));
         }
         drop(state);
         let mut live = Vec::new();

@@ -366,7 +366,15 @@ pub(crate) fn batch_norm(
     out: &Tensor,
 ) -> Result<()> {
     let (Some(mean), Some(var), false) = (mean, var, o.training) else {
-        return Err(Error::msg("ONNX export: batch_norm exports in eval mode with running statistics (call model.eval())"));
+        let why = if o.training {
+            "batch_norm in training mode (batch statistics; running statistics updated in place) is not captured"
+        } else {
+            "batch_norm without running statistics is not captured"
+        };
+        return Err(Error::msg(format!(
+            "{}: {why}; a graph holds batch_norm in eval mode with running statistics (model.eval())",
+            r.what
+        )));
     };
     let c = x.shape()[1];
     let ones = Tensor::ones([c], &Device::Cpu)?.to_dtype(x.dtype())?;

@@ -68,6 +68,15 @@ impl Tracer {
             self.names.insert(t.id(), p.clone());
             return Ok(p);
         }
+        if self.live_params && t.requires_grad() {
+            // A compiled graph would hold it as a constant: its gradient would be lost.
+            return Err(Error::msg(format!(
+                "{}: a {} tensor of shape {:?} that requires grad is neither the input nor a parameter of the module (register it as a parameter, or pass it as the input)",
+                self.what,
+                t.dtype(),
+                t.shape()
+            )));
+        }
         if t.grad_fn().is_some() {
             return Err(Error::msg(format!(
                 "{}: a {} tensor of shape {:?} comes from an op the exporter does not record ({}); \
@@ -100,9 +109,11 @@ impl Tracer {
     pub fn constants_only(&self, tensors: &[&Tensor]) -> bool {
         !tensors.is_empty()
             && tensors.iter().all(|t| {
-                !self.names.contains_key(&t.id())
-                    && !self.params.contains_key(&t.id())
-                    && t.grad_fn().is_none()
+                let leaf_needing_grad = self.live_params && t.requires_grad();
+                !(self.names.contains_key(&t.id())
+                    || self.params.contains_key(&t.id())
+                    || t.grad_fn().is_some()
+                    || leaf_needing_grad)
             })
     }
 

@@ -15,10 +15,12 @@
 //!
 //! With autograd, the program's gradient is generated too: one program per input that needs a
 //! gradient, from the ops' own backward rules, run as one kernel each (`fused_grad.rs`); its
-//! values are eager autograd's (bit for bit on the CPU where no register's gradient sums
-//! contributions at a broadcast shape). A program holding an op whose rule is not elementwise
-//! arithmetic (a select: `clamp`, `elu`, `leaky_relu`, `softplus`, `maximum`, `minimum`, a
-//! power's exponent; a zero gradient: `floor`, `sign`, ...) runs its ops under eager autograd.
+//! values are eager autograd's: bit for bit on the CPU where every register a rule reads has
+//! the output's shape and is read once (otherwise the same terms are summed in another order).
+//! A program with an op whose rule is not elementwise arithmetic (a select: `clamp`, `elu`,
+//! `leaky_relu`, `softplus`, `maximum`, `minimum`, a power's exponent; a zero gradient:
+//! `floor`, `sign`, ...) on the way to an input that needs a gradient runs its ops under eager
+//! autograd.
 //!
 //! ONNX import (and so [`compile_module`](crate::compile::compile_module)) fuses chains of
 //! elementwise nodes into such programs.
@@ -265,6 +267,9 @@ impl FusedProgram {
     /// where an input needs one); else runs the ops one by one ([`eager`](Self::eager)).
     pub fn run(&self, inputs: &[&Tensor]) -> Result<Tensor> {
         self.check(inputs)?;
+        if !self.fusable(inputs)? {
+            return self.eager(inputs);
+        }
         let wanted: Vec<bool> = inputs
             .iter()
             .map(|t| crate::autograd::is_grad_enabled() && t.requires_grad())
@@ -277,9 +282,6 @@ impl FusedProgram {
         } else {
             None
         };
-        if !self.fusable(inputs)? {
-            return self.eager(inputs);
-        }
         let _p = crate::profiler::op("fused", inputs);
         let mut shape = inputs[0].shape().to_vec();
         for t in &inputs[1..] {

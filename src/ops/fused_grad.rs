@@ -9,10 +9,10 @@
 //! the output's shape and is then summed to the input's shape, as eager's binary ops do.
 //!
 //! Each value is computed with the ops eager autograd uses, in the same order, so the result is
-//! eager's up to two reassociations: a register read by two instructions gets its gradient
-//! contributions added at the output's shape before the final sum over broadcast dimensions
-//! (eager sums each contribution to the register's own shape first), and three or more
-//! contributions are added in reverse program order.
+//! eager's up to reassociation: a register narrower than the output has its gradient summed
+//! over the broadcast dimensions once, at the end, where eager sums it at each op that reads it
+//! (`exp(b) * a` with `b` a row: eager's `exp(b) · Σ g·a` is `Σ g·a·exp(b)` here), and three
+//! or more contributions to one register are added in reverse program order.
 
 use super::elementwise::Emit;
 use super::fused::{FusedInstr, FusedProgram};

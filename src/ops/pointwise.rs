@@ -303,7 +303,7 @@ impl Tensor {
         Ok(record(out, op.name(), &[&a, &b], saved, |s, g| {
             let (op, a, b, y, want) = s;
             let recomputed;
-            let y = if is_grad_enabled() && *op == BinaryOp::Div {
+            let y = if is_grad_enabled() && *op == BinaryOp::Div && want[1] {
                 y.get()?;
                 recomputed = Saved::new(&a.get()?.div(&b.get()?)?);
                 &recomputed

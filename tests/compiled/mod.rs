@@ -379,7 +379,7 @@ fn compiled_elementwise_chains_run_as_one_kernel() -> Result<()> {
 
 /// Training through a compiled module: the graph's fused elementwise tail backpropagates through
 /// generated kernels; losses, gradients and SGD steps follow eager's (to the graph's rounding of
-/// the product); the training flag is part of the signature.
+/// the product).
 #[test]
 fn compiled_modules_train_as_eager_modules_do() -> Result<()> {
     let _g = seed_lock();
@@ -471,6 +471,20 @@ fn in_place_state_updates_run_eagerly_once() -> Result<()> {
     let e = fast.explain();
     assert_eq!(e.stats.eager_calls, 2, "{e}");
     assert!(e.eager[0].1.contains("writes 'calls' in place"), "{e}");
+    // With fullgraph the call is an error, and changes nothing.
+    let strict = compile_module_with(
+        &counting,
+        CompileOptions {
+            fullgraph: true,
+            ..Default::default()
+        },
+    );
+    let err = strict.forward(&x).unwrap_err().to_string();
+    assert!(
+        err.contains("fullgraph") && err.contains("'calls'"),
+        "{err}"
+    );
+    assert_eq!(counting.calls.to_vec::<f32>()?, [2.0]);
 
     wgtorch::manual_seed(5);
     let mut block = Block::new(&dev)?;
@@ -501,5 +515,41 @@ fn in_place_state_updates_run_eagerly_once() -> Result<()> {
         1e-6,
     );
     assert_eq!(fast.stats().graphs, 1);
+    Ok(())
+}
+
+/// Scales by a tensor that requires grad but is not registered as a parameter.
+#[derive(Module)]
+struct HiddenLeaf {
+    fc: Linear,
+    #[module(skip)]
+    scale: Tensor,
+}
+
+impl Forward for HiddenLeaf {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        self.fc.forward(x)?.mul(&self.scale)
+    }
+}
+
+/// A graph would hold such a tensor as a constant and lose its gradient: the call runs eagerly,
+/// and the tensor gets its gradient as in eager mode.
+#[test]
+fn a_leaf_that_is_no_parameter_keeps_its_gradient() -> Result<()> {
+    let _g = seed_lock();
+    let dev = Device::Cpu;
+    let m = HiddenLeaf {
+        fc: Linear::new(4, 3, &dev)?,
+        scale: Tensor::randn([3], &dev)?.requires_grad_(true),
+    };
+    let fast = compile_module(&m);
+    let x = Tensor::randn([2, 4], &dev)?;
+    fast.forward(&x)?.sum_all()?.backward()?;
+    let compiled = m.scale.grad().expect("the leaf's gradient");
+    m.scale.set_grad(None);
+    m.forward(&x)?.sum_all()?.backward()?;
+    assert_eq!(bits(&compiled), bits(&m.scale.grad().unwrap()));
+    let e = fast.explain();
+    assert!(e.eager[0].1.contains("requires grad"), "{e}");
     Ok(())
 }

@@ -255,9 +255,10 @@ fn bad_programs_are_errors() -> Result<()> {
     Ok(())
 }
 
-/// Whether a program's gradient is generated (every rule is elementwise arithmetic) rather than
-/// its ops run under eager autograd.
-fn gradient_fuses(p: &FusedProgram) -> bool {
+/// Whether a program's gradient is generated (every rule on the way to an input that needs a
+/// gradient is elementwise arithmetic) rather than its ops run under eager autograd. In
+/// `programs()` every instruction is on input 0's way; input 1 is a binary op's right operand.
+fn gradient_fuses(p: &FusedProgram, right_needs_grad: bool) -> bool {
     use BinaryOp::*;
     use UnaryOp::*;
     p.instrs().iter().all(|i| match *i {
@@ -275,21 +276,25 @@ fn gradient_fuses(p: &FusedProgram) -> bool {
                 | Trunc
                 | PowScalar(0.0)
         ),
-        FusedInstr::Binary { op, .. } => matches!(op, Add | Sub | Mul | Div),
+        FusedInstr::Binary { op, .. } => {
+            matches!(op, Add | Sub | Mul | Div) || (op == Pow && !right_needs_grad)
+        }
     })
 }
 
-/// Gradients of `sum(program(a, b, c) * w)` for leaves made from `base`, the program run fused
-/// or as its ops; and the output's grad_fn.
+/// Gradients of `sum(program(a, b, c) * w)` for leaves made from `base` (those marked in
+/// `needs` require grad), the program run fused or as its ops; and the output's grad_fn.
 fn grads_of(
     p: &FusedProgram,
     base: &[Tensor; 3],
+    needs: [bool; 3],
     w: &Tensor,
     fused: bool,
 ) -> Result<(Vec<Tensor>, String)> {
     let leaves: Vec<Tensor> = base
         .iter()
-        .map(|t| t.detach().requires_grad_(true))
+        .zip(needs)
+        .map(|(t, n)| t.detach().requires_grad_(n))
         .collect();
     let refs: Vec<&Tensor> = leaves.iter().collect();
     let y = if fused {
@@ -304,7 +309,9 @@ fn grads_of(
     y.mul(w)?.sum_all()?.backward()?;
     let grads = leaves
         .iter()
-        .map(|l| l.grad().expect("a gradient"))
+        .zip(needs)
+        .filter(|(_, n)| *n)
+        .map(|(l, _)| l.grad().expect("a gradient"))
         .collect();
     Ok((grads, node))
 }
@@ -313,6 +320,8 @@ fn grads_of(
 /// (then the sum over broadcast dimensions), with eager autograd's gradients, bit for bit on the
 /// CPU (the same rules in the same order) and within 1e-4 on the GPU. Programs with a rule that
 /// is not arithmetic (a select, a zero gradient) run their ops, so they match by construction.
+/// With only input 0 needing a gradient, the other operands' rules are not run (a power with a
+/// constant exponent fuses).
 #[test]
 fn program_gradients_equal_eager_autograd() -> Result<()> {
     for dev in super::common::devices() {
@@ -325,10 +334,14 @@ fn program_gradients_equal_eager_autograd() -> Result<()> {
             let base = inputs(&dev, dt, false)?;
             let wv: Vec<f32> = (0..35).map(|i| ((i * 7 % 11) as f32 - 5.0) / 4.0).collect();
             let w = Tensor::from_vec(wv, [5, 7], &dev)?.to_dtype(dt)?;
-            for p in programs()? {
-                let (fused, node) = grads_of(&p, &base, &w, true)?;
-                let (eager, _) = grads_of(&p, &base, &w, false)?;
-                assert_eq!(node == "fused", gradient_fuses(&p), "{} {node}", p.name());
+            for (p, needs) in programs()?
+                .into_iter()
+                .flat_map(|p| [(p.clone(), [true; 3]), (p, [true, false, false])])
+            {
+                let (fused, node) = grads_of(&p, &base, needs, &w, true)?;
+                let (eager, _) = grads_of(&p, &base, needs, &w, false)?;
+                let expected = gradient_fuses(&p, needs[1]);
+                assert_eq!(node == "fused", expected, "{} {needs:?} {node}", p.name());
                 for (k, (f, e)) in fused.iter().zip(&eager).enumerate() {
                     let what = format!("{} input {k} {dt} on {dev}", p.name());
                     assert_eq!(f.shape(), e.shape(), "{what}");
@@ -386,8 +399,8 @@ fn program_gradients_pass_gradcheck() -> Result<()> {
     let last = with_pad.instrs().len() + 2;
     with_pad.binary(BinaryOp::Mul, last, 2)?; // * 1, so the program reads three inputs
     let base = [x.clone(), y.clone(), pad];
-    let (fused, node) = grads_of(&with_pad, &base, &w, true)?;
-    let (eager, _) = grads_of(&with_pad, &base, &w, false)?;
+    let (fused, node) = grads_of(&with_pad, &base, [true; 3], &w, true)?;
+    let (eager, _) = grads_of(&with_pad, &base, [true; 3], &w, false)?;
     assert_eq!(node, "fused");
     for (f, e) in fused.iter().zip(&eager) {
         let (f, e) = (f.to_vec::<f64>()?, e.to_vec::<f64>()?);
@@ -463,5 +476,50 @@ fn program_gradients_are_one_kernel_per_input() -> Result<()> {
             .any(|n| ["mul", "tanh", "tanh_backward", "mul_scalar"].contains(n)),
         "{names:?}"
     );
+    Ok(())
+}
+
+/// A power whose exponent needs no gradient (a constant) differentiates its base by arithmetic:
+/// the gradient is generated, with eager's values (bits on the CPU); when the exponent needs one
+/// too, the ops run (the exponent's rule selects where the base is 0).
+#[test]
+fn a_constant_exponent_keeps_the_gradient_fused() -> Result<()> {
+    let mut p = FusedProgram::new(2)?;
+    let t = p.binary(BinaryOp::Pow, 0, 1)?;
+    p.unary(UnaryOp::Tanh, t)?;
+    for dev in super::common::devices() {
+        let x = Tensor::from_vec(vec![0.5f32, 1.5, 2.0, 0.25, 0.0, 1.1], [2, 3], &dev)?;
+        let e = Tensor::scalar(3.0f32, &dev)?;
+        let run = |fused: bool, exponent_grad: bool| -> Result<(Tensor, Option<Tensor>, String)> {
+            let xl = x.detach().requires_grad_(true);
+            let el = e.detach().requires_grad_(exponent_grad);
+            let y = if fused {
+                p.run(&[&xl, &el])?
+            } else {
+                p.eager(&[&xl, &el])?
+            };
+            let node = y
+                .grad_fn()
+                .map(|n| n.name().to_string())
+                .unwrap_or_default();
+            y.sum_all()?.backward()?;
+            Ok((xl.grad().expect("a gradient"), el.grad(), node))
+        };
+        let (fused, no_grad, node) = run(true, false)?;
+        assert_eq!(node, "fused", "{dev}");
+        assert!(no_grad.is_none());
+        let (eager, _, _) = run(false, false)?;
+        if dev.is_gpu() {
+            let (f, e) = (fused.to_vec::<f32>()?, eager.to_vec::<f32>()?);
+            for (a, b) in f.iter().zip(&e) {
+                assert!((a - b).abs() <= 1e-5 * (1.0 + b.abs()), "{f:?} vs {e:?}");
+            }
+        } else {
+            assert_eq!(bits(&fused), bits(&eager));
+        }
+        let (_, exponent, node) = run(true, true)?;
+        assert_eq!(node, "tanh", "{dev}");
+        assert!(exponent.is_some());
+    }
     Ok(())
 }
