@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 use wgtorch::amp::{self, GradScaler};
+use wgtorch::compile_module;
 use wgtorch::data::{random_split, Cifar10, DataLoader, Dataset, Digits};
 #[cfg(feature = "mpi")]
 use wgtorch::distributed::{self as dist, DistributedDataParallel, ReduceOp};
@@ -78,6 +79,10 @@ struct Args {
     /// After training, export the model as ONNX here (opset 18, dynamic batch; atomically).
     #[arg(long)]
     export_onnx: Option<PathBuf>,
+    /// Run the model's forward pass through `wgtorch::compile_module` (a checked graph per
+    /// batch shape; backward and Adam as usual), and print what it compiled.
+    #[arg(long)]
+    compile: bool,
 }
 
 fn main() {
@@ -165,6 +170,12 @@ fn global_sum(v: f64, pg_on: bool) -> Result<f64> {
 }
 
 fn run(args: Args) -> Result<()> {
+    if args.compile && args.ddp {
+        return Err(Error::InvalidArgument {
+            op: "--compile",
+            msg: "compiled training runs in one process: drop --ddp or --compile".into(),
+        });
+    }
     let pg = init_ddp(args.ddp)?;
     #[cfg(feature = "mpi")]
     let (rank, world, local_rank, local_world) = pg.as_ref().map_or((0, 1, 0, 1), |p| {
@@ -350,6 +361,9 @@ fn run(args: Args) -> Result<()> {
     };
     for epoch in start..args.epochs {
         model.module_mut().train();
+        // Per epoch: the compiled module borrows the model, which the evaluation below switches
+        // to eval mode (a new signature for any module whose forward depends on it).
+        let fast = args.compile.then(|| compile_module(model.module()));
         let n_batches = args.max_batches.unwrap_or(usize::MAX).min(loader.len());
         let bar = if main_rank {
             ProgressBar::new(n_batches as u64)
@@ -369,7 +383,11 @@ fn run(args: Args) -> Result<()> {
             let _step = profiler::record_function("train_step");
             let loss = {
                 let _ac = args.amp.then(|| amp::autocast(&dev, amp_dtype));
-                F::cross_entropy(&model.forward(&x)?, &y)?
+                let logits = match &fast {
+                    Some(f) => f.forward(&x)?,
+                    None => model.forward(&x)?,
+                };
+                F::cross_entropy(&logits, &y)?
             };
             opt.zero_grad();
             scaler.scale(&loss)?.backward()?;
@@ -402,6 +420,20 @@ fn run(args: Args) -> Result<()> {
         let train_loss = global_sum(loss_sum, distributed)? / seen.max(1.0);
         let secs = t0.elapsed().as_secs_f64();
         bar.finish_and_clear();
+        if let (Some(f), true) = (fast, main_rank) {
+            let s = f.stats();
+            println!(
+                "compiled: {} graphs, {} cache hits, {} eager calls{}",
+                s.graphs,
+                s.cache_hits,
+                s.eager_calls,
+                f.explain()
+                    .eager
+                    .first()
+                    .map(|(_, why)| format!(" ({why})"))
+                    .unwrap_or_default()
+            );
+        }
         model.module_mut().eval();
         let acc = accuracy(model.module(), &test_loader, args.amp.then_some(amp_dtype))?;
         #[cfg(feature = "mpi")]

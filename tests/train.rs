@@ -42,7 +42,12 @@ fn simple_cnn_matches_pytorch_forward_backward_and_adam() -> Result<()> {
             meta["tolerances"][k]["atol"].as_f64().unwrap(),
         )
     };
-    for dev in common::devices() {
+    // Eager, then with the forward pass through a compiled graph (training mode: the backward
+    // pass and Adam as usual).
+    for (dev, compiled) in common::devices()
+        .into_iter()
+        .flat_map(|d| [(d, false), (d, true)])
+    {
         let ts = wgtorch::io::load(golden().join("simple_cnn.safetensors"), &dev)?;
         let mut model = SimpleCnn::new(&dev)?;
         let init: Vec<(String, Tensor)> = ts
@@ -59,12 +64,18 @@ fn simple_cnn_matches_pytorch_forward_backward_and_adam() -> Result<()> {
             .iter()
             .map(|v| v.as_f64().unwrap())
             .collect();
+        let fast = wgtorch::compile_module(&model);
+        let what = if compiled { " compiled" } else { "" };
         for (step, want) in want_losses.iter().enumerate() {
-            let logits = model.forward(x)?;
+            let logits = if compiled {
+                fast.forward(x)?
+            } else {
+                model.forward(x)?
+            };
             if step == 0 {
                 let (r, a) = tol("logits_step0");
                 assert_close(
-                    &format!("[{dev}] logits_step0"),
+                    &format!("[{dev}{what}] logits_step0"),
                     &vals(&logits),
                     &vals(get(&ts, "logits_step0")),
                     r,
@@ -74,7 +85,7 @@ fn simple_cnn_matches_pytorch_forward_backward_and_adam() -> Result<()> {
             let loss = F::cross_entropy(&logits, y)?;
             let (r, a) = tol("losses");
             assert_close(
-                &format!("[{dev}] loss {step}"),
+                &format!("[{dev}{what}] loss {step}"),
                 &[loss.item()?],
                 &[*want],
                 r,
@@ -86,7 +97,7 @@ fn simple_cnn_matches_pytorch_forward_backward_and_adam() -> Result<()> {
                 let (r, a) = tol("grad");
                 for (n, p) in model.named_parameters() {
                     assert_close(
-                        &format!("[{dev}] grad.{n}"),
+                        &format!("[{dev}{what}] grad.{n}"),
                         &vals(&p.grad().unwrap()),
                         &vals(get(&ts, &format!("grad.{n}"))),
                         r,
@@ -96,10 +107,19 @@ fn simple_cnn_matches_pytorch_forward_backward_and_adam() -> Result<()> {
             }
             opt.step()?;
         }
+        if compiled {
+            let s = fast.stats();
+            assert_eq!(
+                (s.graphs, s.cache_hits, s.eager_calls),
+                (1, 2, 0),
+                "{}",
+                fast.explain()
+            );
+        }
         let (r, a) = tol("final");
         for (n, p) in model.named_parameters() {
             assert_close(
-                &format!("[{dev}] final.{n}"),
+                &format!("[{dev}{what}] final.{n}"),
                 &vals(&p),
                 &vals(get(&ts, &format!("final.{n}"))),
                 r,

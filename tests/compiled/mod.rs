@@ -553,3 +553,52 @@ fn a_leaf_that_is_no_parameter_keeps_its_gradient() -> Result<()> {
     assert!(e.eager[0].1.contains("requires grad"), "{e}");
     Ok(())
 }
+
+/// `train_cnn --compile` trains through one compiled graph per batch shape, to eager's losses.
+#[test]
+fn train_cnn_compiles_its_forward_pass() {
+    let exe = std::env::current_exe().unwrap();
+    let bin = exe
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("examples")
+        .join("train_cnn");
+    if !bin.exists() {
+        eprintln!("note: {} not built; skipped", bin.display());
+        return;
+    }
+    let run = |compile: bool| -> String {
+        let mut cmd = std::process::Command::new(&bin);
+        cmd.args(["--epochs", "1", "--max-batches", "3", "--device", "cpu"]);
+        if compile {
+            cmd.arg("--compile");
+        }
+        let out = cmd.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let (eager, compiled) = (run(false), run(true));
+    assert!(
+        compiled.contains("compiled: 1 graphs, 2 cache hits, 0 eager calls"),
+        "{compiled}"
+    );
+    // The epoch line up to its throughput: the same loss and accuracy.
+    let summary = |s: &str| {
+        let line = s
+            .lines()
+            .find(|l| l.starts_with("epoch"))
+            .expect("an epoch line");
+        line[..line.find(" img/s").unwrap()]
+            .rsplit_once("  ")
+            .unwrap()
+            .0
+            .to_string()
+    };
+    assert_eq!(summary(&compiled), summary(&eager));
+}
