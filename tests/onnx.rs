@@ -18,6 +18,18 @@ use wgtorch::nn::{Conv2d, Conv2dOptions, Linear, Module, ModuleExt};
 use wgtorch::onnx::{proto, Model};
 use wgtorch::{DType, Device, Tensor};
 
+/// The example binary `name` that `cargo test` built beside this test binary, or `None` (with a
+/// note) when it was not built.
+fn example_bin(name: &str) -> Option<PathBuf> {
+    let exe = std::env::current_exe().unwrap();
+    let bin = exe.parent()?.parent()?.join("examples").join(name);
+    if !bin.exists() {
+        eprintln!("note: {} not built; skipped", bin.display());
+        return None;
+    }
+    Some(bin)
+}
+
 fn shared_dir() -> PathBuf {
     std::env::var("WGTORCH_GOLDEN_DIR")
         .map(PathBuf::from)
@@ -955,18 +967,9 @@ fn export_refuses_what_it_cannot_write() {
 /// `train_cnn --export-onnx` writes the trained SimpleCNN, which loads and classifies.
 #[test]
 fn train_cnn_exports_its_model() {
-    let exe = std::env::current_exe().unwrap();
-    let bin = exe
-        .parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join("examples")
-        .join("train_cnn");
-    if !bin.exists() {
-        eprintln!("note: {} not built; skipped", bin.display());
+    let Some(bin) = example_bin("train_cnn") else {
         return;
-    }
+    };
     let path = std::env::temp_dir().join(format!("wgtorch-train-cnn-{}.onnx", std::process::id()));
     let out = std::process::Command::new(&bin)
         .args([

@@ -130,7 +130,9 @@ impl FusedProgram {
             });
         }
         let mut adj: Vec<Option<usize>> = vec![None; regs];
-        adj[regs - 1] = Some(n);
+        if let Some(last) = adj.last_mut() {
+            *last = Some(n); // the output's gradient is `g`
+        }
         for (m, i) in self.instrs().iter().enumerate().rev() {
             let Some(g) = adj[n + m] else { continue };
             let y = at(n + m);

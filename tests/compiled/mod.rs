@@ -557,18 +557,9 @@ fn a_leaf_that_is_no_parameter_keeps_its_gradient() -> Result<()> {
 /// `train_cnn --compile` trains through one compiled graph per batch shape, to eager's losses.
 #[test]
 fn train_cnn_compiles_its_forward_pass() {
-    let exe = std::env::current_exe().unwrap();
-    let bin = exe
-        .parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join("examples")
-        .join("train_cnn");
-    if !bin.exists() {
-        eprintln!("note: {} not built; skipped", bin.display());
+    let Some(bin) = crate::example_bin("train_cnn") else {
         return;
-    }
+    };
     let run = |compile: bool| -> String {
         let mut cmd = std::process::Command::new(&bin);
         cmd.args(["--epochs", "1", "--max-batches", "3", "--device", "cpu"]);
