@@ -176,9 +176,11 @@ impl Snapshot {
             .map(|(n, ..)| n.as_str())
     }
 
-    /// Puts back the values of the buffers that changed; an error if a parameter did.
+    /// Puts back the values of the buffers that changed; an error (after that) if a parameter
+    /// did.
     fn restore(&self) -> Result<()> {
         let _g = crate::no_grad();
+        let mut written = None;
         for (name, t, v, copy) in &self.0 {
             if t.version() == *v {
                 continue;
@@ -187,15 +189,23 @@ impl Snapshot {
                 Some(copy) => {
                     t.copy_(copy)?;
                 }
-                None => {
-                    return Err(Error::msg(format!(
-                        "compile: the forward pass wrote the parameter '{name}' in place while it was captured, which cannot be undone; run this module eagerly"
-                    )))
-                }
+                None => written = written.or(Some(name)),
             }
         }
-        Ok(())
+        match written {
+            Some(name) => Err(Error::msg(format!(
+                "compile: the forward pass wrote the parameter '{name}' in place while it was captured, which cannot be undone; run this module eagerly"
+            ))),
+            None => Ok(()),
+        }
     }
+}
+
+/// Why a capture that wrote `name` in place runs eagerly.
+fn write_reason(name: &str) -> String {
+    format!(
+        "the forward pass writes '{name}' in place (a counter, running statistics); a graph holds no in-place updates of the module's state"
+    )
 }
 
 /// The input signature a graph is specialised for, and the modules' training flags (a graph
@@ -387,13 +397,16 @@ impl<M: Forward + ?Sized> CompiledModule<'_, M> {
         ) {
             Ok(t) => t,
             Err(e) => {
+                // A write into the module's state is the first reason (it may have made the
+                // capture fail too, through the tensors the in-place op read).
+                let why = state.changed().map_or_else(|| e.to_string(), write_reason);
                 crate::with_default_generator(|g| g.set_state(rng));
                 state.restore()?;
                 // The module's own error (bad input) is the caller's, as in eager mode.
-                let why = e.to_string();
                 let out = module.forward(x)?;
                 if let Err(e) = self.refuse(sig, &why) {
                     // A refused call changes nothing.
+                    crate::with_default_generator(|g| g.set_state(rng));
                     state.restore()?;
                     return Err(e);
                 }
@@ -402,10 +415,8 @@ impl<M: Forward + ?Sized> CompiledModule<'_, M> {
         };
         if let Some(name) = state.changed() {
             // A graph would not repeat the write.
+            let why = write_reason(name);
             state.restore()?;
-            let why = format!(
-                "the forward pass writes '{name}' in place (a counter, running statistics); a graph holds no in-place updates of the module's state"
-            );
             self.refuse(sig, &why)?;
             return Ok((Plan::Eager(why), module.forward(x)?));
         }

@@ -34,6 +34,10 @@ pub(crate) struct Tracer {
     names: HashMap<u64, String>,
     /// Parameter and buffer ids → state_dict names.
     params: HashMap<u64, String>,
+    /// With `live_params`, the parameters and buffers themselves: a tensor sharing storage with
+    /// one that is not recorded from it (a detach, a view made under no_grad) must not become a
+    /// constant.
+    live: Vec<(String, Tensor)>,
     /// Int64 shape constants in recording order: (initializer index, values).
     pub shape_consts: Vec<(usize, Vec<i64>)>,
     /// Float/other constants in recording order, for the dynamic-batch comparison.
@@ -68,15 +72,6 @@ impl Tracer {
             self.names.insert(t.id(), p.clone());
             return Ok(p);
         }
-        if self.live_params && t.requires_grad() {
-            // A compiled graph would hold it as a constant: its gradient would be lost.
-            return Err(Error::msg(format!(
-                "{}: a {} tensor of shape {:?} that requires grad is neither the input nor a parameter of the module (register it as a parameter, or pass it as the input)",
-                self.what,
-                t.dtype(),
-                t.shape()
-            )));
-        }
         if t.grad_fn().is_some() {
             return Err(Error::msg(format!(
                 "{}: a {} tensor of shape {:?} comes from an op the exporter does not record ({}); \
@@ -85,6 +80,14 @@ impl Tracer {
                 t.dtype(),
                 t.shape(),
                 t.grad_fn().map(|g| g.name()).unwrap_or_default()
+            )));
+        }
+        if let Some(why) = self.not_constant(t) {
+            return Err(Error::msg(format!(
+                "{}: a {} tensor of shape {:?} {why}",
+                self.what,
+                t.dtype(),
+                t.shape()
             )));
         }
         let name = self.fresh("const");
@@ -103,17 +106,32 @@ impl Tracer {
         Ok(name)
     }
 
+    /// Why a compiled graph cannot hold `t` (no recorded op made it; not the input, not a
+    /// parameter) as a constant: a leaf that requires grad would lose its gradient, and a tensor
+    /// sharing a parameter's or buffer's storage would go stale when that one changes. `None`
+    /// for an export (its parameters are constants) and for a true constant.
+    fn not_constant(&self, t: &Tensor) -> Option<String> {
+        if !self.live_params {
+            return None;
+        }
+        if t.is_leaf() && t.requires_grad() {
+            return Some("that requires grad is neither the input nor a parameter of the module (register it as a parameter, or pass it as the input)".into());
+        }
+        self.live.iter().find(|(_, p)| p.shares_storage_with(t)).map(|(n, _)| {
+            format!("shares the storage of '{n}' without being recorded from it (a detach, or a view made under no_grad): a graph would hold its value at capture; read '{n}' itself")
+        })
+    }
+
     /// True when every tensor here is a constant made in the forward pass (not an input, not
     /// computed from one, not a parameter): an op on those is a constant too, and is not
     /// recorded (its result becomes an initializer where it meets the model's data).
     pub fn constants_only(&self, tensors: &[&Tensor]) -> bool {
         !tensors.is_empty()
             && tensors.iter().all(|t| {
-                let leaf_needing_grad = self.live_params && t.requires_grad();
                 !(self.names.contains_key(&t.id())
                     || self.params.contains_key(&t.id())
                     || t.grad_fn().is_some()
-                    || leaf_needing_grad)
+                    || self.not_constant(t).is_some())
             })
     }
 
@@ -335,6 +353,11 @@ pub(crate) fn capture(
         nodes: Vec::new(),
         initializers: Vec::new(),
         names: HashMap::new(),
+        live: if live_params {
+            params.clone()
+        } else {
+            Vec::new()
+        },
         params: params.into_iter().map(|(n, t)| (t.id(), n)).collect(),
         shape_consts: Vec::new(),
         data_consts: Vec::new(),

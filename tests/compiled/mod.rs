@@ -485,6 +485,22 @@ fn in_place_state_updates_run_eagerly_once() -> Result<()> {
         "{err}"
     );
     assert_eq!(counting.calls.to_vec::<f32>()?, [2.0]);
+    // A capture that fails (a random draw) and is refused leaves the generator as it was.
+    let noisy = Noisy {
+        fc: Linear::new(4, 3, &dev)?,
+    };
+    let strict = compile_module_with(
+        &noisy,
+        CompileOptions {
+            fullgraph: true,
+            ..Default::default()
+        },
+    );
+    wgtorch::manual_seed(11);
+    assert!(strict.forward(&x).is_err());
+    let after = Tensor::randn([4], &dev)?;
+    wgtorch::manual_seed(11);
+    assert_eq!(bits(&after), bits(&Tensor::randn([4], &dev)?));
 
     wgtorch::manual_seed(5);
     let mut block = Block::new(&dev)?;
@@ -498,11 +514,28 @@ fn in_place_state_updates_run_eagerly_once() -> Result<()> {
         }
         let e = fast.explain();
         assert_eq!(e.stats.eager_calls, 2, "{e}");
-        assert!(e.eager[0].1.contains("batch_norm"), "{e}");
+        assert!(
+            e.eager[0].1.contains("writes 'bn1.running_mean' in place"),
+            "{e}"
+        );
         assert!(e.eager[0].0.ends_with("(training)"), "{e}");
     }
     for ((n, a), (_, b)) in block.state_dict().iter().zip(&twin.state_dict()) {
         assert_eq!(vals(a), vals(b), "{n}");
+    }
+    // Refused with fullgraph: the running statistics stay as they were.
+    {
+        let strict = compile_module_with(
+            &block,
+            CompileOptions {
+                fullgraph: true,
+                ..Default::default()
+            },
+        );
+        assert!(strict.forward(&x).is_err());
+    }
+    for ((n, a), (_, b)) in block.state_dict().iter().zip(&twin.state_dict()) {
+        assert_eq!(vals(a), vals(b), "{n} after a refused call");
     }
     block.eval();
     twin.eval();
@@ -592,4 +625,62 @@ fn train_cnn_compiles_its_forward_pass() {
             .to_string()
     };
     assert_eq!(summary(&compiled), summary(&eager));
+}
+
+/// Reads its weight through `detach()`: the detached tensor shares the parameter's storage.
+#[derive(Module)]
+struct Detached {
+    fc: Linear,
+}
+
+impl Forward for Detached {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        x.matmul(&self.fc.weight.detach().t()?)
+    }
+}
+
+/// Ops the tracer does not record run eagerly with the reason; a detached view of a parameter
+/// is never held as a constant (after an in-place update of the parameter, as an optimizer step
+/// makes, the compiled call still gives eager's result).
+#[test]
+fn unrecorded_ops_and_detached_parameters_run_eagerly() -> Result<()> {
+    let _g = seed_lock();
+    let dev = Device::Cpu;
+    let x = Tensor::randn([2, 4], &dev)?;
+    let m = Detached {
+        fc: Linear::new(4, 3, &dev)?,
+    };
+    let fast = compile_module(&m);
+    assert_eq!(bits(&fast.forward(&x)?), bits(&m.forward(&x)?));
+    {
+        let _ng = wgtorch::no_grad();
+        m.fc.weight.add_(&Tensor::ones([3, 4], &dev)?)?;
+    }
+    assert_eq!(bits(&fast.forward(&x)?), bits(&m.forward(&x)?));
+    assert_eq!(fast.stats().eager_calls, 2, "{}", fast.explain());
+    let cum = CumsumHead {
+        fc: Linear::new(4, 3, &dev)?,
+    };
+    let fast = compile_module(&cum);
+    assert_eq!(bits(&fast.forward(&x)?), bits(&cum.forward(&x)?));
+    let e = fast.explain();
+    assert!(
+        e.eager[0]
+            .1
+            .contains("not computed from the inputs by recorded ops"),
+        "{e}"
+    );
+    Ok(())
+}
+
+/// A cumulative sum, which ONNX export does not write.
+#[derive(Module)]
+struct CumsumHead {
+    fc: Linear,
+}
+
+impl Forward for CumsumHead {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        self.fc.forward(x)?.cumsum(1)
+    }
 }
