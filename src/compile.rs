@@ -1,31 +1,40 @@
-//! Compiled forward passes: [`compile_module`] is `torch.compile(model)` for a module's forward
-//! pass, in evaluation or training mode.
+//! Compiled forward passes, `torch.compile` for wgtorch: [`compile_module`] compiles a module's
+//! forward pass (in evaluation or training mode), [`compile`] a function of tensors.
 //!
-//! The first call with a new input signature (shapes, dtypes, devices, and the modules' training
+//! The first call with a new input signature (shapes, dtypes, devices, and a module's training
 //! flags) traces the forward pass
 //! op by op into a graph (the ONNX exporter's recorder: wgtorch's graph form is ONNX's), checks
 //! and optimises it with the ONNX importer (shape inference, `Conv → [Add →] Relu` chains fused
-//! into one convolution, intermediates freed at their last use), runs the graph and compares
+//! into one convolution, trees of elementwise ops fused into one generated kernel,
+//! intermediates freed at their last use), runs the graph and compares
 //! its outputs with the traced eager pass before it is used. Later calls with that signature
-//! run the graph. The graph reads the module's live parameters and buffers, so optimizer steps
-//! and `load_state_dict` are seen; replacing a parameter tensor recompiles.
+//! run the graph. The graph reads the module's live parameters and buffers, and the float
+//! tensors the function captured, so optimizer steps
+//! and `load_state_dict` are seen; replacing a parameter tensor recompiles, and so does writing
+//! a value the graph holds as it was at capture (an integer tensor it read, a tensor an op the
+//! recorder does not know read).
 //!
-//! In training mode the graph's outputs carry autograd to the parameters and the input, and each
-//! fused tree of elementwise nodes backpropagates through generated kernels too (one per input
-//! that needs a gradient, see [`FusedProgram`](crate::ops::fused::FusedProgram)), so
+//! The graph's outputs carry autograd to the parameters, the captured tensors and the inputs,
+//! and each fused tree of elementwise nodes backpropagates through generated kernels too (one
+//! per input that needs a gradient, see [`FusedProgram`](crate::ops::fused::FusedProgram)), so
 //! `loss.backward()` and the optimizer run as in eager mode.
 //!
 //! What a graph cannot hold runs eagerly for that signature, with the reason kept for
 //! [`CompiledModule::explain`] (as `torch._dynamo.explain` reports graph breaks): a host read
 //! of a computed value in the forward pass (`item`, `to_vec`: a data-dependent branch), a
 //! random draw (dropout in training mode), batch_norm in training mode, a write into a buffer (a
-//! counter), a tensor that requires grad but is neither the input nor a parameter (its gradient
-//! would be lost), an op the recorder does not know, autocast, more signatures than
+//! counter) or into anything the forward pass did not make, a backward pass or a gradient set
+//! inside it, a tensor that requires grad made inside it (its gradient would be lost), an op
+//! the recorder does not know, autocast, more signatures than
 //! [`CompileOptions::cache_size_limit`]. The capture is undone before such a call runs eagerly:
 //! the random generator and the buffers are as if it never ran (the buffers are copied for that
-//! while a graph is built; a forward pass that writes a parameter in place is an error). With
+//! while a graph is built; a forward pass that writes a parameter in place is an error; a write
+//! into anything else from outside is refused before it happens). With
 //! [`CompileOptions::fullgraph`] those are errors instead, and the call changes nothing. A
 //! compiled call never returns another result than the checked graph's.
+//!
+//! A function is traced as `jax.jit` traces one: what it reads from the host (a flag, a
+//! `RefCell`, a tensor it fetches through one) is what the first call with a signature read.
 //!
 //! ```
 //! use wgtorch::nn::{Conv2d, Conv2dOptions, ModuleExt, Sequential, ReLU};
@@ -44,7 +53,8 @@
 //! # Ok::<(), wgtorch::Error>(())
 //! ```
 
-use crate::nn::{Forward, ModuleExt};
+use crate::nn::{Forward, Module, ModuleExt};
+use crate::onnx::trace::Guard;
 use crate::onnx::{export, ExportOptions, Model};
 use crate::{DType, Device, Error, Result, Tensor};
 use parking_lot::Mutex;
@@ -137,24 +147,17 @@ impl fmt::Display for Explanation {
     }
 }
 
-/// A module whose forward pass runs as compiled graphs, one per input signature; made by
-/// [`compile_module`]. It borrows the module, so the module keeps training in between (its
-/// parameters are shared, not copied).
-pub struct CompiledModule<'a, M: Forward + ?Sized> {
-    module: &'a M,
-    options: CompileOptions,
-    state: Mutex<State>,
-}
-
 /// The module's parameters and buffers before a capture: their versions, and copies of the
 /// buffers' values to put back if the capture fails or wrote one (parameters are not copied:
 /// a forward pass that writes one in place cannot be undone, and is an error).
 struct Snapshot(Vec<(String, Tensor, u64, Option<Tensor>)>);
 
 impl Snapshot {
-    fn take(module: &dyn crate::nn::Module) -> Result<Snapshot> {
+    fn take(module: Option<&dyn Module>) -> Result<Snapshot> {
         let mut all = Vec::new();
-        module.visit(&mut |n, t, kind| all.push((n.to_string(), t.clone(), kind)));
+        if let Some(m) = module {
+            m.visit(&mut |n, t, kind| all.push((n.to_string(), t.clone(), kind)));
+        }
         let _g = crate::no_grad();
         all.into_iter()
             .map(|(n, t, kind)| {
@@ -233,16 +236,18 @@ impl fmt::Display for Signature {
 }
 
 /// The training flags of the module and its descendants, pre-order.
-fn training_flags(module: &dyn crate::nn::Module) -> Vec<bool> {
-    module
-        .named_modules()
-        .into_iter()
-        .filter_map(|(_, m)| m.training_flag())
-        .collect()
+fn training_flags(module: Option<&dyn Module>) -> Vec<bool> {
+    module.map_or_else(Vec::new, |m| {
+        m.named_modules()
+            .into_iter()
+            .filter_map(|(_, m)| m.training_flag())
+            .collect()
+    })
 }
 
 enum Plan {
-    Graph(Arc<Model>),
+    /// The graph, and what it holds as it was at capture.
+    Graph(Arc<Model>, Vec<Guard>),
     Eager(String),
 }
 
@@ -270,6 +275,30 @@ impl State {
     }
 }
 
+/// A function of tensors, as [`compile`] takes it.
+type Function<'f> = dyn Fn(&[Tensor]) -> Result<Vec<Tensor>> + 'f;
+
+/// The graphs of one compiled module or function, by signature.
+struct Cache {
+    options: CompileOptions,
+    state: Mutex<State>,
+}
+
+/// A module whose forward pass runs as compiled graphs, one per input signature; made by
+/// [`compile_module`]. It borrows the module, so the module keeps training in between (its
+/// parameters are shared, not copied).
+pub struct CompiledModule<'a, M: Forward + ?Sized> {
+    module: &'a M,
+    cache: Cache,
+}
+
+/// A function of tensors that runs as compiled graphs, one per input signature; made by
+/// [`compile`].
+pub struct CompiledFn<F> {
+    f: F,
+    cache: Cache,
+}
+
 /// Compiles `module`'s forward pass with the default [`CompileOptions`] (see the
 /// [module docs](self)).
 pub fn compile_module<M: Forward + ?Sized>(module: &M) -> CompiledModule<'_, M> {
@@ -283,14 +312,51 @@ pub fn compile_module_with<M: Forward + ?Sized>(
 ) -> CompiledModule<'_, M> {
     CompiledModule {
         module,
-        options,
-        state: Mutex::new(State::default()),
+        cache: Cache::new(options),
     }
 }
 
-fn param_ids(module: &dyn crate::nn::Module) -> Vec<u64> {
+/// Compiles a function of tensors (`torch.compile(fn)`) with the default [`CompileOptions`]:
+/// [`CompiledFn::call`] runs it as a graph per input signature (see the [module docs](self)).
+/// Tensors the function captures are read live (an in-place update is seen, gradients reach
+/// them); what it reads from the host is fixed by the call that traced it.
+///
+/// ```
+/// use wgtorch::{compile, Device, Tensor};
+/// let dev = Device::Cpu;
+/// let w = Tensor::randn([3], &dev)?.requires_grad_(true); // captured, read live
+/// let gate = compile(|xs: &[Tensor]| Ok(vec![xs[0].mul(&w)?.sigmoid()?.mul(&xs[1])?]));
+/// let (x, r) = (Tensor::randn([4, 3], &dev)?, Tensor::randn([4, 3], &dev)?);
+/// for _ in 0..2 {
+///     let y = gate.call(&[x.clone(), r.clone()])?.remove(0); // traced once, then replayed
+///     let eager = x.mul(&w)?.sigmoid()?.mul(&r)?;
+///     assert_eq!(y.to_vec::<f32>()?, eager.to_vec::<f32>()?); // one fused kernel, the same bits
+/// }
+/// gate.call(&[x.clone(), r])?[0].sum_all()?.backward()?;
+/// assert_eq!(w.grad().unwrap().shape(), [3]); // the captured leaf gets its gradient
+/// assert_eq!((gate.stats().graphs, gate.stats().cache_hits), (1, 2));
+/// # Ok::<(), wgtorch::Error>(())
+/// ```
+pub fn compile<F: Fn(&[Tensor]) -> Result<Vec<Tensor>>>(f: F) -> CompiledFn<F> {
+    compile_with(f, CompileOptions::default())
+}
+
+/// [`compile`] with options.
+pub fn compile_with<F: Fn(&[Tensor]) -> Result<Vec<Tensor>>>(
+    f: F,
+    options: CompileOptions,
+) -> CompiledFn<F> {
+    CompiledFn {
+        f,
+        cache: Cache::new(options),
+    }
+}
+
+fn param_ids(module: Option<&dyn Module>) -> Vec<u64> {
     let mut ids = Vec::new();
-    module.visit(&mut |_, t, _| ids.push(t.id()));
+    if let Some(m) = module {
+        m.visit(&mut |_, t, _| ids.push(t.id()));
+    }
     ids
 }
 
@@ -298,26 +364,99 @@ impl<M: Forward + ?Sized> CompiledModule<'_, M> {
     /// The module's forward pass on `x`: the cached graph for `x`'s signature, compiled on the
     /// first call with it; eagerly where no graph can be made (see [`Self::explain`]).
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let module = self.module;
+        let forward = |xs: &[Tensor]| Ok(vec![module.forward(&xs[0])?]);
+        let mut out = self
+            .cache
+            .call(Some(module.as_dyn()), std::slice::from_ref(x), &forward)?;
+        Ok(out.remove(0))
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> CompileStats {
+        self.cache.state.lock().stats
+    }
+
+    /// The cached graphs and why calls ran eagerly (`torch._dynamo.explain`).
+    pub fn explain(&self) -> Explanation {
+        self.cache.explain()
+    }
+
+    /// Drops every cached graph and the counters (`torch._dynamo.reset()`).
+    pub fn reset(&self) {
+        *self.cache.state.lock() = State::default();
+    }
+}
+
+impl<F: Fn(&[Tensor]) -> Result<Vec<Tensor>>> CompiledFn<F> {
+    /// The function on `inputs`: the cached graph for their signature, compiled on the first
+    /// call with it; eagerly where no graph can be made (see [`Self::explain`]).
+    pub fn call(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        self.cache.call(None, inputs, &self.f)
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> CompileStats {
+        self.cache.state.lock().stats
+    }
+
+    /// The cached graphs and why calls ran eagerly (`torch._dynamo.explain`).
+    pub fn explain(&self) -> Explanation {
+        self.cache.explain()
+    }
+
+    /// Drops every cached graph and the counters (`torch._dynamo.reset()`).
+    pub fn reset(&self) {
+        *self.cache.state.lock() = State::default();
+    }
+}
+
+impl Cache {
+    fn new(options: CompileOptions) -> Cache {
+        Cache {
+            options,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    /// `f` on `inputs` (`module` holding the parameters and buffers it reads, if any): the
+    /// cached graph for their signature, built on the first call with it, or `f` itself.
+    fn call(
+        &self,
+        module: Option<&dyn Module>,
+        inputs: &[Tensor],
+        f: &Function,
+    ) -> Result<Vec<Tensor>> {
         let sig = Signature {
-            inputs: vec![(x.shape().to_vec(), x.dtype(), x.device())],
-            training: training_flags(self.module.as_dyn()),
+            inputs: inputs
+                .iter()
+                .map(|x| (x.shape().to_vec(), x.dtype(), x.device()))
+                .collect(),
+            training: training_flags(module),
         };
-        let why_eager = crate::amp::autocast_dtype(&x.device())
-            .map(|dt| format!("autocast to {dt} is on (graphs are captured without autocast)"));
-        if let Some(why) = why_eager {
-            return self.eager(x, &sig, &why);
+        let autocast = inputs
+            .iter()
+            .find_map(|x| crate::amp::autocast_dtype(&x.device()));
+        if let Some(dt) = autocast {
+            let why = format!("autocast to {dt} is on (graphs are captured without autocast)");
+            return self.eager(inputs, f, &sig, &why);
         }
         let model = {
             let mut st = self.state.lock();
-            let ids = param_ids(self.module.as_dyn());
+            let ids = param_ids(module);
             if ids != st.params {
                 // A parameter or buffer was replaced (not updated in place): the graphs read
                 // the old tensors, so they go.
                 st.entries.clear();
                 st.params = ids;
             }
+            // A graph holding a value that was written since is stale: it goes too.
+            st.entries.retain(|e| match &e.plan {
+                Plan::Graph(_, guards) => !guards.iter().any(Guard::changed),
+                Plan::Eager(_) => true,
+            });
             match st.entries.iter().find(|e| e.sig == sig).map(|e| &e.plan) {
-                Some(Plan::Graph(m)) => {
+                Some(Plan::Graph(m, _)) => {
                     let m = m.clone();
                     st.stats.cache_hits += 1;
                     Some(m)
@@ -325,7 +464,7 @@ impl<M: Forward + ?Sized> CompiledModule<'_, M> {
                 Some(Plan::Eager(why)) => {
                     let why = why.clone();
                     drop(st);
-                    return self.eager(x, &sig, &why);
+                    return self.eager(inputs, f, &sig, &why);
                 }
                 None if st.entries.len() >= self.options.cache_size_limit => {
                     drop(st);
@@ -333,18 +472,18 @@ impl<M: Forward + ?Sized> CompiledModule<'_, M> {
                         "cache_size_limit ({}) reached: more input signatures than that",
                         self.options.cache_size_limit
                     );
-                    return self.eager(x, &sig, &why);
+                    return self.eager(inputs, f, &sig, &why);
                 }
                 None => None,
             }
         };
         if let Some(m) = model {
-            return Ok(m.run(std::slice::from_ref(x))?.remove(0));
+            return m.run(inputs);
         }
         // A new signature: trace, build, check, cache.
-        let (plan, out) = self.build(x, &sig)?;
+        let (plan, out) = self.build(module, inputs, f, &sig)?;
         let mut st = self.state.lock();
-        if let Plan::Graph(_) = plan {
+        if let Plan::Graph(..) = plan {
             st.stats.graphs += 1;
             if st.stats.graphs > 1 {
                 st.stats.recompiles += 1;
@@ -357,11 +496,17 @@ impl<M: Forward + ?Sized> CompiledModule<'_, M> {
         Ok(out)
     }
 
-    /// Runs the module itself (or, with `fullgraph`, refuses with `why`).
-    fn eager(&self, x: &Tensor, sig: &Signature, why: &str) -> Result<Tensor> {
+    /// Runs `f` itself (or, with `fullgraph`, refuses with `why`).
+    fn eager(
+        &self,
+        inputs: &[Tensor],
+        f: &Function,
+        sig: &Signature,
+        why: &str,
+    ) -> Result<Vec<Tensor>> {
         self.refuse(sig, why)?;
         self.state.lock().note_eager(sig, why);
-        self.module.forward(x)
+        f(inputs)
     }
 
     /// With `fullgraph`, the error for a call that cannot run as a graph.
@@ -374,27 +519,24 @@ impl<M: Forward + ?Sized> CompiledModule<'_, M> {
         Ok(())
     }
 
-    /// The plan for `x`'s signature (a checked graph, or eager with the reason) and the
-    /// output on `x`; `Err` when the module's own forward pass fails (the error eager gives).
-    fn build(&self, x: &Tensor, sig: &Signature) -> Result<(Plan, Tensor)> {
-        let module = self.module;
+    /// The plan for the signature of `inputs` (a checked graph, or eager with the reason) and
+    /// the outputs on `inputs`; `Err` when `f` itself fails (the error eager gives).
+    fn build(
+        &self,
+        module: Option<&dyn Module>,
+        inputs: &[Tensor],
+        f: &Function,
+        sig: &Signature,
+    ) -> Result<(Plan, Vec<Tensor>)> {
         let options = ExportOptions {
             dynamic_batch: false,
             ..Default::default()
         };
-        let forward = |xs: &[Tensor]| Ok(vec![module.forward(&xs[0])?]);
         // A capture that fails may have drawn random numbers, or written a buffer in place (a
         // counter): the eager call then draws and writes what it would have without the attempt.
         let rng = crate::with_default_generator(|g| g.state());
-        let state = Snapshot::take(module.as_dyn())?;
-        let traced = match export::trace_model(
-            module.as_dyn(),
-            std::slice::from_ref(x),
-            forward,
-            &options,
-            "compile",
-            true,
-        ) {
+        let state = Snapshot::take(module)?;
+        let traced = match export::trace_model(module, inputs, f, &options, "compile", true) {
             Ok(t) => t,
             Err(e) => {
                 // A write into the module's state is the first reason (it may have made the
@@ -402,15 +544,9 @@ impl<M: Forward + ?Sized> CompiledModule<'_, M> {
                 let why = state.changed().map_or_else(|| e.to_string(), write_reason);
                 crate::with_default_generator(|g| g.set_state(rng));
                 state.restore()?;
-                // The module's own error (bad input) is the caller's, as in eager mode.
-                let out = module.forward(x)?;
-                if let Err(e) = self.refuse(sig, &why) {
-                    // A refused call changes nothing.
-                    crate::with_default_generator(|g| g.set_state(rng));
-                    state.restore()?;
-                    return Err(e);
-                }
-                return Ok((Plan::Eager(why), out));
+                // A refused call changes nothing (so it does not run eagerly either).
+                self.refuse(sig, &why)?;
+                return Ok((Plan::Eager(why), f(inputs)?));
             }
         };
         if let Some(name) = state.changed() {
@@ -418,45 +554,46 @@ impl<M: Forward + ?Sized> CompiledModule<'_, M> {
             let why = write_reason(name);
             state.restore()?;
             self.refuse(sig, &why)?;
-            return Ok((Plan::Eager(why), module.forward(x)?));
+            return Ok((Plan::Eager(why), f(inputs)?));
         }
         drop(state);
         let mut live = Vec::new();
-        module.visit(&mut |n, t, _| live.push((n.to_string(), t.clone())));
-        // The parameters' device (the input's for a module without any).
-        let device = live.first().map_or(x.device(), |(_, t)| t.device());
+        if let Some(m) = module {
+            m.visit(&mut |n, t, _| live.push((n.to_string(), t.clone())));
+        }
+        // The parameters' device (the first input's for a function or a module without any).
+        let device = match (live.first(), inputs.first()) {
+            (Some((_, t)), _) | (None, Some(t)) => t.device(),
+            (None, None) => Device::Cpu,
+        };
+        live.extend(traced.captured.iter().cloned());
         let built = Model::load_trainable_bytes(&traced.model.encode_to_vec(), &device)
             .and_then(|mut m| m.bind_live(&live).map(|_| m))
             .and_then(|m| {
-                let out = m.run(std::slice::from_ref(x))?;
+                let out = m.run(inputs)?;
                 let (_, expected) = &traced.cases[0];
                 export::same_outputs("compile", &out, expected, &traced.output_names)?;
                 Ok((m, out))
             });
         match built {
-            Ok((m, mut out)) => Ok((Plan::Graph(Arc::new(m)), out.remove(0))),
+            Ok((m, out)) => Ok((Plan::Graph(Arc::new(m), traced.guards), out)),
             Err(e) => {
                 let why = e.to_string();
                 self.refuse(sig, &why)?;
-                Ok((Plan::Eager(why), module.forward(x)?))
+                Ok((Plan::Eager(why), f(inputs)?))
             }
         }
     }
 
-    /// The counters.
-    pub fn stats(&self) -> CompileStats {
-        self.state.lock().stats
-    }
-
-    /// The cached graphs and why calls ran eagerly (`torch._dynamo.explain`).
-    pub fn explain(&self) -> Explanation {
+    /// The cached graphs and why calls ran eagerly.
+    fn explain(&self) -> Explanation {
         let st = self.state.lock();
         Explanation {
             graphs: st
                 .entries
                 .iter()
                 .filter_map(|e| match &e.plan {
-                    Plan::Graph(m) => Some(GraphSummary {
+                    Plan::Graph(m, _) => Some(GraphSummary {
                         signature: e.sig.to_string(),
                         nodes: m.node_counts().0,
                         fused_nodes: m.fused_nodes(),
@@ -468,10 +605,5 @@ impl<M: Forward + ?Sized> CompiledModule<'_, M> {
             eager: st.eager.clone(),
             stats: st.stats,
         }
-    }
-
-    /// Drops every cached graph and the counters (`torch._dynamo.reset()`).
-    pub fn reset(&self) {
-        *self.state.lock() = State::default();
     }
 }

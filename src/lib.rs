@@ -42,7 +42,7 @@ pub mod shape;
 mod tensor;
 
 pub use autograd::{enable_grad, is_grad_enabled, no_grad};
-pub use compile::compile_module;
+pub use compile::{compile, compile_module};
 pub use device::Device;
 pub use dtype::{DType, Scalar};
 pub use error::{Error, Result};

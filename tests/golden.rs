@@ -570,9 +570,18 @@ fn run_op(op: &str, kw: &Value, x: &[Tensor]) -> Result<Option<Vec<Tensor>>> {
 }
 
 enum Outcome {
-    Pass,
+    /// Passed; in compiled mode, the reason the case ran eagerly, if it did.
+    Pass(Option<String>),
     Fail(String),
     Pending(String),
+}
+
+/// How a case runs: eagerly, or through [`wgtorch::compile`] (one call traces, two more replay
+/// the graph; every call's outputs are checked, and the gradients of the last).
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    Eager,
+    Compiled,
 }
 
 fn check(
@@ -602,40 +611,83 @@ fn check(
     Ok(())
 }
 
-fn run_case(case: &Value, dev: &Device) -> Outcome {
+fn run_case(case: &Value, dev: &Device, mode: Mode) -> Outcome {
     let name = case["name"].as_str().unwrap();
     let op = case["op"].as_str().unwrap();
     let (rtol, atol) = (
         case["rtol"].as_f64().unwrap(),
         case["atol"].as_f64().unwrap(),
     );
+    let specs = case["inputs"].as_array().unwrap();
+    let mut eager_reason = None;
     let result = (|| -> Result<std::result::Result<(), String>> {
         let mut leaves = Vec::new();
-        let mut inputs = Vec::new();
-        for inp in case["inputs"].as_array().unwrap() {
+        for inp in specs {
             let mut t = tensor_of(inp, dev)?;
             if inp["requires_grad"].as_bool().unwrap_or(false) {
                 t = t.requires_grad_(true);
             }
-            inputs.push(apply_views(&t, inp.get("view"))?);
             leaves.push(t);
         }
-        let Some(outs) = run_op(op, &case["kwargs"], &inputs)? else {
-            return Ok(Err(format!("pending: no binding for {op} yet")));
+        // The case as a function of its leaves: the views, then the op.
+        let f = |bases: &[Tensor]| -> Result<Vec<Tensor>> {
+            let inputs = bases
+                .iter()
+                .zip(specs)
+                .map(|(t, inp)| apply_views(t, inp.get("view")))
+                .collect::<Result<Vec<_>>>()?;
+            run_op(op, &case["kwargs"], &inputs)?
+                .ok_or_else(|| wgtorch::Error::msg(format!("pending: no binding for {op} yet")))
         };
         let want = case["output"].as_array().unwrap();
-        if outs.len() != want.len() {
-            return Ok(Err(format!(
-                "{} outputs, expected {}",
-                outs.len(),
-                want.len()
-            )));
-        }
-        for (i, (g, w)) in outs.iter().zip(want).enumerate() {
-            if let Err(e) = check(&format!("output[{i}]"), g, w, rtol, atol) {
-                return Ok(Err(e));
+        let check_all = |outs: &[Tensor], call: &str| -> std::result::Result<(), String> {
+            if outs.len() != want.len() {
+                return Err(format!("{} outputs, expected {}", outs.len(), want.len()));
             }
-        }
+            for (i, (g, w)) in outs.iter().zip(want).enumerate() {
+                check(&format!("{call}output[{i}]"), g, w, rtol, atol)?;
+            }
+            Ok(())
+        };
+        let outs = match mode {
+            Mode::Eager => {
+                let outs = match f(&leaves) {
+                    Err(e) if e.to_string().starts_with("pending: ") => {
+                        return Ok(Err(e.to_string()))
+                    }
+                    r => r?,
+                };
+                if let Err(e) = check_all(&outs, "") {
+                    return Ok(Err(e));
+                }
+                outs
+            }
+            Mode::Compiled => {
+                let fast = wgtorch::compile(f);
+                let mut last = Vec::new();
+                for call in ["traced ", "replayed ", "replayed again "] {
+                    last = match fast.call(&leaves) {
+                        Err(e) if e.to_string().starts_with("pending: ") => {
+                            return Ok(Err(e.to_string()))
+                        }
+                        r => r?,
+                    };
+                    if let Err(e) = check_all(&last, call) {
+                        return Ok(Err(e));
+                    }
+                }
+                let x = fast.explain();
+                if let Some((_, why)) = x.eager.first() {
+                    // A graph that differs from the eager pass is a compiler bug, not a
+                    // reason to run eagerly.
+                    if why.contains("please report") {
+                        return Ok(Err(why.clone()));
+                    }
+                    eager_reason = Some(why.clone());
+                }
+                last
+            }
+        };
         // Gradients: backpropagate sum(out_i * grad_output_i) over the differentiable outputs.
         if let (Some(gos), Some(grads)) = (case["grad_output"].as_array(), case["grads"].as_array())
         {
@@ -670,7 +722,7 @@ fn run_case(case: &Value, dev: &Device) -> Outcome {
         Ok(Ok(()))
     })();
     match result {
-        Ok(Ok(())) => Outcome::Pass,
+        Ok(Ok(())) => Outcome::Pass(eager_reason),
         Ok(Err(e)) if e.starts_with("pending: ") => {
             Outcome::Pending(format!("{name}: {}", &e[9..]))
         }
@@ -681,13 +733,36 @@ fn run_case(case: &Value, dev: &Device) -> Outcome {
 
 #[test]
 fn golden_ops_match_pytorch() {
-    let failed = run_file(&golden_dir().join("ops.json"));
+    let (failed, _) = run_file(&golden_dir().join("ops.json"), Mode::Eager);
     assert_eq!(failed, 0, "golden cases failed (see FAIL lines above)");
+}
+
+/// Every case again through `wgtorch::compile`: traced, replayed twice, gradients through the
+/// graph. Cases the recorder cannot capture run eagerly (their reasons are printed); the
+/// others must run as graphs.
+#[test]
+fn golden_ops_match_pytorch_compiled() {
+    let (failed, graphs) = run_file(&golden_dir().join("ops.json"), Mode::Compiled);
+    assert_eq!(
+        failed, 0,
+        "compiled golden cases failed (see FAIL lines above)"
+    );
+    assert!(graphs > 0, "no golden case ran as a graph");
 }
 
 /// The repo's own cases (`tests/golden/*.json`, written by the generators in `tools/golden/`).
 #[test]
 fn golden_repo_ops_match_pytorch() {
+    run_repo_files(Mode::Eager);
+}
+
+/// The repo's own cases through `wgtorch::compile`.
+#[test]
+fn golden_repo_ops_match_pytorch_compiled() {
+    run_repo_files(Mode::Compiled);
+}
+
+fn run_repo_files(mode: Mode) {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap()
@@ -698,7 +773,7 @@ fn golden_repo_ops_match_pytorch() {
     assert!(!files.is_empty(), "no golden files in {}", dir.display());
     let mut failed = Vec::new();
     for f in files {
-        failed.push((f.display().to_string(), run_file(&f)));
+        failed.push((f.display().to_string(), run_file(&f, mode).0));
     }
     failed.retain(|(_, n)| *n > 0);
     assert!(
@@ -708,9 +783,9 @@ fn golden_repo_ops_match_pytorch() {
 }
 
 /// Run every case of one op file on every device (`GOLDEN_ONLY=substr` filters by name); the
-/// number of failures. The GPU runs twice: native f16 kernels (where the adapter has them) and
-/// the packed path.
-fn run_file(path: &std::path::Path) -> usize {
+/// number of failures, and of case runs that ran as compiled graphs. The GPU runs twice: native
+/// f16 kernels (where the adapter has them) and the packed path.
+fn run_file(path: &std::path::Path, mode: Mode) -> (usize, usize) {
     let mut runs: Vec<(Device, Option<bool>)> = Vec::new();
     for dev in common::devices() {
         match dev {
@@ -724,7 +799,7 @@ fn run_file(path: &std::path::Path) -> usize {
             Device::Cpu => runs.push((dev, None)),
         }
     }
-    run_cases(path, &runs, &|_| true, None)
+    run_cases(path, &runs, &|_| true, None, mode)
 }
 
 /// Held by each GPU run: the f16 path and the tile policy are the process's, so that a run in
@@ -732,20 +807,22 @@ fn run_file(path: &std::path::Path) -> usize {
 static GPU_RUN: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Run the cases of one op file that `keep` keeps on each of `runs` (a device, and for a GPU
-/// which f16 path), the GPU's GEMMs in `tile` when given; the number of failures.
+/// which f16 path), the GPU's GEMMs in `tile` when given; the number of failures, and of case
+/// runs that ran as compiled graphs.
 fn run_cases(
     path: &std::path::Path,
     runs: &[(Device, Option<bool>)],
     keep: &dyn Fn(&Value) -> bool,
     tile: Option<wgtorch::backend::gpu::kernels::Tile>,
-) -> usize {
+    mode: Mode,
+) -> (usize, usize) {
     use wgtorch::backend::gpu::tune;
     let file = path.file_name().map(std::path::Path::new).unwrap_or(path);
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let doc: Value = serde_json::from_str(&text).unwrap();
     let cases = doc["cases"].as_array().unwrap();
     let only = std::env::var("GOLDEN_ONLY").ok();
-    let mut failed_total = 0;
+    let (mut failed_total, mut graphs_total) = (0, 0);
     for &(dev, native) in runs {
         let _gpu = matches!(dev, Device::Gpu(_))
             .then(|| GPU_RUN.lock().unwrap_or_else(|e| e.into_inner()));
@@ -774,14 +851,19 @@ fn run_cases(
             None => label.to_string(),
         };
         let (mut pass, mut fail, mut pending) = (0, 0, 0);
+        let mut eager: Vec<(String, String)> = Vec::new();
         for case in cases.iter().filter(|c| keep(c)) {
             if let Some(o) = &only {
                 if !case["name"].as_str().unwrap().contains(o.as_str()) {
                     continue;
                 }
             }
-            match run_case(case, &dev) {
-                Outcome::Pass => pass += 1,
+            match run_case(case, &dev, mode) {
+                Outcome::Pass(None) => pass += 1,
+                Outcome::Pass(Some(why)) => {
+                    pass += 1;
+                    eager.push((case["name"].as_str().unwrap().to_string(), why));
+                }
                 Outcome::Fail(m) => {
                     fail += 1;
                     println!("FAIL [{dev}{path}] {m}");
@@ -792,14 +874,37 @@ fn run_cases(
                 }
             }
         }
+        let compiled = match mode {
+            Mode::Eager => String::new(),
+            Mode::Compiled => {
+                let graphs = pass + fail - eager.len();
+                graphs_total += graphs;
+                // The reasons, each once, with the cases that gave it.
+                let mut reasons: Vec<(&str, Vec<&str>)> = Vec::new();
+                for (name, why) in &eager {
+                    match reasons.iter_mut().find(|(w, _)| w == why) {
+                        Some((_, names)) => names.push(name),
+                        None => reasons.push((why, vec![name])),
+                    }
+                }
+                for (why, names) in reasons {
+                    println!(
+                        "eager [{dev}] {} cases ({}): {why}",
+                        names.len(),
+                        names.join(" ")
+                    );
+                }
+                format!(" (compiled: {graphs} as graphs, {} eagerly)", eager.len())
+            }
+        };
         println!(
-            "{}: golden ops on {}{path}: {pass} passed, {fail} failed, {pending} pending",
+            "{}: golden ops on {}{path}: {pass} passed, {fail} failed, {pending} pending{compiled}",
             file.display(),
             dev.describe()
         );
         failed_total += fail;
     }
-    failed_total
+    (failed_total, graphs_total)
 }
 
 /// The cases that run GEMM kernels (matmuls, convolutions, linear and sequence layers,
@@ -846,7 +951,7 @@ fn golden_gemm_cases_in_every_tile() {
     for tile in Tile::ALL {
         for f in &files {
             let cases: &dyn Fn(&Value) -> bool = if tile.half { &f16 } else { &keep };
-            let n = run_cases(f, &[(gpu, Some(native))], cases, Some(tile));
+            let (n, _) = run_cases(f, &[(gpu, Some(native))], cases, Some(tile), Mode::Eager);
             if n > 0 {
                 failed.push(format!("{tile}: {n} in {}", f.display()));
             }

@@ -922,6 +922,12 @@ fn export_refuses_what_it_cannot_write() {
     );
     let err = bad(&|x| fc.forward(x)?.add(&Tensor::randn([3, 2], &dev)?));
     assert!(err.contains("random"), "{err}");
+    // A detached value computed from the input would be the example's constant.
+    let err = bad(&|x| {
+        let y = fc.forward(x)?;
+        y.sub(&y.amax([1], true)?.detach())
+    });
+    assert!(err.contains("(a detach"), "{err}");
     // NaN where the module gives NaN (the log of negative values: every output) is agreement,
     // not a mismatch.
     wgtorch::onnx::export_bytes(

@@ -116,6 +116,7 @@ fn record_node<S: SavedState>(
     if !is_grad_enabled() || !inputs.iter().any(|t| t.requires_grad()) {
         return out;
     }
+    crate::onnx::trace::own_gradient(&out, name);
     let node = Node {
         view,
         name,

@@ -95,7 +95,7 @@ pub fn export_bytes(
     options: ExportOptions,
 ) -> Result<Vec<u8>> {
     let traced = trace_model(
-        module,
+        Some(module),
         example_inputs,
         forward,
         &options,
@@ -123,13 +123,17 @@ pub(crate) struct Traced {
     /// (inputs, the module's outputs) for each batch size traced.
     pub cases: Vec<(Vec<Tensor>, Vec<Tensor>)>,
     pub output_names: Vec<String>,
+    /// Tensors from outside the forward pass that the graph reads live (a compile capture).
+    pub captured: Vec<(String, Tensor)>,
+    /// What the graph holds as it was at capture (a compile capture).
+    pub guards: Vec<super::trace::Guard>,
 }
 
 /// Traces `forward` on `example_inputs` (twice with `dynamic_batch`) into a model whose
 /// initializers are `module`'s parameters and buffers under their state_dict names. `what` and
 /// `live_params` go to [`trace::capture`].
 pub(crate) fn trace_model(
-    module: &dyn Module,
+    module: Option<&dyn Module>,
     example_inputs: &[Tensor],
     forward: impl Fn(&[Tensor]) -> Result<Vec<Tensor>>,
     options: &ExportOptions,
@@ -156,7 +160,9 @@ pub(crate) fn trace_model(
         )));
     }
     let mut params = Vec::new();
-    module.visit(&mut |n, t, _| params.push((n.to_string(), t.clone())));
+    if let Some(m) = module {
+        m.visit(&mut |n, t, _| params.push((n.to_string(), t.clone())));
+    }
     let opset = options.opset;
     let run = |inputs: &[Tensor]| {
         let (outs, tracer) = trace::capture(
@@ -193,12 +199,23 @@ pub(crate) fn trace_model(
     // Graph outputs: each output value renamed through an Identity.
     for (o, name) in outs.iter().zip(&output_names) {
         let src = tracer.traced(o).ok_or_else(|| {
+            let from = o.grad_fn().map_or(String::new(), |g| {
+                format!(
+                    " (it comes from {}, which the recorder does not know)",
+                    g.name()
+                )
+            });
             Error::msg(format!(
-                "{what}: an output is not computed from the inputs by recorded ops"
+                "{what}: an output is not computed from the inputs by recorded ops{from}"
             ))
         })?;
         tracer.raw("Identity", vec![src], vec![name.clone()], vec![]);
     }
+    if tracer.unrecorded_read {
+        return Err(tracer.unrecorded_read_error());
+    }
+    let captured = std::mem::take(&mut tracer.captured);
+    let guards = std::mem::take(&mut tracer.guards).into_values().collect();
     let dyn_dim = options.dynamic_batch;
     let vi = |name: &str, t: &Tensor| value_info(name, t, dyn_dim);
     let model = ModelProto {
@@ -233,6 +250,8 @@ pub(crate) fn trace_model(
         model,
         cases,
         output_names,
+        captured,
+        guards,
     })
 }
 

@@ -36,6 +36,8 @@ pub(crate) fn unary(r: &mut Tracer, op: UnaryOp, x: &Tensor, out: &Tensor) -> Re
                 vec![attr_f("alpha", a as f32)],
             )
         }
+        // PyTorch's defaults, which ONNX's Softplus has (its threshold changes no f32 value).
+        UnaryOp::Softplus(beta, threshold) if beta == 1.0 && threshold == 20.0 => "Softplus",
         UnaryOp::Elu(a) => {
             return r.node("Elu", &[In::T(x)], &[out], vec![attr_f("alpha", a as f32)])
         }
@@ -130,7 +132,10 @@ pub(crate) fn binary(
         BinaryOp::Pow => "Pow",
         BinaryOp::Maximum => "Max",
         BinaryOp::Minimum => "Min",
-        BinaryOp::Eq => "Equal",
+        BinaryOp::Eq | BinaryOp::Ne => "Equal",
+        // ONNX's Mod with fmod = 0 (the divisor's sign) is for integers only.
+        BinaryOp::Fmod => "Mod",
+        BinaryOp::Remainder if !out.dtype().is_float() => "Mod",
         BinaryOp::Lt => "Less",
         BinaryOp::Le => "LessOrEqual",
         BinaryOp::Gt => "Greater",
@@ -168,8 +173,18 @@ pub(crate) fn binary(
         Ok(o)
     };
     let (an, bn) = (cast(r, a)?, cast(r, b)?);
-    let o = r.value(name);
-    r.raw(name, vec![an, bn], vec![o.clone()], vec![]);
+    let attrs = match op {
+        BinaryOp::Fmod => vec![attr_i("fmod", 1)],
+        BinaryOp::Remainder => vec![attr_i("fmod", 0)],
+        _ => vec![],
+    };
+    let mut o = r.value(name);
+    r.raw(name, vec![an, bn], vec![o.clone()], attrs);
+    if op == BinaryOp::Ne {
+        let ne = r.value("Not");
+        r.raw("Not", vec![o], vec![ne.clone()], vec![]);
+        o = ne;
+    }
     r.bind(out, o);
     Ok(())
 }
@@ -194,6 +209,29 @@ pub(crate) fn where_cond(
         ));
     }
     r.node("Where", &[In::T(cond), In::T(a), In::T(b)], &[out], vec![])
+}
+
+/// `x.index_select(dim, index)` (and an embedding, dim 0) as a Gather. ONNX's Gather counts a
+/// negative index from the end, where wgtorch's ops refuse it: a compiled graph's Gather is
+/// marked to refuse it too (`wgtorch_strict`, read by the importer only; an exported file has
+/// ONNX's meaning).
+pub(crate) fn gather(
+    r: &mut Tracer,
+    x: &Tensor,
+    dim: isize,
+    index: &Tensor,
+    out: &Tensor,
+) -> Result<()> {
+    if x.ndim() == 0 || x.ndim() + index.ndim() != out.ndim() + 1 {
+        return Err(Error::msg(
+            "ONNX export: index_select of a 0-d tensor or with a 0-d index has no ONNX form here",
+        ));
+    }
+    let mut attrs = vec![attr_i("axis", dim as i64)];
+    if r.live_params {
+        attrs.push(attr_i("wgtorch_strict", 1));
+    }
+    r.node("Gather", &[In::T(x), In::T(index)], &[out], attrs)
 }
 
 /// `sum`/`mean` over `axes` (all when empty): axes as an input (ReduceSum from opset 13, the

@@ -4,10 +4,12 @@
 //! own terms. When no capture runs, an op pays one relaxed atomic load.
 
 use super::proto::{attribute_proto::AttributeType, AttributeProto, NodeProto, TensorProto};
+use crate::tensor::StorageCell;
 use crate::{Error, Result, Tensor};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
 
 /// Captures running on any thread (the fast check); the recorder itself is per thread.
 static ACTIVE: AtomicUsize = AtomicUsize::new(0);
@@ -24,6 +26,23 @@ pub(crate) enum In<'a> {
     /// An int64 constant, such as a Reshape's target shape; the exporter's dynamic-batch pass
     /// compares these between two traces.
     Ints(Vec<i64>),
+}
+
+/// A tensor a compiled graph holds as it was at capture: an integer tensor (folded at load),
+/// a constant, or a tensor from outside the function that an op the recorder does not know read
+/// (its result is a constant). The graph is stale once that storage is written.
+pub(crate) struct Guard {
+    storage: Weak<StorageCell>,
+    version: u64,
+}
+
+impl Guard {
+    /// Whether the storage was written since the capture (never, once it is gone).
+    pub fn changed(&self) -> bool {
+        self.storage
+            .upgrade()
+            .is_some_and(|c| c.version() != self.version)
+    }
 }
 
 /// What a capture collected.
@@ -48,6 +67,20 @@ pub(crate) struct Tracer {
     counter: usize,
     /// The first op that could not be recorded.
     pub error: Option<Error>,
+    /// Storages made before the capture have lower serial numbers than this.
+    first_serial: u64,
+    /// With `live_params`, float tensors from outside the function (made before the capture;
+    /// not the input, not a parameter): the graph reads them live, under these names.
+    pub captured: Vec<(String, Tensor)>,
+    /// With `live_params`, what the graph holds as it was at capture ([`Guard`]), by storage.
+    pub guards: HashMap<usize, Guard>,
+    /// The storages of traced values (the inputs' and recorded ops' results), by address; the
+    /// weak references keep a freed storage's address from being reused during the capture.
+    traced_storages: HashMap<usize, Weak<StorageCell>>,
+    /// Whether a traced value was read outside any recorded op (by an op the recorder does not
+    /// know, under no_grad or for an integer tensor, which leaves no grad_fn to refuse); the
+    /// capture fails then, after the outputs' own check names such an op where it can.
+    pub unrecorded_read: bool,
     /// What the capture is for (`"ONNX export"`, `"compile"`), in its errors.
     pub what: &'static str,
     /// Parameters read on the host count as data-dependent too (a compiled graph reads the
@@ -62,15 +95,52 @@ impl Tracer {
         format!("/{hint}_{}", self.counter)
     }
 
+    /// Whether `t`'s storage was made before the capture began.
+    fn outside(&self, t: &Tensor) -> bool {
+        t.0.storage.serial() < self.first_serial
+    }
+
+    /// Holds `t` as it is now (see [`Guard`]).
+    fn guard(&mut self, t: &Tensor) {
+        guard_cell(&mut self.guards, &t.0.storage);
+    }
+
+    /// Whether `t` shares the storage of a traced value (an input, a recorded op's result)
+    /// without being one: a detach, or a view made by an op the recorder does not know.
+    fn untraced_view(&self, t: &Tensor) -> bool {
+        !self.names.contains_key(&t.id())
+            && self
+                .traced_storages
+                .contains_key(&(Arc::as_ptr(&t.0.storage) as usize))
+    }
+
+    /// Whether a compiled graph reads `t` live as a captured tensor (a float tensor from outside
+    /// the function that is not an input).
+    fn live_capture(&self, t: &Tensor) -> bool {
+        self.live_params && t.dtype().is_float() && self.outside(t) && !self.untraced_view(t)
+    }
+
     /// The value name of `t`, adding it as an initializer when it is a parameter or a constant.
     fn name_of(&mut self, t: &Tensor) -> Result<String> {
         if let Some(n) = self.names.get(&t.id()) {
             return Ok(n.clone());
         }
         if let Some(p) = self.params.get(&t.id()).cloned() {
+            if self.live_params && !t.dtype().is_float() {
+                // Integer parameters and buffers are folded at load.
+                self.guard(t);
+            }
             self.initializers.push(super::tensor::to_proto(&p, t)?);
             self.names.insert(t.id(), p.clone());
             return Ok(p);
+        }
+        if self.live_capture(t) {
+            // Read live, as a parameter is: in-place updates are seen, gradients flow to it.
+            let name = format!("/captured_{}", self.captured.len());
+            self.initializers.push(super::tensor::to_proto(&name, t)?);
+            self.names.insert(t.id(), name.clone());
+            self.captured.push((name.clone(), t.clone()));
+            return Ok(name);
         }
         if t.grad_fn().is_some() {
             return Err(Error::msg(format!(
@@ -82,6 +152,14 @@ impl Tracer {
                 t.grad_fn().map(|g| g.name()).unwrap_or_default()
             )));
         }
+        if self.untraced_view(t) {
+            return Err(Error::msg(format!(
+                "{}: a {} tensor of shape {:?} shares the storage of a value computed from the inputs without being recorded from it (a detach, or a view made by an op the recorder does not know); a graph would hold one call's value",
+                self.what,
+                t.dtype(),
+                t.shape()
+            )));
+        }
         if let Some(why) = self.not_constant(t) {
             return Err(Error::msg(format!(
                 "{}: a {} tensor of shape {:?} {why}",
@@ -89,6 +167,9 @@ impl Tracer {
                 t.dtype(),
                 t.shape()
             )));
+        }
+        if self.live_params {
+            self.guard(t);
         }
         let name = self.fresh("const");
         self.data_consts.push(self.initializers.len());
@@ -107,32 +188,33 @@ impl Tracer {
     }
 
     /// Why a compiled graph cannot hold `t` (no recorded op made it; not the input, not a
-    /// parameter) as a constant: a leaf that requires grad would lose its gradient, and a tensor
-    /// sharing a parameter's or buffer's storage would go stale when that one changes. `None`
-    /// for an export (its parameters are constants) and for a true constant.
+    /// parameter, not read live from outside the function) as a constant: a leaf made inside
+    /// the function that requires grad would lose its gradient. `None` for an export (its
+    /// parameters are constants) and for a true constant.
     fn not_constant(&self, t: &Tensor) -> Option<String> {
-        if !self.live_params {
-            return None;
-        }
-        if t.is_leaf() && t.requires_grad() {
-            return Some("that requires grad is neither the input nor a parameter of the module (register it as a parameter, or pass it as the input)".into());
-        }
-        self.live.iter().find(|(_, p)| p.shares_storage_with(t)).map(|(n, _)| {
-            format!("shares the storage of '{n}' without being recorded from it (a detach, or a view made under no_grad): a graph would hold its value at capture; read '{n}' itself")
+        (self.live_params && t.is_leaf() && t.requires_grad()).then(|| {
+            "that requires grad was made inside the forward pass and is neither its input nor a parameter (its gradient would be lost; register it as a parameter, or pass it as an input)".into()
         })
     }
 
-    /// True when every tensor here is a constant made in the forward pass (not an input, not
-    /// computed from one, not a parameter): an op on those is a constant too, and is not
-    /// recorded (its result becomes an initializer where it meets the model's data).
-    pub fn constants_only(&self, tensors: &[&Tensor]) -> bool {
-        !tensors.is_empty()
+    /// True when every tensor here is a constant (not an input, not computed from one, not a
+    /// parameter, not read live from outside the function): an op on those is a constant too,
+    /// and is not recorded (its result becomes an initializer where it meets the model's data;
+    /// a compiled graph guards what it was computed from).
+    pub fn constants_only(&mut self, tensors: &[&Tensor]) -> bool {
+        let all = !tensors.is_empty()
             && tensors.iter().all(|t| {
                 !(self.names.contains_key(&t.id())
                     || self.params.contains_key(&t.id())
                     || t.grad_fn().is_some()
-                    || self.not_constant(t).is_some())
-            })
+                    || self.not_constant(t).is_some()
+                    || self.untraced_view(t)
+                    || self.live_capture(t))
+            });
+        if all && self.live_params {
+            tensors.iter().for_each(|t| self.guard(t));
+        }
+        all
     }
 
     /// Records `op` with `inputs`, naming `outputs` (tensors) as its results.
@@ -159,7 +241,7 @@ impl Tracer {
             .collect::<Result<Vec<_>>>()?;
         let outs: Vec<String> = outputs.iter().map(|_| self.fresh(op)).collect();
         for (t, n) in outputs.iter().zip(&outs) {
-            self.names.insert(t.id(), n.clone());
+            self.bind(t, n.clone());
         }
         self.raw(op, ins, outs, attrs);
         Ok(())
@@ -199,7 +281,32 @@ impl Tracer {
 
     /// Names `t` as the value `name` (the last node of a multi-node export).
     pub fn bind(&mut self, t: &Tensor, name: String) {
+        self.traced_storages
+            .entry(Arc::as_ptr(&t.0.storage) as usize)
+            .or_insert_with(|| Arc::downgrade(&t.0.storage));
         self.names.insert(t.id(), name);
+    }
+
+    /// The error for a traced value read outside any recorded op.
+    pub fn unrecorded_read_error(&self) -> Error {
+        Error::msg(format!(
+            "{}: an op the recorder does not know read a value computed from the inputs; a graph cannot hold its result",
+            self.what
+        ))
+    }
+
+    /// The end of a compile capture: a value the graph holds that was written during the
+    /// capture fails it.
+    fn finish(&mut self) {
+        if self.error.is_some() || !self.live_params {
+            return;
+        }
+        if self.guards.values().any(Guard::changed) {
+            self.error = Some(Error::msg(format!(
+                "{}: a tensor the graph would hold as a constant was written in place during the forward pass",
+                self.what
+            )));
+        }
     }
 
     /// The value name of a traced tensor, if it is one.
@@ -259,10 +366,11 @@ pub(crate) fn traced(
     Ok(out)
 }
 
-/// Whether an export capture runs (on any thread): ops that fuse others then run them one by one,
-/// so that each is recorded.
+/// Whether a capture runs on this thread: ops that fuse others then run them one by one, so that
+/// each is recorded. (Another thread's capture changes nothing here.)
 pub(crate) fn capturing() -> bool {
     ACTIVE.load(Ordering::Relaxed) != 0
+        && TRACER.with(|t| t.try_borrow().map_or(true, |t| t.is_some()))
 }
 
 /// Enters an op: `None` (one relaxed load) unless a capture runs on this thread.
@@ -311,6 +419,121 @@ pub(crate) fn host_read(t: &Tensor, op: &str) {
     });
 }
 
+/// Holds `cell` as it is now, once per storage.
+fn guard_cell(guards: &mut HashMap<usize, Guard>, cell: &Arc<StorageCell>) {
+    guards
+        .entry(Arc::as_ptr(cell) as usize)
+        .or_insert_with(|| Guard {
+            storage: Arc::downgrade(cell),
+            version: cell.version(),
+        });
+}
+
+/// Runs `f` on this thread's compile capture (`live_params`), if one runs.
+fn with_compile<R>(f: impl FnOnce(&mut Tracer) -> R) -> Option<R> {
+    if ACTIVE.load(Ordering::Relaxed) == 0 {
+        return None;
+    }
+    TRACER.with(|r| {
+        let mut r = r.try_borrow_mut().ok()?;
+        r.as_mut().filter(|r| r.live_params).map(f)
+    })
+}
+
+/// Called when an op reads a storage. Recorded ops read inside their scope; a read outside any
+/// (an op the recorder does not know) of a traced value fails a compile capture, and one of a
+/// tensor from outside the function guards it: the op's result becomes a constant.
+#[inline]
+pub(crate) fn storage_read(cell: &Arc<StorageCell>) {
+    if ACTIVE.load(Ordering::Relaxed) == 0 {
+        return;
+    }
+    with_compile(|r| {
+        if r.depth != 0 {
+            return;
+        }
+        if r.traced_storages
+            .contains_key(&(Arc::as_ptr(cell) as usize))
+        {
+            r.unrecorded_read = true;
+        } else if cell.serial() < r.first_serial {
+            guard_cell(&mut r.guards, cell);
+        }
+    });
+}
+
+/// Called before an in-place write: under a compile capture, a write into a tensor from
+/// outside the function (an input, a captured tensor, a gradient; not the module's parameters
+/// and buffers, which the compiler copies and restores) is refused before it happens, and fails
+/// the capture, so that the eager call that follows makes it once.
+pub(crate) fn before_write(t: &Tensor, op: &str) -> Result<()> {
+    let refused = with_compile(|r| {
+        let module_state = r.live.iter().any(|(_, p)| p.shares_storage_with(t));
+        if !r.outside(t) || module_state {
+            return None;
+        }
+        let why = format!(
+            "{}: the forward pass writes in place ({op}) a tensor it did not make (an input, a tensor it captured, a gradient); a graph holds no in-place updates",
+            r.what
+        );
+        r.error.get_or_insert_with(|| Error::msg(why.clone()));
+        Some(why)
+    })
+    .flatten();
+    match refused {
+        Some(why) => Err(Error::msg(why)),
+        None => Ok(()),
+    }
+}
+
+/// Called by what changes state a graph does not hold (setting a gradient): fails a compile
+/// capture.
+pub(crate) fn side_effect(what: &str) {
+    with_compile(|r| {
+        let why = format!(
+            "{}: the forward pass {what}; a graph holds no such update",
+            r.what
+        );
+        r.error.get_or_insert_with(|| Error::msg(why));
+    });
+}
+
+/// Called when an op gives its result its own backward rule: outside any recorded op (a
+/// composite op that does not record itself) while the recorder already traced that result
+/// from the op's parts, a compiled graph would differentiate the parts instead, so the capture
+/// fails.
+pub(crate) fn own_gradient(out: &Tensor, op: &str) {
+    with_compile(|r| {
+        if r.depth == 0 && r.error.is_none() && r.names.contains_key(&out.id()) {
+            r.error = Some(Error::msg(format!(
+                "{}: {op} has its own gradient but is recorded as the ops it runs; a graph would differentiate those instead",
+                r.what
+            )));
+        }
+    });
+}
+
+/// Refuses `what` (a backward pass) inside any capture, before it changes anything.
+pub(crate) fn refuse_under_capture(what: &str) -> Result<()> {
+    if ACTIVE.load(Ordering::Relaxed) == 0 {
+        return Ok(());
+    }
+    let why = TRACER.with(|r| {
+        let mut r = r.try_borrow_mut().ok()?;
+        let r = r.as_mut()?;
+        let why = format!(
+            "{}: {what} inside the captured forward pass; a graph holds the forward pass only: call {what} on the compiled call's outputs",
+            r.what
+        );
+        r.error.get_or_insert_with(|| Error::msg(why.clone()));
+        Some(why)
+    });
+    match why {
+        Some(why) => Err(Error::msg(why)),
+        None => Ok(()),
+    }
+}
+
 /// Called when the default generator draws: a random op in the forward pass would be one
 /// fixed draw in the graph, so the capture fails.
 pub(crate) fn random_draw() {
@@ -349,6 +572,7 @@ pub(crate) fn capture(
             "{what}: an export or a compile capture is already running on this thread"
         )));
     }
+    let first_serial = StorageCell::next_serial();
     let mut tracer = Tracer {
         nodes: Vec::new(),
         initializers: Vec::new(),
@@ -367,6 +591,11 @@ pub(crate) fn capture(
         error: None,
         what,
         live_params,
+        first_serial,
+        captured: Vec::new(),
+        guards: HashMap::new(),
+        traced_storages: HashMap::new(),
+        unrecorded_read: false,
     };
     // Fresh handles for the inputs, so that a parameter or a repeated tensor passed as an input
     // is still named as that input. Float inputs require grad (and the pass runs with grad on),
@@ -384,7 +613,7 @@ pub(crate) fn capture(
         })
         .collect();
     for (x, n) in handles.iter().zip(input_names) {
-        tracer.names.insert(x.id(), n.clone());
+        tracer.bind(x, n.clone());
     }
     TRACER.with(|t| *t.borrow_mut() = Some(tracer));
     ACTIVE.fetch_add(1, Ordering::Relaxed);
@@ -407,10 +636,11 @@ pub(crate) fn capture(
         let _grad = crate::enable_grad();
         f(&handles)
     };
-    let tracer = stop
+    let mut tracer = stop
         .take()
         .ok_or_else(|| Error::msg(format!("{what}: the recorder was lost")))?;
     drop(stop);
+    tracer.finish();
     Ok((out?, tracer))
 }
 

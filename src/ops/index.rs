@@ -132,7 +132,10 @@ impl Tensor {
 
     /// Rows (or slices) `index` of dimension `dim` (torch.index_select); `index` is 1-D.
     pub fn index_select(&self, dim: isize, index: &Tensor) -> Result<Tensor> {
-        self.index_select_as("index_select", dim, index)
+        crate::onnx::trace::traced(
+            || self.index_select_as("index_select", dim, index),
+            |r, out| crate::onnx::forms::gather(r, self, dim, index, out),
+        )
     }
 
     fn index_select_as(&self, op: &'static str, dim: isize, index: &Tensor) -> Result<Tensor> {
@@ -167,17 +170,7 @@ impl Tensor {
     pub fn embedding(&self, weight: &Tensor) -> Result<Tensor> {
         crate::onnx::trace::traced(
             || self.embedding_untraced(weight),
-            |r, out| {
-                r.node(
-                    "Gather",
-                    &[
-                        crate::onnx::trace::In::T(weight),
-                        crate::onnx::trace::In::T(self),
-                    ],
-                    &[out],
-                    vec![],
-                )
-            },
+            |r, out| crate::onnx::forms::gather(r, weight, 0, self, out),
         )
     }
 

@@ -6,6 +6,7 @@ use crate::{DType, Error, Result, Tensor};
 
 impl Tensor {
     fn check_inplace(&self, op: &'static str) -> Result<()> {
+        crate::onnx::trace::before_write(self, op)?;
         if crate::is_grad_enabled() && self.requires_grad() {
             if self.is_leaf() {
                 return Err(Error::Autograd(format!(

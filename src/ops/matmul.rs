@@ -111,8 +111,16 @@ impl Tensor {
 
     /// Batched matrix multiply of two 3-D tensors.
     pub fn bmm(&self, other: &Tensor) -> Result<Tensor> {
-        let (a, b) = (crate::amp::lower(self)?, crate::amp::lower(other)?);
-        a.bmm_checked(&b)
+        crate::onnx::trace::traced(
+            || {
+                let (a, b) = (crate::amp::lower(self)?, crate::amp::lower(other)?);
+                a.bmm_checked(&b)
+            },
+            |r, out| {
+                use crate::onnx::trace::In;
+                r.node("MatMul", &[In::T(self), In::T(other)], &[out], vec![])
+            },
+        )
     }
 
     fn bmm_checked(&self, other: &Tensor) -> Result<Tensor> {

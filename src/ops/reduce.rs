@@ -267,12 +267,18 @@ impl Tensor {
     /// Maximum over `dims`; the gradient is split evenly among ties (PyTorch's amax).
     pub fn amax(&self, dims: impl IntoShape, keepdim: bool) -> Result<Tensor> {
         let dims = &dims.to_dims("amax")?;
-        self.extreme(ReduceOp::Max, dims, keepdim)
+        crate::onnx::trace::traced(
+            || self.extreme(ReduceOp::Max, dims, keepdim),
+            |r, out| crate::onnx::forms::reduce(r, "ReduceMax", self, Some(dims), keepdim, out),
+        )
     }
     /// Minimum over `dims`.
     pub fn amin(&self, dims: impl IntoShape, keepdim: bool) -> Result<Tensor> {
         let dims = &dims.to_dims("amin")?;
-        self.extreme(ReduceOp::Min, dims, keepdim)
+        crate::onnx::trace::traced(
+            || self.extreme(ReduceOp::Min, dims, keepdim),
+            |r, out| crate::onnx::forms::reduce(r, "ReduceMin", self, Some(dims), keepdim, out),
+        )
     }
     fn extreme(&self, op: ReduceOp, dims: &[isize], keepdim: bool) -> Result<Tensor> {
         let d = wrap_dims(op.name(), dims, self.ndim())?;

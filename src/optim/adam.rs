@@ -324,6 +324,8 @@ fn fused_step(
             None => *slot = Some(Tensor::zeros(p.shape(), &p.device())?),
         }
     }
+    // Under a compile capture: refused before the step count moves.
+    crate::onnx::trace::before_write(p, "adam step")?;
     *step += 1;
     let (b1, b2) = betas;
     let (bc1, bc2) = bias_corrections(betas, *step);

@@ -15,12 +15,17 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+/// The next storage's serial number.
+static NEXT_STORAGE: AtomicU64 = AtomicU64::new(1);
 
 /// Storage shared by a tensor and its views, with the version counter in-place ops bump.
 #[derive(Debug)]
 pub struct StorageCell {
     pub(crate) data: RwLock<Storage>,
     version: AtomicU64,
+    /// Increasing with creation: a compile capture tells the storages it made (later than its
+    /// start) from those it found.
+    serial: u64,
 }
 
 impl Drop for StorageCell {
@@ -40,10 +45,18 @@ impl StorageCell {
         Arc::new(StorageCell {
             data: RwLock::new(s),
             version: AtomicU64::new(0),
+            serial: NEXT_STORAGE.fetch_add(1, Ordering::Relaxed),
         })
     }
     pub(crate) fn version(&self) -> u64 {
         self.version.load(Ordering::Relaxed)
+    }
+    pub(crate) fn serial(&self) -> u64 {
+        self.serial
+    }
+    /// The serial number the next storage will get.
+    pub(crate) fn next_serial() -> u64 {
+        NEXT_STORAGE.load(Ordering::Relaxed)
     }
     pub(crate) fn bump(&self) {
         self.version.fetch_add(1, Ordering::Relaxed);
@@ -294,6 +307,7 @@ impl Tensor {
         self.0.storage.version()
     }
     pub(crate) fn storage(&self) -> parking_lot::RwLockReadGuard<'_, Storage> {
+        crate::onnx::trace::storage_read(&self.0.storage);
         self.0.storage.data.read_recursive()
     }
 
@@ -341,6 +355,7 @@ impl Tensor {
     }
     /// Replace the gradient (`None` is PyTorch's `zero_grad(set_to_none=True)`).
     pub fn set_grad(&self, g: Option<Tensor>) {
+        crate::onnx::trace::side_effect("sets a gradient (zero_grad, set_grad)");
         *self.0.grad.lock() = g;
     }
     /// Zero the gradient in place, keeping it allocated.
@@ -409,6 +424,7 @@ impl Tensor {
                 self.ones_like()?
             }
         };
+        crate::onnx::trace::refuse_under_capture("backward()")?;
         crate::autograd::backward(self, g, retain_graph || create_graph, create_graph)
     }
 

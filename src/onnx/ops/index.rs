@@ -146,7 +146,13 @@ pub(super) const GATHER: OpDef = OpDef {
         // On a GPU the index arithmetic runs in int32 (int64 arithmetic there is checked on the
         // host, which would read back; a GPU buffer's dims fit int32).
         let flat = idx.reshape([idx.numel()])?.to_dtype(index_dtype(idx))?;
-        let flat = Tensor::where_cond(&flat.lt_scalar(0)?, &flat.add_scalar(d)?, &flat)?;
+        // A compiled graph's Gather (`wgtorch_strict`) refuses a negative index, as the op it
+        // records does.
+        let flat = if ctx.i("wgtorch_strict", 0)? == 1 {
+            flat
+        } else {
+            Tensor::where_cond(&flat.lt_scalar(0)?, &flat.add_scalar(d)?, &flat)?
+        };
         let picked = x.index_select(axis as isize, &flat)?;
         let mut shape = x.shape()[..axis].to_vec();
         shape.extend_from_slice(idx.shape());

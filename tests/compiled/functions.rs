@@ -1,0 +1,256 @@
+//! `compile(fn)`: functions of tensors, with tensors they capture, on every device.
+
+use super::bits;
+use crate::common::{assert_close, devices, seed_lock, vals};
+use wgtorch::compile::{compile_with, CompileOptions};
+use wgtorch::{compile, Device, Result, Tensor};
+
+/// Two inputs and a captured leaf: three calls (one trace, two replays) give eager's values, and
+/// the gradients of the inputs and of the captured leaf are eager's.
+#[test]
+fn compiled_functions_compute_and_differentiate_what_eager_does() -> Result<()> {
+    for dev in devices() {
+        let w = Tensor::randn([3], &dev)?.requires_grad_(true);
+        let f = |xs: &[Tensor]| -> Result<Vec<Tensor>> {
+            let h = xs[0].mul(&w)?.gelu_tanh()?;
+            Ok(vec![h.add(&xs[1])?.tanh()?, h.sum_dims([1], false)?])
+        };
+        let fast = compile(f);
+        let x = Tensor::randn([4, 3], &dev)?.requires_grad_(true);
+        let r = Tensor::randn([4, 3], &dev)?;
+        for _ in 0..3 {
+            let got = fast.call(&[x.clone(), r.clone()])?;
+            let want = f(&[x.clone(), r.clone()])?;
+            // The graph writes GELU's tanh form as ONNX's ops: rounding may differ.
+            for (g, e) in got.iter().zip(&want) {
+                assert_eq!(g.shape(), e.shape(), "{dev}");
+                assert_close("compiled", &vals(g), &vals(e), 1e-5, 1e-6);
+            }
+        }
+        let s = fast.stats();
+        assert_eq!((s.graphs, s.cache_hits, s.eager_calls), (1, 2, 0), "{dev}");
+        let grads = |out: Vec<Tensor>| -> Result<(Vec<f64>, Vec<f64>)> {
+            x.set_grad(None);
+            w.set_grad(None);
+            out[0].sum_all()?.add(&out[1].mean_all()?)?.backward()?;
+            Ok((
+                x.grad().unwrap().to_f64_vec()?,
+                w.grad().unwrap().to_f64_vec()?,
+            ))
+        };
+        let (gx, gw) = grads(fast.call(&[x.clone(), r.clone()])?)?;
+        let (ex, ew) = grads(f(&[x.clone(), r.clone()])?)?;
+        assert_close("input grad", &gx, &ex, 1e-5, 1e-6);
+        assert_close("captured grad", &gw, &ew, 1e-5, 1e-6);
+    }
+    Ok(())
+}
+
+/// A captured float tensor is read live: an in-place update is seen without a recompile. A
+/// captured bool mask is held as it was (folded at load): writing it recompiles. A captured
+/// tensor that an op the recorder does not know read (under no_grad) is guarded the same way.
+#[test]
+fn captured_tensors_are_read_live_or_guarded() -> Result<()> {
+    let dev = Device::Cpu;
+    let scale = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], [3], &dev)?;
+    let mask = Tensor::from_vec(vec![true, false, true], [3], &dev)?;
+    let offset = Tensor::from_vec(vec![0.5f32, 0.25, 0.125], [3], &dev)?;
+    let f = |xs: &[Tensor]| -> Result<Vec<Tensor>> {
+        // cumsum is not recorded: its result is a constant computed from `offset`.
+        let shift = {
+            let _ng = wgtorch::no_grad();
+            offset.cumsum(0)?
+        };
+        let y = xs[0].mul(&scale)?.add(&shift)?;
+        Ok(vec![Tensor::where_cond(&mask, &y, &xs[0])?])
+    };
+    let fast = compile(f);
+    let x = Tensor::randn([2, 3], &dev)?;
+    let check = |what: &str| -> Result<()> {
+        let got = fast.call(std::slice::from_ref(&x))?.remove(0);
+        assert_eq!(bits(&got), bits(&f(std::slice::from_ref(&x))?[0]), "{what}");
+        Ok(())
+    };
+    check("first call")?;
+    {
+        let _ng = wgtorch::no_grad();
+        scale.mul_(&Tensor::full([3], 2.0, &dev)?)?;
+    }
+    check("after scale.mul_")?;
+    assert_eq!((fast.stats().graphs, fast.stats().recompiles), (1, 0));
+    mask.copy_(&Tensor::from_vec(vec![false, true, true], [3], &dev)?)?;
+    check("after mask.copy_")?;
+    assert_eq!((fast.stats().graphs, fast.stats().recompiles), (2, 1));
+    {
+        let _ng = wgtorch::no_grad();
+        offset.add_(&Tensor::ones([3], &dev)?)?;
+    }
+    check("after offset.add_")?;
+    assert_eq!((fast.stats().graphs, fast.stats().recompiles), (3, 2));
+    check("replayed")?;
+    assert_eq!(fast.stats().eager_calls, 0, "{}", fast.explain());
+    Ok(())
+}
+
+/// What a graph cannot repeat runs eagerly, once per call, with the reason: a write into a
+/// captured tensor (refused before it happens during the capture, so the counter moves once
+/// per call), a backward pass inside the function (the gradient is not doubled), a value
+/// computed from the input by an op the recorder does not know under no_grad, a detached value
+/// computed from the input. With fullgraph the call is an error and changes nothing.
+#[test]
+fn what_a_function_graph_cannot_repeat_runs_eagerly_once() -> Result<()> {
+    let _g = seed_lock();
+    let dev = Device::Cpu;
+    let x = Tensor::randn([2, 3], &dev)?;
+
+    let calls = Tensor::zeros([1], &dev)?;
+    let counting = |xs: &[Tensor]| -> Result<Vec<Tensor>> {
+        calls.add_(&Tensor::ones([1], &dev)?)?;
+        Ok(vec![xs[0].relu()?])
+    };
+    let fast = compile(counting);
+    for _ in 0..2 {
+        assert_eq!(
+            bits(&fast.call(std::slice::from_ref(&x))?[0]),
+            bits(&x.relu()?)
+        );
+    }
+    assert_eq!(calls.to_vec::<f32>()?, [2.0]);
+    let e = fast.explain();
+    assert_eq!(e.stats.eager_calls, 2, "{e}");
+    assert!(e.eager[0].1.contains("writes in place (add_)"), "{e}");
+    let strict = compile_with(
+        counting,
+        CompileOptions {
+            fullgraph: true,
+            ..Default::default()
+        },
+    );
+    let err = strict
+        .call(std::slice::from_ref(&x))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("fullgraph") && err.contains("add_"), "{err}");
+    assert_eq!(calls.to_vec::<f32>()?, [2.0]);
+
+    let w = Tensor::randn([3], &dev)?.requires_grad_(true);
+    let stepping = |xs: &[Tensor]| -> Result<Vec<Tensor>> {
+        let loss = xs[0].mul(&w)?.square()?.sum_all()?;
+        loss.backward()?;
+        Ok(vec![loss.detach()])
+    };
+    let fast = compile(stepping);
+    fast.call(std::slice::from_ref(&x))?;
+    let once = w.grad().unwrap().to_vec::<f32>()?;
+    w.set_grad(None);
+    stepping(std::slice::from_ref(&x))?;
+    assert_eq!(once, w.grad().unwrap().to_vec::<f32>()?);
+    let e = fast.explain();
+    assert!(e.eager[0].1.contains("backward() inside"), "{e}");
+
+    let hidden = |xs: &[Tensor]| -> Result<Vec<Tensor>> {
+        let c = {
+            let _ng = wgtorch::no_grad();
+            xs[0].cumsum(1)?
+        };
+        Ok(vec![xs[0].mul(&c)?])
+    };
+    let fast = compile(hidden);
+    for seed in 0..2 {
+        wgtorch::manual_seed(seed);
+        let x = Tensor::randn([2, 3], &dev)?;
+        assert_eq!(
+            bits(&fast.call(std::slice::from_ref(&x))?[0]),
+            bits(&hidden(&[x])?[0])
+        );
+    }
+    let e = fast.explain();
+    assert!(e.eager[0].1.contains("recorder does not know read"), "{e}");
+    assert_eq!(e.stats.eager_calls, 2, "{e}");
+
+    // A detached value computed from the input would be one call's constant.
+    let stable = |xs: &[Tensor]| -> Result<Vec<Tensor>> {
+        let m = xs[0].amax([1], true)?.detach();
+        Ok(vec![xs[0].sub(&m)?.exp()?])
+    };
+    let fast = compile(stable);
+    for seed in 0..2 {
+        wgtorch::manual_seed(seed);
+        let x = Tensor::randn([2, 3], &dev)?;
+        assert_eq!(
+            bits(&fast.call(std::slice::from_ref(&x))?[0]),
+            bits(&stable(&[x])?[0])
+        );
+    }
+    let e = fast.explain();
+    assert!(e.eager[0].1.contains("(a detach"), "{e}");
+    Ok(())
+}
+
+/// A compiled graph's gathers refuse the indices eager refuses (negative, past the end, past
+/// 32 bits on the CPU), on every device, after a replay with good ones; ONNX's own Gather (an exported
+/// file) counts a negative index from the end.
+#[test]
+fn compiled_gathers_refuse_what_eager_refuses() -> Result<()> {
+    for dev in devices() {
+        let w = Tensor::randn([5, 3], &dev)?;
+        let f = |xs: &[Tensor]| -> Result<Vec<Tensor>> {
+            Ok(vec![w
+                .index_select(0, &xs[0])?
+                .add(&xs[0].embedding(&w)?)?])
+        };
+        let fast = compile(f);
+        let good = Tensor::from_vec(vec![0i64, 4, 2], [3], &dev)?;
+        for _ in 0..2 {
+            let got = fast.call(std::slice::from_ref(&good))?.remove(0);
+            assert_eq!(
+                bits(&got),
+                bits(&f(std::slice::from_ref(&good))?[0]),
+                "{dev}"
+            );
+        }
+        assert_eq!(fast.stats().graphs, 1, "{dev}: {}", fast.explain());
+        // (A GPU holds int64 as int32: a wider index cannot reach it.)
+        let wide = (!dev.is_gpu()).then_some((1i64 << 32) + 1);
+        for bad in [-1i64, 5].into_iter().chain(wide) {
+            let bad = Tensor::from_vec(vec![0i64, bad, 2], [3], &dev)?;
+            let read = |r: Result<Vec<Tensor>>| r.and_then(|o| o[0].to_vec::<f32>());
+            assert!(read(f(std::slice::from_ref(&bad))).is_err(), "{dev}: eager");
+            let got = read(fast.call(std::slice::from_ref(&bad)));
+            assert!(
+                got.is_err(),
+                "{dev}: compiled gave {got:?} for {:?}",
+                bad.to_vec::<i64>()?
+            );
+        }
+        assert_eq!(fast.stats().eager_calls, 0, "{dev}");
+    }
+    Ok(())
+}
+
+/// An embedding with `padding_idx` blocks the padding row's gradient with a detach of its own
+/// output: a graph would hold that detached value as one call's constant (and give the first
+/// call's rows at the next call's padding positions), so the module runs eagerly, and a second
+/// batch with its padding elsewhere gets eager's values.
+#[test]
+fn a_detached_output_is_never_a_constant() -> Result<()> {
+    use wgtorch::compile::compile_module;
+    use wgtorch::nn::{Embedding, EmbeddingOptions};
+    let dev = Device::Cpu;
+    let emb = Embedding::with_options(
+        6,
+        3,
+        EmbeddingOptions {
+            padding_idx: Some(0),
+        },
+        &dev,
+    )?;
+    let fast = compile_module(&emb);
+    for ids in [vec![0i64, 3, 5, 1], vec![4, 0, 2, 0]] {
+        let ids = Tensor::from_vec(ids, [4], &dev)?;
+        assert_eq!(bits(&fast.forward(&ids)?), bits(&emb.forward(&ids)?));
+    }
+    let e = fast.explain();
+    assert!(e.eager[0].1.contains("(a detach"), "{e}");
+    Ok(())
+}
