@@ -23,10 +23,13 @@
 //! [`CompiledModule::explain`] (as `torch._dynamo.explain` reports graph breaks): a host read
 //! of a computed value in the forward pass (`item`, `to_vec`: a data-dependent branch), a
 //! random draw (dropout in training mode), batch_norm in training mode, a write into a buffer (a
-//! counter) or into anything the forward pass did not make, a backward pass or a gradient set
-//! inside it, a tensor that requires grad made inside it (its gradient would be lost), an op
-//! the recorder does not know, autocast, more signatures than
-//! [`CompileOptions::cache_size_limit`]. The capture is undone before such a call runs eagerly:
+//! counter) or into anything the forward pass did not make, an in-place write into a value
+//! computed from the inputs, a backward pass, an optimizer step or a gradient set inside it, a
+//! tensor that requires grad made inside it (its gradient would be lost), a detach of a value
+//! computed from the inputs (a graph would hold one call's value), an op the recorder does not
+//! know, an op with its own gradient that the recorder would record as its parts (`clamp` with
+//! tensor bounds), autocast, more signatures than [`CompileOptions::cache_size_limit`], a graph
+//! that goes stale on more calls than that. The capture is undone before such a call runs eagerly:
 //! the random generator and the buffers are as if it never ran (the buffers are copied for that
 //! while a graph is built; a forward pass that writes a parameter in place is an error; a write
 //! into anything else from outside is refused before it happens). With
@@ -35,6 +38,9 @@
 //!
 //! A function is traced as `jax.jit` traces one: what it reads from the host (a flag, a
 //! `RefCell`, a tensor it fetches through one) is what the first call with a signature read.
+//! The recorder is the calling thread's: a traced pass should not hand its tensors to other
+//! threads (what they compute is not seen). A compiled function called inside another's
+//! capture is part of that graph.
 //!
 //! ```
 //! use wgtorch::nn::{Conv2d, Conv2dOptions, ModuleExt, Sequential, ReLU};
@@ -62,10 +68,10 @@ use prost::Message;
 use std::fmt;
 use std::sync::Arc;
 
-/// [`compile_module_with`]'s options; `Default` is PyTorch's defaults.
+/// [`compile_module_with`]'s and [`compile_with`]'s options; `Default` is PyTorch's defaults.
 #[derive(Clone, Debug)]
 pub struct CompileOptions {
-    /// Input signatures compiled per module before further new ones run eagerly
+    /// Input signatures compiled per module or function before further new ones run eagerly
     /// (`torch._dynamo.config.cache_size_limit`, 8).
     pub cache_size_limit: usize,
     /// Whether what cannot be captured is an error instead of an eager call
@@ -82,7 +88,8 @@ impl Default for CompileOptions {
     }
 }
 
-/// Counters of a [`CompiledModule`], as `torch._dynamo.utils.counters` reports them.
+/// Counters of a [`CompiledModule`] or [`CompiledFn`], as `torch._dynamo.utils.counters`
+/// reports them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CompileStats {
     /// Graphs compiled (each new signature, and each signature again after a parameter or
@@ -96,7 +103,7 @@ pub struct CompileStats {
     pub eager_calls: usize,
 }
 
-/// What [`CompiledModule::explain`] reports.
+/// What [`CompiledModule::explain`] and [`CompiledFn::explain`] report.
 #[derive(Clone, Debug)]
 pub struct Explanation {
     /// The graphs in the cache: signature, nodes, nodes fused into others.
@@ -249,6 +256,8 @@ enum Plan {
     /// The graph, and what it holds as it was at capture.
     Graph(Arc<Model>, Vec<Guard>),
     Eager(String),
+    /// A graph dropped because a value it held was written (removed at once).
+    Stale,
 }
 
 struct Entry {
@@ -261,6 +270,8 @@ struct State {
     /// The ids of the module's parameters and buffers the graphs read (the guard).
     params: Vec<u64>,
     entries: Vec<Entry>,
+    /// How often each signature's graph went stale.
+    stale: Vec<(Signature, usize)>,
     stats: CompileStats,
     eager: Vec<(String, String)>,
 }
@@ -427,6 +438,11 @@ impl Cache {
         inputs: &[Tensor],
         f: &Function,
     ) -> Result<Vec<Tensor>> {
+        if crate::onnx::trace::capturing() {
+            // Called inside another capture (a compiled function calling one): its ops are
+            // that graph's.
+            return f(inputs);
+        }
         let sig = Signature {
             inputs: inputs
                 .iter()
@@ -450,11 +466,30 @@ impl Cache {
                 st.entries.clear();
                 st.params = ids;
             }
-            // A graph holding a value that was written since is stale: it goes too.
-            st.entries.retain(|e| match &e.plan {
-                Plan::Graph(_, guards) => !guards.iter().any(Guard::changed),
-                Plan::Eager(_) => true,
-            });
+            // A graph holding a value that was written since is stale: it goes too. A signature
+            // whose graphs keep going stale runs eagerly instead of recompiling every call.
+            let limit = self.options.cache_size_limit;
+            let State { entries, stale, .. } = &mut *st;
+            for e in entries.iter_mut() {
+                if let Plan::Graph(_, guards) = &e.plan {
+                    if guards.iter().any(Guard::changed) {
+                        let n = match stale.iter_mut().find(|(s, _)| *s == e.sig) {
+                            Some((_, n)) => n,
+                            None => {
+                                stale.push((e.sig.clone(), 0));
+                                &mut stale.last_mut().expect("pushed").1
+                            }
+                        };
+                        *n += 1;
+                        e.plan = if *n > limit {
+                            Plan::Eager(format!("a value the graph holds as it was at capture was written {n} times (recompiling each time would cost more than running eagerly)"))
+                        } else {
+                            Plan::Stale
+                        };
+                    }
+                }
+            }
+            entries.retain(|e| !matches!(e.plan, Plan::Stale));
             match st.entries.iter().find(|e| e.sig == sig).map(|e| &e.plan) {
                 Some(Plan::Graph(m, _)) => {
                     let m = m.clone();
@@ -466,7 +501,8 @@ impl Cache {
                     drop(st);
                     return self.eager(inputs, f, &sig, &why);
                 }
-                None if st.entries.len() >= self.options.cache_size_limit => {
+                // (Stale entries were removed above.)
+                None | Some(Plan::Stale) if st.entries.len() >= self.options.cache_size_limit => {
                     drop(st);
                     let why = format!(
                         "cache_size_limit ({}) reached: more input signatures than that",
@@ -474,7 +510,7 @@ impl Cache {
                     );
                     return self.eager(inputs, f, &sig, &why);
                 }
-                None => None,
+                None | Some(Plan::Stale) => None,
             }
         };
         if let Some(m) = model {
@@ -538,12 +574,25 @@ impl Cache {
         let state = Snapshot::take(module)?;
         let traced = match export::trace_model(module, inputs, f, &options, "compile", true) {
             Ok(t) => t,
-            Err(e) => {
+            Err(failed) => {
                 // A write into the module's state is the first reason (it may have made the
                 // capture fail too, through the tensors the in-place op read).
-                let why = state.changed().map_or_else(|| e.to_string(), write_reason);
+                let written = state.changed().map(write_reason);
                 crate::with_default_generator(|g| g.set_state(rng));
                 state.restore()?;
+                if failed.own && written.is_none() {
+                    // The function's own error (bad input): eager gives it too, fullgraph
+                    // or not. Should eager succeed, the capture made the difference.
+                    let out = f(inputs)?;
+                    let why = failed.error.to_string();
+                    if let Err(e) = self.refuse(sig, &why) {
+                        crate::with_default_generator(|g| g.set_state(rng));
+                        state.restore()?;
+                        return Err(e);
+                    }
+                    return Ok((Plan::Eager(why), out));
+                }
+                let why = written.unwrap_or_else(|| failed.error.to_string());
                 // A refused call changes nothing (so it does not run eagerly either).
                 self.refuse(sig, &why)?;
                 return Ok((Plan::Eager(why), f(inputs)?));
@@ -561,12 +610,14 @@ impl Cache {
         if let Some(m) = module {
             m.visit(&mut |n, t, _| live.push((n.to_string(), t.clone())));
         }
-        // The parameters' device (the first input's for a function or a module without any).
-        let device = match (live.first(), inputs.first()) {
-            (Some((_, t)), _) | (None, Some(t)) => t.device(),
-            (None, None) => Device::Cpu,
-        };
         live.extend(traced.captured.iter().cloned());
+        // The parameters' device (the first input's, or captured tensor's, for a function or a
+        // module without any).
+        let device = live
+            .first()
+            .map(|(_, t)| t)
+            .or(inputs.first())
+            .map_or(Device::Cpu, Tensor::device);
         let built = Model::load_trainable_bytes(&traced.model.encode_to_vec(), &device)
             .and_then(|mut m| m.bind_live(&live).map(|_| m))
             .and_then(|m| {
@@ -599,7 +650,7 @@ impl Cache {
                         fused_nodes: m.fused_nodes(),
                         fused_groups: m.fused_groups(),
                     }),
-                    Plan::Eager(_) => None,
+                    Plan::Eager(_) | Plan::Stale => None,
                 })
                 .collect(),
             eager: st.eager.clone(),

@@ -84,9 +84,12 @@ pub fn embedding_with(
     match options.padding_idx {
         None => Ok(out),
         Some(p) => {
+            // The padding row, detached, where the index is padding: its values, without a
+            // gradient into the row (a parameter's view: export and compile read it as such).
             let p = padding_index(p, weight.shape()[0])?;
             let is_pad = input.eq_scalar(p as i64)?.unsqueeze(-1)?;
-            Tensor::where_cond(&is_pad, &out.detach(), &out)
+            let row = weight.detach().select(0, p as i64)?;
+            Tensor::where_cond(&is_pad, &row, &out)
         }
     }
 }

@@ -139,12 +139,13 @@ pub(crate) fn trace_model(
     options: &ExportOptions,
     what: &'static str,
     live_params: bool,
-) -> Result<Traced> {
+) -> std::result::Result<Traced, trace::Failed> {
     if !super::OPSETS.contains(&options.opset) {
         return Err(Error::msg(format!(
             "{what}: opset {} is not one of 13 to 21",
             options.opset
-        )));
+        ))
+        .into());
     }
     let names = |given: &[String], n: usize, prefix: &str| -> Vec<String> {
         if given.is_empty() {
@@ -155,9 +156,7 @@ pub(crate) fn trace_model(
     };
     let input_names = names(&options.input_names, example_inputs.len(), "input");
     if input_names.len() != example_inputs.len() {
-        return Err(Error::msg(format!(
-            "{what}: input_names must name every input"
-        )));
+        return Err(Error::msg(format!("{what}: input_names must name every input")).into());
     }
     let mut params = Vec::new();
     if let Some(m) = module {
@@ -175,16 +174,14 @@ pub(crate) fn trace_model(
             &forward,
         )?;
         if let Some(e) = tracer.error {
-            return Err(e);
+            return Err(trace::Failed::from(e));
         }
         Ok((outs, tracer))
     };
     let (outs, mut tracer) = run(example_inputs)?;
     let output_names = names(&options.output_names, outs.len(), "output");
     if output_names.len() != outs.len() {
-        return Err(Error::msg(format!(
-            "{what}: output_names must name every output"
-        )));
+        return Err(Error::msg(format!("{what}: output_names must name every output")).into());
     }
     let mut second = None;
     if options.dynamic_batch {
@@ -212,7 +209,7 @@ pub(crate) fn trace_model(
         tracer.raw("Identity", vec![src], vec![name.clone()], vec![]);
     }
     if tracer.unrecorded_read {
-        return Err(tracer.unrecorded_read_error());
+        return Err(tracer.unrecorded_read_error().into());
     }
     let captured = std::mem::take(&mut tracer.captured);
     let guards = std::mem::take(&mut tracer.guards).into_values().collect();

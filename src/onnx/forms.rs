@@ -615,9 +615,12 @@ pub(crate) fn rnn(
             ))
         }
     };
-    // Initial states: omitted when they are the zeros the module made itself.
+    // Initial states: omitted when they are the zeros the module made itself (a compiled
+    // graph reads a state from outside the pass, or one that needs a gradient, as it is).
     let state = |r: &mut Tracer, s: &Tensor| -> Result<String> {
-        if r.traced(s).is_none()
+        let own = !r.live_params || (r.made_inside(s) && !s.requires_grad());
+        if own
+            && r.traced(s).is_none()
             && s.grad_fn().is_none()
             && s.to_f64_vec()?.iter().all(|&v| v == 0.0)
         {

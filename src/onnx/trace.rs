@@ -45,6 +45,25 @@ impl Guard {
     }
 }
 
+/// Why a capture failed: `own` when the traced function itself returned the error and the
+/// recorder refused nothing (bad input: eager gives the same error).
+pub(crate) struct Failed {
+    pub error: Error,
+    pub own: bool,
+}
+
+impl From<Error> for Failed {
+    fn from(error: Error) -> Failed {
+        Failed { error, own: false }
+    }
+}
+
+impl From<Failed> for Error {
+    fn from(f: Failed) -> Error {
+        f.error
+    }
+}
+
 /// What a capture collected.
 pub(crate) struct Tracer {
     pub nodes: Vec<NodeProto>,
@@ -69,6 +88,8 @@ pub(crate) struct Tracer {
     pub error: Option<Error>,
     /// Storages made before the capture have lower serial numbers than this.
     first_serial: u64,
+    /// Tensors made before the capture have lower ids than this.
+    first_id: u64,
     /// With `live_params`, float tensors from outside the function (made before the capture;
     /// not the input, not a parameter): the graph reads them live, under these names.
     pub captured: Vec<(String, Tensor)>,
@@ -114,10 +135,19 @@ impl Tracer {
                 .contains_key(&(Arc::as_ptr(&t.0.storage) as usize))
     }
 
-    /// Whether a compiled graph reads `t` live as a captured tensor (a float tensor from outside
-    /// the function that is not an input).
+    /// Whether a compiled graph reads `t` live as a captured tensor: a float tensor from outside
+    /// the function (a tensor the caller also passes as an input included; not a view of an
+    /// input made inside).
     fn live_capture(&self, t: &Tensor) -> bool {
-        self.live_params && t.dtype().is_float() && self.outside(t) && !self.untraced_view(t)
+        self.live_params
+            && t.dtype().is_float()
+            && self.outside(t)
+            && (t.id() < self.first_id || !self.untraced_view(t))
+    }
+
+    /// Whether `t`'s storage was made during the capture (by the forward pass).
+    pub fn made_inside(&self, t: &Tensor) -> bool {
+        !self.outside(t)
     }
 
     /// The value name of `t`, adding it as an initializer when it is a parameter or a constant.
@@ -281,16 +311,25 @@ impl Tracer {
 
     /// Names `t` as the value `name` (the last node of a multi-node export).
     pub fn bind(&mut self, t: &Tensor, name: String) {
+        // A recorded view of a parameter or a captured tensor shares its storage: that storage
+        // holds no value computed from the inputs.
+        if !self.outside(t) {
+            self.trace_storage(t);
+        }
+        self.names.insert(t.id(), name);
+    }
+
+    /// Marks `t`'s storage as holding a traced value.
+    fn trace_storage(&mut self, t: &Tensor) {
         self.traced_storages
             .entry(Arc::as_ptr(&t.0.storage) as usize)
             .or_insert_with(|| Arc::downgrade(&t.0.storage));
-        self.names.insert(t.id(), name);
     }
 
     /// The error for a traced value read outside any recorded op.
     pub fn unrecorded_read_error(&self) -> Error {
         Error::msg(format!(
-            "{}: an op the recorder does not know read a value computed from the inputs; a graph cannot hold its result",
+            "{}: an op the recorder does not know (or a copy_ or a print) read a value computed from the inputs; a graph cannot hold its result",
             self.what
         ))
     }
@@ -468,14 +507,25 @@ pub(crate) fn storage_read(cell: &Arc<StorageCell>) {
 /// the capture, so that the eager call that follows makes it once.
 pub(crate) fn before_write(t: &Tensor, op: &str) -> Result<()> {
     let refused = with_compile(|r| {
-        let module_state = r.live.iter().any(|(_, p)| p.shares_storage_with(t));
-        if !r.outside(t) || module_state {
+        if r.live.iter().any(|(_, p)| p.shares_storage_with(t)) {
+            // The module's state: copied before the capture and restored by the compiler.
             return None;
         }
-        let why = format!(
-            "{}: the forward pass writes in place ({op}) a tensor it did not make (an input, a tensor it captured, a gradient); a graph holds no in-place updates",
-            r.what
-        );
+        let key = Arc::as_ptr(&t.0.storage) as usize;
+        let why = if r.traced_storages.contains_key(&key) {
+            format!(
+                "{}: the forward pass writes in place ({op}) an input or a value computed from one; a graph holds no in-place updates (use the out-of-place op)",
+                r.what
+            )
+        } else if r.outside(t) {
+            format!(
+                "{}: the forward pass writes in place ({op}) a tensor it did not make (a tensor it captured, a gradient, an optimizer's parameter); a graph holds no in-place updates",
+                r.what
+            )
+        } else {
+            // A constant the pass made and fills (guarded if a recorded op read it).
+            return None;
+        };
         r.error.get_or_insert_with(|| Error::msg(why.clone()));
         Some(why)
     })
@@ -487,15 +537,16 @@ pub(crate) fn before_write(t: &Tensor, op: &str) -> Result<()> {
 }
 
 /// Called by what changes state a graph does not hold (setting a gradient): fails a compile
-/// capture.
-pub(crate) fn side_effect(what: &str) {
+/// capture, and is `true` there: the change is not made (the eager call that follows makes it).
+pub(crate) fn side_effect(what: &str) -> bool {
     with_compile(|r| {
         let why = format!(
             "{}: the forward pass {what}; a graph holds no such update",
             r.what
         );
         r.error.get_or_insert_with(|| Error::msg(why));
-    });
+    })
+    .is_some()
 }
 
 /// Called when an op gives its result its own backward rule: outside any recorded op (a
@@ -522,7 +573,7 @@ pub(crate) fn refuse_under_capture(what: &str) -> Result<()> {
         let mut r = r.try_borrow_mut().ok()?;
         let r = r.as_mut()?;
         let why = format!(
-            "{}: {what} inside the captured forward pass; a graph holds the forward pass only: call {what} on the compiled call's outputs",
+            "{}: {what} inside the traced forward pass; a graph holds the forward pass only (call {what} on its outputs)",
             r.what
         );
         r.error.get_or_insert_with(|| Error::msg(why.clone()));
@@ -565,14 +616,16 @@ pub(crate) fn capture(
     what: &'static str,
     live_params: bool,
     f: impl FnOnce(&[Tensor]) -> Result<Vec<Tensor>>,
-) -> Result<(Vec<Tensor>, Tracer)> {
+) -> std::result::Result<(Vec<Tensor>, Tracer), Failed> {
     let already = TRACER.with(|t| t.borrow().is_some());
     if already {
         return Err(Error::msg(format!(
             "{what}: an export or a compile capture is already running on this thread"
-        )));
+        ))
+        .into());
     }
     let first_serial = StorageCell::next_serial();
+    let first_id = Tensor::next_id();
     let mut tracer = Tracer {
         nodes: Vec::new(),
         initializers: Vec::new(),
@@ -592,6 +645,7 @@ pub(crate) fn capture(
         what,
         live_params,
         first_serial,
+        first_id,
         captured: Vec::new(),
         guards: HashMap::new(),
         traced_storages: HashMap::new(),
@@ -613,7 +667,8 @@ pub(crate) fn capture(
         })
         .collect();
     for (x, n) in handles.iter().zip(input_names) {
-        tracer.bind(x, n.clone());
+        tracer.trace_storage(x);
+        tracer.names.insert(x.id(), n.clone());
     }
     TRACER.with(|t| *t.borrow_mut() = Some(tracer));
     ACTIVE.fetch_add(1, Ordering::Relaxed);
@@ -641,7 +696,17 @@ pub(crate) fn capture(
         .ok_or_else(|| Error::msg(format!("{what}: the recorder was lost")))?;
     drop(stop);
     tracer.finish();
-    Ok((out?, tracer))
+    match out {
+        Ok(out) => Ok((out, tracer)),
+        // The recorder's reason when it refused something (the refusal may be what failed).
+        Err(e) => Err(match tracer.error {
+            Some(error) => Failed { error, own: false },
+            None => Failed {
+                error: e,
+                own: true,
+            },
+        }),
+    }
 }
 
 /// An INT attribute.

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
-/// The next storage's serial number.
+/// The next storage's serial number (storages made later have larger ones).
 static NEXT_STORAGE: AtomicU64 = AtomicU64::new(1);
 
 /// Storage shared by a tensor and its views, with the version counter in-place ops bump.
@@ -249,6 +249,10 @@ impl Tensor {
     pub fn id(&self) -> u64 {
         self.0.id
     }
+    /// The id the next tensor will get (tensors made later have larger ones).
+    pub(crate) fn next_id() -> u64 {
+        NEXT_ID.load(Ordering::Relaxed)
+    }
     /// Size of each dimension.
     pub fn shape(&self) -> &[usize] {
         &self.0.layout.shape
@@ -355,7 +359,9 @@ impl Tensor {
     }
     /// Replace the gradient (`None` is PyTorch's `zero_grad(set_to_none=True)`).
     pub fn set_grad(&self, g: Option<Tensor>) {
-        crate::onnx::trace::side_effect("sets a gradient (zero_grad, set_grad)");
+        if crate::onnx::trace::side_effect("sets a gradient (zero_grad, set_grad)") {
+            return;
+        }
         *self.0.grad.lock() = g;
     }
     /// Zero the gradient in place, keeping it allocated.
