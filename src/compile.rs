@@ -581,16 +581,14 @@ impl Cache {
                 crate::with_default_generator(|g| g.set_state(rng));
                 state.restore()?;
                 if failed.own && written.is_none() {
-                    // The function's own error (bad input): eager gives it too, fullgraph
-                    // or not. Should eager succeed, the capture made the difference.
-                    let out = f(inputs)?;
-                    let why = failed.error.to_string();
-                    if let Err(e) = self.refuse(sig, &why) {
-                        crate::with_default_generator(|g| g.set_state(rng));
-                        state.restore()?;
-                        return Err(e);
+                    // The function's own error (bad input), as eager gives it. With fullgraph
+                    // it is returned without an eager run, which could change state and fail.
+                    if self.options.fullgraph {
+                        return Err(failed.error);
                     }
-                    return Ok((Plan::Eager(why), out));
+                    // Should eager succeed, the capture made the difference: that is the reason.
+                    let out = f(inputs)?;
+                    return Ok((Plan::Eager(failed.error.to_string()), out));
                 }
                 let why = written.unwrap_or_else(|| failed.error.to_string());
                 // A refused call changes nothing (so it does not run eagerly either).

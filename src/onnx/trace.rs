@@ -564,7 +564,8 @@ pub(crate) fn own_gradient(out: &Tensor, op: &str) {
     });
 }
 
-/// Refuses `what` (a backward pass) inside any capture, before it changes anything.
+/// Refuses `what` (a backward pass, an optimizer step) inside any capture, before it changes
+/// anything.
 pub(crate) fn refuse_under_capture(what: &str) -> Result<()> {
     if ACTIVE.load(Ordering::Relaxed) == 0 {
         return Ok(());
@@ -573,7 +574,7 @@ pub(crate) fn refuse_under_capture(what: &str) -> Result<()> {
         let mut r = r.try_borrow_mut().ok()?;
         let r = r.as_mut()?;
         let why = format!(
-            "{}: {what} inside the traced forward pass; a graph holds the forward pass only (call {what} on its outputs)",
+            "{}: {what} inside the traced forward pass; a graph holds the forward pass only",
             r.what
         );
         r.error.get_or_insert_with(|| Error::msg(why.clone()));
@@ -699,8 +700,12 @@ pub(crate) fn capture(
     match out {
         Ok(out) => Ok((out, tracer)),
         // The recorder's reason when it refused something (the refusal may be what failed).
-        Err(e) => Err(match tracer.error {
+        Err(e) => Err(match tracer.error.take() {
             Some(error) => Failed { error, own: false },
+            None if tracer.unrecorded_read => Failed {
+                error: tracer.unrecorded_read_error(),
+                own: false,
+            },
             None => Failed {
                 error: e,
                 own: true,

@@ -195,6 +195,7 @@ impl Adam {
 
 impl Optimizer for Adam {
     fn step(&mut self) -> Result<()> {
+        crate::onnx::trace::refuse_under_capture("an optimizer step")?;
         let _p = crate::profiler::scope("Optimizer.step#Adam.step");
         let _g = crate::no_grad();
         let (b1, b2) = self.betas;

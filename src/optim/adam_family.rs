@@ -76,6 +76,7 @@ fn op() -> &'static str {
 
 impl Optimizer for Adamax {
     fn step(&mut self) -> Result<()> {
+        crate::onnx::trace::refuse_under_capture("an optimizer step")?;
         let _p = crate::profiler::scope("Optimizer.step#Adamax.step");
         let _g = crate::no_grad();
         let (b1, b2) = self.o.betas;
@@ -234,6 +235,7 @@ impl NAdam {
 
 impl Optimizer for NAdam {
     fn step(&mut self) -> Result<()> {
+        crate::onnx::trace::refuse_under_capture("an optimizer step")?;
         let _p = crate::profiler::scope("Optimizer.step#NAdam.step");
         let _g = crate::no_grad();
         let (b1, b2) = self.o.betas;
@@ -339,6 +341,7 @@ impl RAdam {
 
 impl Optimizer for RAdam {
     fn step(&mut self) -> Result<()> {
+        crate::onnx::trace::refuse_under_capture("an optimizer step")?;
         let _p = crate::profiler::scope("Optimizer.step#RAdam.step");
         let _g = crate::no_grad();
         let (b1, b2) = self.o.betas;

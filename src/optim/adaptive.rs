@@ -84,6 +84,7 @@ impl Adadelta {
 
 impl Optimizer for Adadelta {
     fn step(&mut self) -> Result<()> {
+        crate::onnx::trace::refuse_under_capture("an optimizer step")?;
         let _p = crate::profiler::scope("Optimizer.step#Adadelta.step");
         let _g = crate::no_grad();
         let rho = self.o.rho;
@@ -187,6 +188,7 @@ impl Adagrad {
 
 impl Optimizer for Adagrad {
     fn step(&mut self) -> Result<()> {
+        crate::onnx::trace::refuse_under_capture("an optimizer step")?;
         let _p = crate::profiler::scope("Optimizer.step#Adagrad.step");
         let _g = crate::no_grad();
         for (gi, g) in self.groups.iter().enumerate() {

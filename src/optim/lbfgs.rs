@@ -455,6 +455,7 @@ fn cubic_interpolate(
 impl Optimizer for LBFGS {
     /// Refused: L-BFGS re-evaluates the model, so it needs [`Optimizer::step_closure`].
     fn step(&mut self) -> Result<()> {
+        crate::onnx::trace::refuse_under_capture("an optimizer step")?;
         Err(Error::arg(
             "LBFGS",
             "step() missing 1 required positional argument: 'closure' (use step_closure)",

@@ -474,8 +474,6 @@ pub(crate) fn check_eps_betas(op: &'static str, eps: f64, (b1, b2): (f64, f64)) 
 /// The gradient an update uses: `p.grad()` negated under `maximize`, plus `weight_decay * p`
 /// (L2) when `l2`; `None` when the parameter has no gradient.
 pub(crate) fn grad_of(p: &Tensor, maximize: bool, l2: bool, wd: f64) -> Result<Option<Tensor>> {
-    // Under a compile capture: refused before the optimizer's state (a step count) moves.
-    crate::onnx::trace::before_write(p, "optimizer step")?;
     let Some(mut d) = p.grad() else {
         return Ok(None);
     };

@@ -91,6 +91,7 @@ impl RMSprop {
 
 impl Optimizer for RMSprop {
     fn step(&mut self) -> Result<()> {
+        crate::onnx::trace::refuse_under_capture("an optimizer step")?;
         let _p = crate::profiler::scope("Optimizer.step#RMSprop.step");
         let _g = crate::no_grad();
         let a = self.alpha;

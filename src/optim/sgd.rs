@@ -105,6 +105,7 @@ impl Sgd {
 
 impl Optimizer for Sgd {
     fn step(&mut self) -> Result<()> {
+        crate::onnx::trace::refuse_under_capture("an optimizer step")?;
         let _p = crate::profiler::scope("Optimizer.step#Sgd.step");
         let _g = crate::no_grad();
         for (gi, g) in self.groups.iter().enumerate() {
