@@ -474,14 +474,16 @@ impl Cache {
                 if let Plan::Graph(_, guards) = &e.plan {
                     if guards.iter().any(Guard::changed) {
                         let n = match stale.iter_mut().find(|(s, _)| *s == e.sig) {
-                            Some((_, n)) => n,
+                            Some((_, n)) => {
+                                *n += 1;
+                                *n
+                            }
                             None => {
-                                stale.push((e.sig.clone(), 0));
-                                &mut stale.last_mut().expect("pushed").1
+                                stale.push((e.sig.clone(), 1));
+                                1
                             }
                         };
-                        *n += 1;
-                        e.plan = if *n > limit {
+                        e.plan = if n > limit {
                             Plan::Eager(format!("a value the graph holds as it was at capture was written {n} times (recompiling each time would cost more than running eagerly)"))
                         } else {
                             Plan::Stale

@@ -344,3 +344,31 @@ fn aliases_nesting_and_optimizer_steps() -> Result<()> {
     assert!(e.eager[0].1.contains("an optimizer step inside"), "{e}");
     Ok(())
 }
+
+/// A graph whose held value is written before every call recompiles each time, up to
+/// `cache_size_limit` times; then the signature runs eagerly, still with eager's values.
+#[test]
+fn graphs_that_keep_going_stale_run_eagerly() -> Result<()> {
+    let dev = Device::Cpu;
+    let mask = Tensor::from_vec(vec![true, false, true], [3], &dev)?;
+    let f = |xs: &[Tensor]| -> Result<Vec<Tensor>> {
+        Ok(vec![Tensor::where_cond(&mask, &xs[0], &xs[0].neg()?)?])
+    };
+    let fast = compile_with(
+        f,
+        CompileOptions {
+            cache_size_limit: 2,
+            ..Default::default()
+        },
+    );
+    let x = Tensor::randn([3], &dev)?;
+    for flip in [false, true, false, true, false] {
+        mask.copy_(&Tensor::from_vec(vec![flip, !flip, true], [3], &dev)?)?;
+        let got = fast.call(std::slice::from_ref(&x))?.remove(0);
+        assert_eq!(bits(&got), bits(&f(std::slice::from_ref(&x))?[0]));
+    }
+    let e = fast.explain();
+    assert_eq!((e.stats.graphs, e.stats.eager_calls), (3, 2), "{e}");
+    assert!(e.eager[0].1.contains("written 3 times"), "{e}");
+    Ok(())
+}
