@@ -111,6 +111,30 @@ fn is_inf_f(x: f32) -> bool {
 // and pow(1, e) = 1, NaN included; else NaN for a NaN operand; the limits at infinite
 // exponents, zero and infinite bases with the sign of an odd integral exponent; NaN for a
 // negative base and a non-integral exponent; else `pow(|x|, e)` with that sign.
+// `x ** e` for a scalar exponent: PyTorch's forms for 2, 3, -2, 0.5, -0.5 and -1 (products,
+// `sqrt`, a division; the CPU's `UnaryOp::cpu`), else `pow_f`.
+fn pow_scalar_f(x: f32, e: f32) -> f32 {
+    if (e == 2.0) {
+        return x * x;
+    }
+    if (e == 3.0) {
+        return x * x * x;
+    }
+    if (e == -2.0) {
+        return 1.0 / (x * x);
+    }
+    if (e == 0.5) {
+        return sqrt(x);
+    }
+    if (e == -0.5) {
+        return 1.0 / sqrt(x);
+    }
+    if (e == -1.0) {
+        return 1.0 / x;
+    }
+    return pow_f(x, e);
+}
+
 fn pow_f(x: f32, e: f32) -> f32 {
     let nx = is_nan_f(x);
     let ne = is_nan_f(e);

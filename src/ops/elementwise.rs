@@ -152,7 +152,7 @@ impl UnaryOp {
             // NaN in the input or either bound propagates (WGSL's min/max need not).
             Clamp(..) => "min_nan(max_nan(x, p0), p1)",
             Erf => "erf_f(x)",
-            PowScalar(_) => "pow_f(x, p0)",
+            PowScalar(_) => "pow_scalar_f(x, p0)",
             AddScalar(_) => "x + p0",
             MulScalar(_) => "x * p0",
             DivScalar(_) => "x / p0",
@@ -231,6 +231,14 @@ impl UnaryOp {
                 }
             }
             Erf => x.erf(),
+            // PyTorch's forms for these exponents (its CPU kernel's `x * x * x`, `1 / sqrt(x)`,
+            // ...): its values, and no `powf` where a product gives them.
+            PowScalar(2.0) => x * x,
+            PowScalar(3.0) => x * x * x,
+            PowScalar(-2.0) => one / (x * x),
+            PowScalar(0.5) => x.sqrt(),
+            PowScalar(-0.5) => one / x.sqrt(),
+            PowScalar(-1.0) => one / x,
             PowScalar(e) => x.powf(R::of(e)),
             AddScalar(c) => x + R::of(c),
             MulScalar(c) => x * R::of(c),

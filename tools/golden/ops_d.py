@@ -1,6 +1,7 @@
 """Goldens for rounding and division remainders: floor, ceil, round (halves to even), trunc, remainder
 (the divisor's sign, Python's %) and fmod (the dividend's sign), in f32, f16, int64 and int32, with
-negative operands on both sides, broadcasting, views, scalars and special values.
+negative operands on both sides, broadcasting, views, scalars and special values; and pow with the
+scalar exponents PyTorch computes by products, square roots and division.
 
     python tools/golden/ops_d.py
 """
@@ -99,5 +100,14 @@ for name, fn in [("remainder", torch.remainder), ("fmod", torch.fmod)]:
     add(f"{name}_scalar_float_on_int", op, lambda a, fn=fn: fn(a, 2.5), [T([-7, 7, 0, 8])], {"other": 2.5})
     add(f"{name}_scalar_f32", op, lambda a, fn=fn: fn(a, -1.5), [r(2, 3, scale=6.0)], {"other": -1.5})
     add(f"{name}_scalar_f16", op, lambda a, fn=fn: fn(a, 0.75), [T([-7.5, 7.5, 1.0, -2.0])], {"other": 0.75}, **HALF)
+
+# pow with a scalar exponent: PyTorch's CPU forms for 2, 3 and -2 (products), 0.5 and -0.5 (a square
+# root) and -1 (a division), special values included (the root of -inf is NaN, not pow's inf).
+pow_special = T([-0.0, 0.0, -inf, inf, nan, -2.5, 1e-10, -1e-10, 3.0, 0.1])
+for e in [2.0, 3.0, -2.0, 0.5, -0.5, -1.0]:
+    base = r(3, 4).abs() + 0.5 if e in (0.5, -0.5) else r(3, 4)
+    add(f"pow_scalar_{e}", "torch.pow", lambda x, e=e: torch.pow(x, e), [base], {"exponent": e})
+    add(f"pow_scalar_{e}_special", "torch.pow", lambda x, e=e: torch.pow(x, e), [pow_special], {"exponent": e},
+        grad=[])
 
 write("ops_d", cases, "tools/golden/ops_d.py")

@@ -41,9 +41,14 @@ macro_rules! mono_unary {
                 let $f = inlined(#[inline(always)] move |x| $s(a).cpu(x));
                 $body
             })*
-            // `x.pow(2)` (the squared norms of gradient clipping) is `x * x`, exactly.
+            // `x.pow(2)` (the squared norms of gradient clipping) and `x.pow(3)` (tanh-GELU
+            // written as ops) are products ([`UnaryOp::cpu`]), each in its own loop.
             PowScalar(e) if e == 2.0 => {
                 let $f = inlined(#[inline(always)] |x| Square.cpu(x));
+                $body
+            }
+            PowScalar(e) if e == 3.0 => {
+                let $f = inlined(#[inline(always)] |x| PowScalar(3.0).cpu(x));
                 $body
             }
             op => {
