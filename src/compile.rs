@@ -618,9 +618,8 @@ impl Cache {
             .map(|(_, t)| t)
             .or(inputs.first())
             .map_or(Device::Cpu, Tensor::device);
-        let built = Model::load_trainable_bytes(&traced.model.encode_to_vec(), &device)
-            .and_then(|mut m| m.bind_live(&live).map(|_| m))
-            .and_then(|m| {
+        let built =
+            Model::load_compiled(&traced.model.encode_to_vec(), &device, &live).and_then(|m| {
                 let out = m.run(inputs)?;
                 let (_, expected) = &traced.cases[0];
                 export::same_outputs("compile", &out, expected, &traced.output_names)?;

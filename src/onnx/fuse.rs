@@ -2,8 +2,13 @@
 //! have no other reader becomes one [`FusedProgram`], run as one kernel at the tree's last node
 //! (`Graph::fuse_elementwise`). The program holds the ops each node runs, so its results are the
 //! nodes' (see [`crate::ops::fused`]).
+//!
+//! A binary node with a one-element constant operand (a known value: a frozen model's
+//! initializer, a constant a compiled trace made) becomes the scalar op eager runs for it
+//! (`Mul(x, 0.5)` is `mul_scalar(0.5)`, `Pow(x, 3)` is `pow_scalar(3)`, `x * x * x`): one input
+//! fewer, and the values of the op that was traced. Such a node is rewritten even alone.
 
-use super::graph::{Graph, Node};
+use super::graph::{Graph, Node, Value};
 use super::ops::{Ctx, Info, OpDef};
 use crate::ops::fused::{FusedProgram, MAX_FUSED_INPUTS, MAX_FUSED_INSTRS};
 use crate::ops::{BinaryOp, UnaryOp};
@@ -48,6 +53,9 @@ enum Lowering {
     Binary(BinaryOp),
     /// `input 0 * chain(input 0)` (`HardSwish`).
     TimesChain(Vec<UnaryOp>),
+    /// Scalar ops applied in turn to input `.0`: a binary node whose other operand is a
+    /// one-element constant (`Lowering::scalar_operand`).
+    Scalar(usize, Vec<UnaryOp>),
 }
 
 impl Lowering {
@@ -109,18 +117,71 @@ impl Lowering {
         }
     }
 
+    /// A binary lowering with a one-element constant operand `c` (its value known at load) no
+    /// wider than the other operand `x` (so the result has `x`'s shape) as the scalar op eager
+    /// runs for `x op c`, exactly: `x + c`, `x * c` either way round, `x - c` as `x + (-c)`
+    /// (eager's `sub` with a scalar), `c - x` as `(-x) + c`, `x / c`, `x ** c`.
+    fn scalar_operand(self, node: &Node, values: &[Value]) -> Lowering {
+        let Lowering::Binary(op) = self else {
+            return self;
+        };
+        let info = |j: usize| {
+            node.inputs
+                .get(j)
+                .copied()
+                .flatten()
+                .map(|v| &values[v].info)
+        };
+        let rank = |j: usize| info(j)?.shape.as_ref().map(Vec::len);
+        let value = |j: usize| {
+            let t = info(j)?.value.as_ref()?;
+            (t.numel() == 1).then(|| t.item().ok()).flatten()
+        };
+        for (x, c) in [(0, 1), (1, 0)] {
+            let (Some(v), Some(xr), Some(cr)) = (value(c), rank(x), rank(c)) else {
+                continue;
+            };
+            if cr > xr {
+                continue;
+            }
+            use UnaryOp::*;
+            let ops = match (op, c) {
+                (BinaryOp::Add, _) => vec![AddScalar(v)],
+                (BinaryOp::Mul, _) => vec![MulScalar(v)],
+                (BinaryOp::Sub, 1) => vec![AddScalar(-v)],
+                (BinaryOp::Sub, _) => vec![Neg, AddScalar(v)],
+                (BinaryOp::Div, 1) => vec![DivScalar(v)],
+                (BinaryOp::Pow, 1) => vec![PowScalar(v)],
+                _ => continue,
+            };
+            return Lowering::Scalar(x, ops);
+        }
+        self
+    }
+
+    /// The values the node's instructions read, in the order [`Lowering::emit`] takes them.
+    fn reads(&self, node: &Node) -> Vec<usize> {
+        match self {
+            Lowering::Scalar(x, _) => node.inputs[*x].into_iter().collect(),
+            _ => node.inputs.iter().flatten().copied().collect(),
+        }
+    }
+
     fn instrs(&self) -> usize {
         match self {
-            Lowering::Unary(ops) => ops.len(),
+            Lowering::Unary(ops) | Lowering::Scalar(_, ops) => ops.len(),
             Lowering::Binary(_) => 1,
             Lowering::TimesChain(ops) => ops.len() + 1,
         }
     }
 
-    /// Appends the node's instructions over the registers of its inputs; returns its output's.
+    /// Appends the node's instructions over the registers of the values it reads
+    /// ([`Lowering::reads`]); returns its output's.
     fn emit(&self, p: &mut FusedProgram, ins: &[usize]) -> Result<usize> {
         match self {
-            Lowering::Unary(ops) => ops.iter().try_fold(ins[0], |r, &op| p.unary(op, r)),
+            Lowering::Unary(ops) | Lowering::Scalar(_, ops) => {
+                ops.iter().try_fold(ins[0], |r, &op| p.unary(op, r))
+            }
             Lowering::Binary(op) => p.binary(*op, ins[0], ins[1]),
             Lowering::TimesChain(ops) => {
                 let h = ops.iter().try_fold(ins[0], |r, &op| p.unary(op, r))?;
@@ -161,6 +222,7 @@ impl Graph {
                 (plain && float_of_one_dtype().is_some())
                     .then(|| Lowering::of(node))
                     .flatten()
+                    .map(|l| l.scalar_operand(node, &self.values))
             })
             .collect();
         // Grown in execution order: a node absorbs the trees producing its inputs when the
@@ -173,7 +235,7 @@ impl Graph {
                 inputs: Vec::new(),
                 instrs: low.instrs(),
             };
-            let ins: Vec<usize> = self.nodes[k].inputs.iter().flatten().copied().collect();
+            let ins = low.reads(&self.nodes[k]);
             for (j, &v) in ins.iter().enumerate() {
                 let p = producer[v];
                 let child = (p != usize::MAX && readers[v] == 1)
@@ -205,7 +267,11 @@ impl Graph {
             trees[k] = Some(tree);
         }
         for (root, tree) in trees.into_iter().enumerate() {
-            let Some(mut tree) = tree.filter(|t| t.nodes.len() > 1) else {
+            // A tree of one node is rewritten only for its scalar operand.
+            let worth = |t: &Tree| {
+                t.nodes.len() > 1 || matches!(lowerings[t.nodes[0]], Some(Lowering::Scalar(..)))
+            };
+            let Some(mut tree) = tree.filter(worth) else {
                 continue;
             };
             tree.nodes.sort_unstable();
@@ -216,13 +282,13 @@ impl Graph {
             }
             for &k in &tree.nodes {
                 let node = &self.nodes[k];
-                let ins = node
-                    .inputs
+                let low = lowerings[k].as_ref().expect("a tree holds lowered nodes");
+                let ins = low
+                    .reads(node)
                     .iter()
-                    .map(|v| v.and_then(|v| reg[v]))
+                    .map(|&v| reg[v])
                     .collect::<Option<Vec<usize>>>()
                     .ok_or_else(|| Error::msg("internal: a fused tree reads a value it lacks"))?;
-                let low = lowerings[k].as_ref().expect("a tree holds lowered nodes");
                 let out = low.emit(&mut program, &ins)?;
                 reg[node.outputs[0].expect("a lowered node has its output")] = Some(out);
             }

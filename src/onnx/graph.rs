@@ -36,11 +36,26 @@ pub(crate) struct Value {
 
 /// How load treats the model's float initializers.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Weights {
+pub(crate) enum Weights<'a> {
     /// Constants: folded into whatever can be computed at load.
     Frozen,
     /// Parameters to train: never folded away, so that gradients reach them.
     Trainable,
+    /// A compiled graph's: those named here are the live tensors the graph reads
+    /// (`Model::bind_live`), never folded; the rest are constants the trace made, folded like
+    /// [`Weights::Frozen`]'s.
+    Live(&'a [String]),
+}
+
+impl Weights<'_> {
+    /// Whether the float initializer `name` is a parameter (its value unknown at load).
+    fn is_param(&self, name: &str) -> bool {
+        match self {
+            Weights::Frozen => false,
+            Weights::Trainable => true,
+            Weights::Live(names) => names.iter().any(|n| n == name),
+        }
+    }
 }
 
 /// A checked graph in execution order.
@@ -343,12 +358,11 @@ impl Graph {
 
     /// Shape inference and constant folding, in execution order.
     fn infer(&mut self, weights: Weights) -> Result<()> {
-        if weights == Weights::Trainable {
-            // Float initializers are parameters: their values are not known at load.
-            for &id in &self.initializers {
-                if self.values[id].info.dtype.is_float() {
-                    self.values[id].info.value = None;
-                }
+        // Float initializers that are parameters: their values are not known at load.
+        for &id in &self.initializers {
+            let v = &mut self.values[id];
+            if v.info.dtype.is_float() && weights.is_param(&v.name) {
+                v.info.value = None;
             }
         }
         for k in 0..self.nodes.len() {

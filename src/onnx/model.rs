@@ -137,7 +137,7 @@ impl Model {
         }
         graph.outputs.iter().for_each(|&o| read[o] = true);
         let mut named = Vec::new();
-        if weights == Weights::Trainable {
+        if weights != Weights::Frozen {
             let mut stats = vec![false; graph.values.len()];
             for n in graph
                 .nodes
@@ -151,6 +151,13 @@ impl Model {
                 }
             }
             for &id in &graph.initializers {
+                let name = &graph.values[id].name;
+                if let Weights::Live(live) = weights {
+                    // The others are the trace's constants.
+                    if !live.contains(name) {
+                        continue;
+                    }
+                }
                 let param = graph.values[id].info.dtype.is_float() && !stats[id];
                 named.push(Named {
                     name: graph.values[id].name.clone(),
@@ -184,12 +191,25 @@ impl Model {
         })
     }
 
-    /// A model built in trainable mode from a traced module (`compile`): its initializers that
-    /// name one of `live`'s tensors (state_dict name, same dtype and shape) become those very
-    /// tensors, so the model reads the module's current parameters and buffers (an optimizer
-    /// step or a `load_state_dict` is seen, and gradients reach them); the others (constants
-    /// made in the forward pass) stay constants, without gradients.
-    pub(crate) fn bind_live(&mut self, live: &[(String, Tensor)]) -> Result<()> {
+    /// A compiled graph (`compile`'s trace, as bytes): its initializers that name one of
+    /// `live`'s tensors (state_dict name, same dtype and shape) become those very tensors, so
+    /// the model reads the module's current parameters and buffers (an optimizer step or a
+    /// `load_state_dict` is seen, and gradients reach them); the others are the constants the
+    /// forward pass made, known at load (folded where a node reads only constants; a scalar
+    /// operand of an elementwise node becomes a scalar op, as eager ran it).
+    pub(crate) fn load_compiled(
+        bytes: &[u8],
+        device: &Device,
+        live: &[(String, Tensor)],
+    ) -> Result<Model> {
+        let names: Vec<String> = live.iter().map(|(n, _)| n.clone()).collect();
+        let mut m = Model::build(bytes, ExternalData::Refused, device, Weights::Live(&names))?;
+        m.bind_live(live)?;
+        Ok(m)
+    }
+
+    /// Binds the live tensors of [`Model::load_compiled`].
+    fn bind_live(&mut self, live: &[(String, Tensor)]) -> Result<()> {
         for p in &self.named {
             let Some(placed) = self.placed[p.id].as_mut() else {
                 continue;
@@ -284,6 +304,8 @@ impl Model {
         (0..g.nodes.len())
             .filter(|&k| g.runs(k))
             .filter_map(|k| g.nodes[k].fused.as_ref().map(|f| f.op_types.clone()))
+            // A lone node rewritten for its scalar operand fuses nothing.
+            .filter(|types| types.len() > 1)
             .collect()
     }
 

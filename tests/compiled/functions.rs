@@ -372,3 +372,82 @@ fn graphs_that_keep_going_stale_run_eagerly() -> Result<()> {
     assert!(e.eager[0].1.contains("written 3 times"), "{e}");
     Ok(())
 }
+
+/// A one-element constant operand of an elementwise node is the scalar op eager ran, in a
+/// compiled graph and in a frozen ONNX import: `x ** 3` is PyTorch's `x * x * x` (not `powf`,
+/// whose rounding differs) on every device, and `c - x`, `x - c`, `x / c`, `x * c`, `x + c` give
+/// eager's bits on the CPU. The constants are no inputs of the fused kernel: eight of them would
+/// split the chain at six inputs, but it runs as one kernel.
+#[test]
+fn scalar_operands_become_the_scalar_ops_eager_ran() -> Result<()> {
+    let f = |xs: &[Tensor]| -> Result<Vec<Tensor>> {
+        let x = &xs[0];
+        let inner = x.pow_scalar(3.0)?.mul_scalar(0.044715)?.add(x)?;
+        let y = x
+            .rsub_scalar(1.5)?
+            .div_scalar(3.0)?
+            .sub_scalar(0.25)?
+            .add_scalar(0.125)?
+            .mul_scalar(0.75)?
+            .div_scalar(7.0)?
+            .mul(&inner)?;
+        Ok(vec![y, x.pow_scalar(3.0)?])
+    };
+    for dev in devices() {
+        let x = Tensor::randn([64, 33], &dev)?;
+        let cube: Vec<u32> = x
+            .to_vec::<f32>()?
+            .iter()
+            .map(|v| (v * v * v).to_bits())
+            .collect();
+        assert!(
+            bits(&x.pow_scalar(3.0)?) == cube,
+            "{dev}: pow_scalar(3) is not x * x * x"
+        );
+        let fast = compile(f);
+        for _ in 0..3 {
+            let xs = std::slice::from_ref(&x);
+            let (got, want) = (fast.call(xs)?, f(xs)?);
+            assert!(
+                bits(&got[1]) == cube,
+                "{dev}: a lone Pow(x, 3) is not x * x * x"
+            );
+            if !dev.is_gpu() {
+                assert!(
+                    bits(&got[0]) == bits(&want[0]),
+                    "{dev}: graph and eager differ"
+                );
+            } else {
+                // The generated kernel may contract `a * b + c` where eager's kernels could not.
+                assert_close(
+                    &format!("{dev}"),
+                    &vals(&got[0]),
+                    &vals(&want[0]),
+                    1e-5,
+                    1e-6,
+                );
+            }
+        }
+        let e = fast.explain();
+        let groups = &e.graphs[0].fused_groups;
+        assert_eq!(groups.len(), 1, "{e}");
+        assert_eq!(groups[0].len(), 11, "{e}");
+    }
+    // The same graph from a file, loaded frozen: its constants are folded the same way.
+    let dev = Device::Cpu;
+    let x = Tensor::randn([64, 33], &dev)?;
+    let bytes = wgtorch::onnx::export_bytes(
+        &wgtorch::nn::Sequential::new(),
+        std::slice::from_ref(&x),
+        f,
+        Default::default(),
+    )?;
+    let m = wgtorch::onnx::Model::load_bytes(&bytes, &dev)?;
+    assert_eq!(m.fused_groups().len(), 1);
+    let xs = std::slice::from_ref(&x);
+    let (got, want) = (m.run(xs)?, f(xs)?);
+    for (g, e) in got.iter().zip(&want) {
+        assert!(bits(g) == bits(e), "the frozen import and eager differ");
+    }
+    Ok(())
+}
