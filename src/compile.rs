@@ -566,8 +566,12 @@ impl Cache {
         f: &Function,
         sig: &Signature,
     ) -> Result<(Plan, Vec<Tensor>)> {
+        // A compiled graph is never written to a file: it takes the newest opset the importer
+        // reads, whose forms are closest to the ops (GELU is one `Gelu` node, run and
+        // differentiated as eager's `gelu`, not the decomposition older opsets need).
         let options = ExportOptions {
             dynamic_batch: false,
+            opset: *crate::onnx::graph::OPSETS.end(),
             ..Default::default()
         };
         // A capture that fails may have drawn random numbers, or written a buffer in place (a

@@ -5,7 +5,7 @@
 
 use super::elementwise::{inlined, mono_binary, mono_unary};
 use super::vmath::vectorized;
-use super::{for_offsets, par_fill, pool, CpuElem, CpuStorage};
+use super::{for_runs, par_fill, pool, CpuElem, CpuStorage};
 use crate::dtype::Real;
 use crate::ops::fused::{FusedInstr, FusedProgram};
 use crate::ops::{BinaryOp, UnaryOp};
@@ -53,14 +53,26 @@ fn run<T: CpuElem + Real>(p: &FusedProgram, inputs: &[(&CpuStorage, &Layout)]) -
     out
 }
 
-/// Elements `s0..s0 + dst.len()` (row-major) of the view `l` of `v`.
+/// Elements `s0..s0 + dst.len()` (row-major) of the view `l` of `v`: by runs along the
+/// innermost dimension, each a copy or a fill where it can be (a broadcast bias row, a column).
 #[inline]
 fn load<T: Copy>(v: &[T], l: &Layout, s0: usize, dst: &mut [T]) {
     if l.is_contiguous() {
         dst.copy_from_slice(&v[l.offset + s0..l.offset + s0 + dst.len()]);
-    } else {
-        for_offsets(l, s0, dst.len(), |i, o| dst[i] = v[o]);
+        return;
     }
+    for_runs(l, s0, dst.len(), |i, off, run, stride| {
+        let d = &mut dst[i..i + run];
+        match stride {
+            1 => d.copy_from_slice(&v[off..off + run]),
+            0 => d.fill(v[off]),
+            _ => {
+                for (k, o) in d.iter_mut().enumerate() {
+                    *o = v[off + k * stride];
+                }
+            }
+        }
+    });
 }
 
 /// One instruction over a block: `dst = op(src[..])`.

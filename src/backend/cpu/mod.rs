@@ -277,14 +277,29 @@ pub(crate) fn for_offsets(
     len: usize,
     mut f: impl FnMut(usize, usize),
 ) {
+    for_runs(layout, start, len, |i, off, run, stride| {
+        for k in 0..run {
+            f(i + k, off + k * stride);
+        }
+    });
+}
+
+/// [`for_offsets`] by runs along the innermost dimension: `f(i, offset, run, stride)` stands for
+/// elements `i..i + run`, at `offset + k * stride` for `k < run` (a copy where `stride` is 1, a
+/// fill where it is 0).
+#[inline]
+pub(crate) fn for_runs(
+    layout: &Layout,
+    start: usize,
+    len: usize,
+    mut f: impl FnMut(usize, usize, usize, usize),
+) {
     let nd = layout.shape.len();
     if len == 0 {
         return;
     }
     if nd == 0 {
-        if len > 0 {
-            f(0, layout.offset);
-        }
+        f(0, layout.offset, 1, 0);
         return;
     }
     let shape = &layout.shape;
@@ -310,9 +325,7 @@ pub(crate) fn for_offsets(
     while i < len {
         // Walk the innermost dimension without re-deriving the index.
         let run = (ls - idx[last]).min(len - i);
-        for k in 0..run {
-            f(i + k, off + k * lst);
-        }
+        f(i, off, run, lst);
         i += run;
         idx[last] += run;
         off += run * lst;
