@@ -121,13 +121,14 @@ impl FusedProgram {
     }
 
     /// An empty gradient program ([`FusedProgram::input_grads`]): it reads up to the forward
-    /// program's inputs and the upstream gradient, one more than [`MAX_FUSED_INPUTS`] (on an
-    /// adapter without the bindings for it, [`run`](Self::run) runs its ops).
+    /// program's inputs, the upstream gradient and the forward output, two more than
+    /// [`MAX_FUSED_INPUTS`] (on an adapter without the bindings for it, [`run`](Self::run) runs
+    /// its ops).
     pub(crate) fn for_gradient(inputs: usize) -> Result<FusedProgram> {
-        if !(1..=MAX_FUSED_INPUTS + 1).contains(&inputs) {
+        if !(1..=MAX_FUSED_INPUTS + 2).contains(&inputs) {
             return Err(Error::msg(format!(
                 "internal: a gradient program reads 1 to {} inputs, got {inputs}",
-                MAX_FUSED_INPUTS + 1
+                MAX_FUSED_INPUTS + 2
             )));
         }
         Ok(FusedProgram {
@@ -298,7 +299,7 @@ impl FusedProgram {
         drop(guards);
         let out = Tensor::from_storage(s, &shape, inputs[0].device());
         Ok(match grads {
-            Some(g) => super::fused_grad::record_fused(out, inputs, g),
+            Some(g) => super::fused_grad::record_fused(out, self, inputs, g),
             None => out,
         })
     }

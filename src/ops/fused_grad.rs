@@ -3,10 +3,14 @@
 //! rules eager autograd runs), so that a fused chain trains as one kernel forward and one kernel
 //! per input backward instead of one kernel per op each way.
 //!
-//! An input's gradient program reads the forward inputs it needs and the upstream gradient,
-//! recomputes the forward registers it needs (cheaper than keeping them: they would be
-//! intermediates the fused kernel never writes), and runs the rules in reverse. Its result has
-//! the output's shape and is then summed to the input's shape, as eager's binary ops do.
+//! An input's gradient program reads the forward inputs it needs, the upstream gradient and the
+//! forward output where the last op's rule reads it (`tanh`, `sigmoid`, `exp`, `sqrt`: saved,
+//! as eager saves it, so the chain is not recomputed for it; an in-place change of the output
+//! before the backward pass is then eager's error), recomputes the other forward registers it
+//! needs (cheaper than keeping them: they would be intermediates the fused kernel never writes),
+//! and runs the rules in reverse. Its result has the output's shape and is then summed to the
+//! input's shape, as eager's binary ops do. Under `create_graph` the output is recomputed by the
+//! forward program, so that the gradient stays differentiable through it.
 //!
 //! Each value is computed with the ops eager autograd uses, in the same order, so the result is
 //! eager's up to reassociation: a register narrower than the output has its gradient summed
@@ -16,7 +20,7 @@
 
 use super::elementwise::Emit;
 use super::fused::{FusedInstr, FusedProgram};
-use crate::autograd::{record, Saved, SavedState};
+use crate::autograd::{is_grad_enabled, record, Saved, SavedState};
 use crate::ops::{BinaryOp, UnaryOp};
 use crate::{Result, Tensor};
 
@@ -26,7 +30,7 @@ pub(crate) enum InputGrad {
     /// It is `g` itself (`a` in `a + b`).
     Upstream,
     /// `program` over the listed operands: index `i < inputs` is forward input `i`, index
-    /// `inputs` is `g`.
+    /// `inputs` is `g`, index `inputs + 1` the forward output.
     Program(FusedProgram, Vec<usize>),
 }
 
@@ -35,7 +39,7 @@ impl SavedState for InputGrad {}
 /// Registers of the program being differentiated, appended to without limits (the programs cut
 /// from it are checked against [`FusedProgram`]'s).
 struct Tape {
-    /// Operands: the forward inputs, then `g`.
+    /// Operands: the forward inputs, then `g`, then the forward output.
     operands: usize,
     instrs: Vec<FusedInstr>,
 }
@@ -58,8 +62,8 @@ impl Tape {
     fn cut(&self, r: usize) -> Result<Option<InputGrad>> {
         let n = self.operands;
         if r < n {
-            // `g` itself; a forward input is never a gradient.
-            return Ok((r == n - 1).then_some(InputGrad::Upstream));
+            // `g` itself; a forward input or output is never a gradient.
+            return Ok((r == n - 2).then_some(InputGrad::Upstream));
         }
         let mut live = vec![false; n + self.instrs.len()];
         live[r] = true;
@@ -103,10 +107,11 @@ impl FusedProgram {
     /// one under eager autograd.
     pub(crate) fn input_grads(&self, wanted: &[bool]) -> Result<Option<Vec<Option<InputGrad>>>> {
         let n = self.inputs();
-        // Forward register r is tape register r (an input) or r + 1 (`g` sits at n).
-        let at = |r: usize| if r < n { r } else { r + 1 };
+        // Forward register r is tape register r (an input) or r + 2 (`g` sits at n, the
+        // forward output at n + 1).
+        let at = |r: usize| if r < n { r } else { r + 2 };
         let mut tape = Tape {
-            operands: n + 1,
+            operands: n + 2,
             instrs: Vec::new(),
         };
         for i in self.instrs() {
@@ -133,9 +138,11 @@ impl FusedProgram {
         if let Some(last) = adj.last_mut() {
             *last = Some(n); // the output's gradient is `g`
         }
+        let last = self.instrs().len() - 1;
         for (m, i) in self.instrs().iter().enumerate().rev() {
             let Some(g) = adj[n + m] else { continue };
-            let y = at(n + m);
+            // The last op's value is the saved output.
+            let y = if m == last { n + 1 } else { at(n + m) };
             let contributions = match *i {
                 FusedInstr::Unary { .. } if !needs[n + m] => Vec::new(),
                 FusedInstr::Unary { op, x } => {
@@ -179,47 +186,85 @@ impl FusedProgram {
     }
 }
 
+impl SavedState for FusedProgram {}
+
 /// Attaches the fused program's backward node to `out` (computed from `inputs` by `program`'s
-/// kernel) with the gradient programs `grads` ([`FusedProgram::input_grads`]).
+/// kernel) with the gradient programs `grads` ([`FusedProgram::input_grads`]). The output is
+/// saved only where a gradient program reads it.
 pub(crate) fn record_fused(
     out: Tensor,
+    program: &FusedProgram,
     inputs: &[&Tensor],
     grads: Vec<Option<InputGrad>>,
 ) -> Tensor {
+    let n = inputs.len();
     let saved: Vec<Saved> = inputs.iter().map(|t| Saved::new(t)).collect();
-    record(out, "fused", inputs, (grads, saved), |(grads, saved), g| {
-        // Inputs with the same gradient program (`a` and `b` of `relu(a + b)`) share its run.
-        let mut done: Vec<(usize, Tensor)> = Vec::new();
-        let mut out = Vec::with_capacity(grads.len());
-        for (j, (how, x)) in grads.iter().zip(saved).enumerate() {
-            let d = match how {
-                None => {
-                    out.push(None);
-                    continue;
+    let reads_output = grads
+        .iter()
+        .any(|g| matches!(g, Some(InputGrad::Program(_, reads)) if reads.contains(&(n + 1))));
+    let output = reads_output.then(|| Saved::output(&out, "fused"));
+    let state = (grads, saved, program.clone(), output);
+    record(
+        out,
+        "fused",
+        inputs,
+        state,
+        |(grads, saved, program, output), g| {
+            // The forward output: saved, or recomputed by the forward program under create_graph
+            // (so that the gradient is differentiable through it), once.
+            let mut y: Option<Tensor> = None;
+            let mut forward_output = || -> Result<Tensor> {
+                if let Some(y) = &y {
+                    return Ok(y.clone());
                 }
-                Some(InputGrad::Upstream) => g.clone(),
-                Some(InputGrad::Program(p, reads)) => {
-                    let same = done.iter().find(|(k, _)| grads[*k] == *how);
-                    match same {
-                        Some((_, d)) => d.clone(),
-                        None => {
-                            let operands = reads
-                                .iter()
-                                .map(|&i| match saved.get(i) {
-                                    Some(s) => s.get(),
-                                    None => Ok(g.clone()),
-                                })
-                                .collect::<Result<Vec<Tensor>>>()?;
-                            let refs: Vec<&Tensor> = operands.iter().collect();
-                            let d = p.run(&refs)?;
-                            done.push((j, d.clone()));
-                            d
+                let saved_output = output
+                    .as_ref()
+                    .ok_or_else(|| crate::Error::msg("internal: the fused output was not saved"))?;
+                let v = if is_grad_enabled() {
+                    saved_output.get()?;
+                    let xs = saved.iter().map(Saved::get).collect::<Result<Vec<_>>>()?;
+                    program.run(&xs.iter().collect::<Vec<_>>())?
+                } else {
+                    saved_output.get()?
+                };
+                y = Some(v.clone());
+                Ok(v)
+            };
+            let n = saved.len();
+            // Inputs with the same gradient program (`a` and `b` of `relu(a + b)`) share its run.
+            let mut done: Vec<(usize, Tensor)> = Vec::new();
+            let mut out = Vec::with_capacity(grads.len());
+            for (j, (how, x)) in grads.iter().zip(saved).enumerate() {
+                let d = match how {
+                    None => {
+                        out.push(None);
+                        continue;
+                    }
+                    Some(InputGrad::Upstream) => g.clone(),
+                    Some(InputGrad::Program(p, reads)) => {
+                        let same = done.iter().find(|(k, _)| grads[*k] == *how);
+                        match same {
+                            Some((_, d)) => d.clone(),
+                            None => {
+                                let operands = reads
+                                    .iter()
+                                    .map(|&i| match i {
+                                        i if i < n => saved[i].get(),
+                                        i if i == n => Ok(g.clone()),
+                                        _ => forward_output(),
+                                    })
+                                    .collect::<Result<Vec<Tensor>>>()?;
+                                let refs: Vec<&Tensor> = operands.iter().collect();
+                                let d = p.run(&refs)?;
+                                done.push((j, d.clone()));
+                                d
+                            }
                         }
                     }
-                }
-            };
-            out.push(Some(d.sum_to(x.shape())?));
-        }
-        Ok(out)
-    })
+                };
+                out.push(Some(d.sum_to(x.shape())?));
+            }
+            Ok(out)
+        },
+    )
 }

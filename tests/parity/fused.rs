@@ -522,3 +522,78 @@ fn a_constant_exponent_keeps_the_gradient_fused() -> Result<()> {
     }
     Ok(())
 }
+
+/// A program whose last op's rule reads its value (`exp`, `sqrt`, `rsqrt`, `tanh`, `sigmoid`)
+/// saves its output for the backward pass, as eager does, instead of recomputing the chain: the
+/// gradients are eager's (bit for bit on the CPU), the second derivative too (the output is
+/// recomputed, differentiably, under `create_graph`), and an in-place change of the output
+/// before `backward()` is eager's error (the saved value is checked, as eager's is).
+#[test]
+fn a_saved_output_gives_eager_gradients_and_errors() -> Result<()> {
+    use UnaryOp::*;
+    for dev in super::common::devices() {
+        let [a, b, c] = inputs(&dev, DType::F32, false)?;
+        for op in [Exp, Sqrt, Rsqrt, Tanh, Sigmoid] {
+            // op(a * b + c): three inputs, the chain recomputed without the saved output.
+            let mut p = FusedProgram::new(3)?;
+            let m = p.binary(BinaryOp::Mul, 0, 1)?;
+            let s = p.binary(BinaryOp::Add, m, 2)?;
+            p.unary(op, s)?;
+            let w = Tensor::randn([5, 7], &dev)?;
+            let base = [a.clone(), b.clone(), c.clone()];
+            let (fused, node) = grads_of(&p, &base, [true; 3], &w, true)?;
+            let (eager, _) = grads_of(&p, &base, [true; 3], &w, false)?;
+            assert_eq!(node, "fused", "{op:?}");
+            for (k, (f, e)) in fused.iter().zip(&eager).enumerate() {
+                let what = format!("{op:?} input {k} on {dev}");
+                if !dev.is_gpu() {
+                    assert!(bits(f) == bits(e), "{what}: fused and eager differ");
+                    continue;
+                }
+                let (f, e) = (f.to_vec::<f32>()?, e.to_vec::<f32>()?);
+                for (x, y) in f.iter().zip(&e) {
+                    let ok = (x.is_nan() && y.is_nan()) || (x - y).abs() <= 1e-4 * (1.0 + y.abs());
+                    assert!(ok, "{what}: {x} vs {y}");
+                }
+            }
+            // Written in place after the forward pass: eager's error, not a gradient.
+            let leaves: Vec<Tensor> = base
+                .iter()
+                .map(|t| t.detach().requires_grad_(true))
+                .collect();
+            let y = p.run(&leaves.iter().collect::<Vec<_>>())?;
+            let alias = y.detach();
+            alias.fill_(1.0)?;
+            let err = y.sum_all()?.backward().unwrap_err().to_string();
+            assert!(
+                err.contains("modified by an inplace operation"),
+                "{op:?}: {err}"
+            );
+        }
+    }
+    // The second derivative through the saved output, against eager's (f64, CPU).
+    let dev = Device::Cpu;
+    let mut p = FusedProgram::new(2)?;
+    let m = p.binary(BinaryOp::Mul, 0, 1)?;
+    p.unary(UnaryOp::Tanh, m)?;
+    let x = Tensor::from_vec(vec![0.3f64, -1.2, 0.8], [3], &dev)?;
+    let k = Tensor::from_vec(vec![1.5f64, 0.5, -2.0], [3], &dev)?;
+    let second = |fused: bool| -> Result<Vec<f64>> {
+        let xl = x.detach().requires_grad_(true);
+        let out = if fused {
+            p.run(&[&xl, &k])?
+        } else {
+            p.eager(&[&xl, &k])?
+        };
+        out.sum_all()?.backward_with(None, false, true)?;
+        let g = xl.grad().expect("a gradient");
+        xl.set_grad(None);
+        g.sum_all()?.backward()?;
+        xl.grad().expect("a second gradient").to_vec::<f64>()
+    };
+    let (f, e) = (second(true)?, second(false)?);
+    for (a, b) in f.iter().zip(&e) {
+        assert!((a - b).abs() <= 1e-12 * (1.0 + b.abs()), "{f:?} vs {e:?}");
+    }
+    Ok(())
+}
