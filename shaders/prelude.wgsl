@@ -106,11 +106,6 @@ fn is_inf_f(x: f32) -> bool {
     return (bitcast<u32>(x) & 0x7fffffffu) == 0x7f800000u;
 }
 
-// pow with C's (and so PyTorch's) special values, which WGSL's `pow` leaves undefined and
-// llvmpipe's gets wrong (pow(NaN, 2) = 0, pow(0, -1) = 0, pow(1, inf) = NaN): pow(x, ±0) = 1
-// and pow(1, e) = 1, NaN included; else NaN for a NaN operand; the limits at infinite
-// exponents, zero and infinite bases with the sign of an odd integral exponent; NaN for a
-// negative base and a non-integral exponent; else `pow(|x|, e)` with that sign.
 // `x ** e` for a scalar exponent: PyTorch's forms for 2, 3, -2, 0.5, -0.5 and -1 (products,
 // `sqrt`, a division; the CPU's `UnaryOp::cpu`), else `pow_f`.
 fn pow_scalar_f(x: f32, e: f32) -> f32 {
@@ -135,6 +130,11 @@ fn pow_scalar_f(x: f32, e: f32) -> f32 {
     return pow_f(x, e);
 }
 
+// pow with C's (and so PyTorch's) special values, which WGSL's `pow` leaves undefined and
+// llvmpipe's gets wrong (pow(NaN, 2) = 0, pow(0, -1) = 0, pow(1, inf) = NaN): pow(x, ±0) = 1
+// and pow(1, e) = 1, NaN included; else NaN for a NaN operand; the limits at infinite
+// exponents, zero and infinite bases with the sign of an odd integral exponent; NaN for a
+// negative base and a non-integral exponent; else `pow(|x|, e)` with that sign.
 fn pow_f(x: f32, e: f32) -> f32 {
     let nx = is_nan_f(x);
     let ne = is_nan_f(e);

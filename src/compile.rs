@@ -571,7 +571,7 @@ impl Cache {
         // differentiated as eager's `gelu`, not the decomposition older opsets need).
         let options = ExportOptions {
             dynamic_batch: false,
-            opset: *crate::onnx::graph::OPSETS.end(),
+            opset: *crate::onnx::OPSETS.end(),
             ..Default::default()
         };
         // A capture that fails may have drawn random numbers, or written a buffer in place (a

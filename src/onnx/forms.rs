@@ -189,11 +189,23 @@ pub(crate) fn binary(
     Ok(())
 }
 
-/// `x op c` for a scalar `c`, as a 0-d constant of the result's type.
+/// `x op c` for a scalar `c`, as a 0-d constant of the result's type. A compiled graph's `Pow`
+/// is marked `wgtorch_pow_scalar` (read by the importer only): it is `pow_scalar`, with its
+/// forms (`x * x * x` for 3, a square root for 0.5), where ONNX's `Pow` is C's `pow`.
 pub(crate) fn scalar(r: &mut Tracer, op: BinaryOp, x: &Tensor, c: f64, out: &Tensor) -> Result<()> {
     let k = Tensor::full_dtype([0usize; 0], c, out.dtype(), &Device::Cpu)?;
-    binary(r, op, x, &k, out)
+    let before = r.nodes.len();
+    binary(r, op, x, &k, out)?;
+    if op == BinaryOp::Pow && r.live_params {
+        if let Some(node) = r.nodes[before..].iter_mut().find(|n| n.op_type() == "Pow") {
+            node.attribute.push(attr_i(POW_SCALAR, 1));
+        }
+    }
+    Ok(())
 }
+
+/// The mark of a compiled graph's `Pow` node that eager ran as `pow_scalar` ([`scalar`]).
+pub(crate) const POW_SCALAR: &str = "wgtorch_pow_scalar";
 
 /// `torch.where(cond, a, b)`.
 pub(crate) fn where_cond(

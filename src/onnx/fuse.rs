@@ -5,8 +5,10 @@
 //!
 //! A binary node with a one-element constant operand (a known value: a frozen model's
 //! initializer, a constant a compiled trace made) becomes the scalar op eager runs for it
-//! (`Mul(x, 0.5)` is `mul_scalar(0.5)`, `Pow(x, 3)` is `pow_scalar(3)`, `x * x * x`): one input
-//! fewer, and the values of the op that was traced. Such a node is rewritten even alone.
+//! (`Mul(x, 0.5)` is `mul_scalar(0.5)`): one input fewer, the same bits. `Pow` is C's `pow` in
+//! ONNX, which `pow_scalar`'s forms (`x * x * x`, a square root) are not: only a compiled
+//! graph's `Pow` that eager ran as `pow_scalar` (marked `wgtorch_pow_scalar` by the tracer)
+//! becomes it. Such a node is rewritten even alone.
 
 use super::graph::{Graph, Node, Value};
 use super::ops::{Ctx, Info, OpDef};
@@ -120,7 +122,8 @@ impl Lowering {
     /// A binary lowering with a one-element constant operand `c` (its value known at load) no
     /// wider than the other operand `x` (so the result has `x`'s shape) as the scalar op eager
     /// runs for `x op c`, exactly: `x + c`, `x * c` either way round, `x - c` as `x + (-c)`
-    /// (eager's `sub` with a scalar), `c - x` as `(-x) + c`, `x / c`, `x ** c`.
+    /// (eager's `sub` with a scalar), `c - x` as `(-x) + c`, `x / c`; and `x ** c` where the
+    /// tracer marked it `pow_scalar`.
     fn scalar_operand(self, node: &Node, values: &[Value]) -> Lowering {
         let Lowering::Binary(op) = self else {
             return self;
@@ -137,6 +140,11 @@ impl Lowering {
             let t = info(j)?.value.as_ref()?;
             (t.numel() == 1).then(|| t.item().ok()).flatten()
         };
+        let ctx = Ctx {
+            node,
+            host: Vec::new(),
+        };
+        let pow_scalar = matches!(ctx.i(super::forms::POW_SCALAR, 0), Ok(1));
         for (x, c) in [(0, 1), (1, 0)] {
             let (Some(v), Some(xr), Some(cr)) = (value(c), rank(x), rank(c)) else {
                 continue;
@@ -151,7 +159,7 @@ impl Lowering {
                 (BinaryOp::Sub, 1) => vec![AddScalar(-v)],
                 (BinaryOp::Sub, _) => vec![Neg, AddScalar(v)],
                 (BinaryOp::Div, 1) => vec![DivScalar(v)],
-                (BinaryOp::Pow, 1) => vec![PowScalar(v)],
+                (BinaryOp::Pow, 1) if pow_scalar => vec![PowScalar(v)],
                 _ => continue,
             };
             return Lowering::Scalar(x, ops);

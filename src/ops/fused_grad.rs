@@ -202,69 +202,64 @@ pub(crate) fn record_fused(
     let reads_output = grads
         .iter()
         .any(|g| matches!(g, Some(InputGrad::Program(_, reads)) if reads.contains(&(n + 1))));
-    let output = reads_output.then(|| Saved::output(&out, "fused"));
-    let state = (grads, saved, program.clone(), output);
-    record(
-        out,
-        "fused",
-        inputs,
-        state,
-        |(grads, saved, program, output), g| {
-            // The forward output: saved, or recomputed by the forward program under create_graph
-            // (so that the gradient is differentiable through it), once.
-            let mut y: Option<Tensor> = None;
-            let mut forward_output = || -> Result<Tensor> {
-                if let Some(y) = &y {
-                    return Ok(y.clone());
-                }
-                let saved_output = output
-                    .as_ref()
-                    .ok_or_else(|| crate::Error::msg("internal: the fused output was not saved"))?;
-                let v = if is_grad_enabled() {
-                    saved_output.get()?;
-                    let xs = saved.iter().map(Saved::get).collect::<Result<Vec<_>>>()?;
-                    program.run(&xs.iter().collect::<Vec<_>>())?
-                } else {
-                    saved_output.get()?
-                };
-                y = Some(v.clone());
-                Ok(v)
+    // The output, and the program that recomputes it under create_graph.
+    let output = reads_output.then(|| (Saved::output(&out, "fused"), program.clone()));
+    let state = (grads, saved, output);
+    record(out, "fused", inputs, state, |(grads, saved, output), g| {
+        // The forward output: saved, or recomputed by the forward program under create_graph
+        // (so that the gradient is differentiable through it), once.
+        let mut y: Option<Tensor> = None;
+        let mut forward_output = || -> Result<Tensor> {
+            if let Some(y) = &y {
+                return Ok(y.clone());
+            }
+            let (saved_output, program) = output
+                .as_ref()
+                .ok_or_else(|| crate::Error::msg("internal: the fused output was not saved"))?;
+            let v = if is_grad_enabled() {
+                saved_output.get()?;
+                let xs = saved.iter().map(Saved::get).collect::<Result<Vec<_>>>()?;
+                program.run(&xs.iter().collect::<Vec<_>>())?
+            } else {
+                saved_output.get()?
             };
-            let n = saved.len();
-            // Inputs with the same gradient program (`a` and `b` of `relu(a + b)`) share its run.
-            let mut done: Vec<(usize, Tensor)> = Vec::new();
-            let mut out = Vec::with_capacity(grads.len());
-            for (j, (how, x)) in grads.iter().zip(saved).enumerate() {
-                let d = match how {
-                    None => {
-                        out.push(None);
-                        continue;
-                    }
-                    Some(InputGrad::Upstream) => g.clone(),
-                    Some(InputGrad::Program(p, reads)) => {
-                        let same = done.iter().find(|(k, _)| grads[*k] == *how);
-                        match same {
-                            Some((_, d)) => d.clone(),
-                            None => {
-                                let operands = reads
-                                    .iter()
-                                    .map(|&i| match i {
-                                        i if i < n => saved[i].get(),
-                                        i if i == n => Ok(g.clone()),
-                                        _ => forward_output(),
-                                    })
-                                    .collect::<Result<Vec<Tensor>>>()?;
-                                let refs: Vec<&Tensor> = operands.iter().collect();
-                                let d = p.run(&refs)?;
-                                done.push((j, d.clone()));
-                                d
-                            }
+            y = Some(v.clone());
+            Ok(v)
+        };
+        let n = saved.len();
+        // Inputs with the same gradient program (`a` and `b` of `relu(a + b)`) share its run.
+        let mut done: Vec<(usize, Tensor)> = Vec::new();
+        let mut out = Vec::with_capacity(grads.len());
+        for (j, (how, x)) in grads.iter().zip(saved).enumerate() {
+            let d = match how {
+                None => {
+                    out.push(None);
+                    continue;
+                }
+                Some(InputGrad::Upstream) => g.clone(),
+                Some(InputGrad::Program(p, reads)) => {
+                    let same = done.iter().find(|(k, _)| grads[*k] == *how);
+                    match same {
+                        Some((_, d)) => d.clone(),
+                        None => {
+                            let operands = reads
+                                .iter()
+                                .map(|&i| match i {
+                                    i if i < n => saved[i].get(),
+                                    i if i == n => Ok(g.clone()),
+                                    _ => forward_output(),
+                                })
+                                .collect::<Result<Vec<Tensor>>>()?;
+                            let refs: Vec<&Tensor> = operands.iter().collect();
+                            let d = p.run(&refs)?;
+                            done.push((j, d.clone()));
+                            d
                         }
                     }
-                };
-                out.push(Some(d.sum_to(x.shape())?));
-            }
-            Ok(out)
-        },
-    )
+                }
+            };
+            out.push(Some(d.sum_to(x.shape())?));
+        }
+        Ok(out)
+    })
 }

@@ -334,8 +334,8 @@ fn what_a_graph_cannot_hold_runs_eagerly_with_the_reason() -> Result<()> {
     Ok(())
 }
 
-/// `tanh(gelu(fc(x)) * 0.5 + x)`: the elementwise tail after the linear layer (the exporter
-/// writes GELU as `Div → Erf → Add → Mul → Mul`) runs as one fused kernel in the compiled graph
+/// `tanh(gelu(fc(x)) * 0.5 + x)`: the elementwise tail after the linear layer (a compiled graph
+/// writes GELU as one `Gelu` node) runs as one fused kernel in the compiled graph
 /// (`explain` names its ops), with eager's values (the graph's
 /// `Gemm` may round the product differently from `Linear`; the fused kernel's own bits are
 /// tested against the ops in tests/parity/fused.rs).
