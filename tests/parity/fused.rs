@@ -409,24 +409,27 @@ fn program_gradients_pass_gradcheck() -> Result<()> {
         }
     }
     // d/dx of sum(dy/dx), through the generated gradient's own graph.
-    let second = |fused: bool| -> Result<Vec<f64>> {
-        let xl = x.detach().requires_grad_(true);
-        let out = if fused {
-            p.run(&[&xl, &y])?
-        } else {
-            p.eager(&[&xl, &y])?
-        };
-        out.sum_all()?.backward_with(None, false, true)?;
-        let g = xl.grad().expect("a gradient");
-        xl.set_grad(None);
-        g.sum_all()?.backward()?;
-        xl.grad().expect("a second gradient").to_vec::<f64>()
-    };
-    let (f, e) = (second(true)?, second(false)?);
+    let (f, e) = (second(&p, &x, &y, true)?, second(&p, &x, &y, false)?);
     for (a, b) in f.iter().zip(&e) {
         assert!((a - b).abs() <= 1e-10 * (1.0 + b.abs()), "{f:?} vs {e:?}");
     }
     Ok(())
+}
+
+/// `d/dx sum(d/dx sum(p(x, y)))` (f64), the program run fused or as its ops: the second
+/// derivative through the first's own graph (`create_graph`).
+fn second(p: &FusedProgram, x: &Tensor, y: &Tensor, fused: bool) -> Result<Vec<f64>> {
+    let xl = x.detach().requires_grad_(true);
+    let out = if fused {
+        p.run(&[&xl, y])?
+    } else {
+        p.eager(&[&xl, y])?
+    };
+    out.sum_all()?.backward_with(None, false, true)?;
+    let g = xl.grad().expect("a gradient");
+    xl.set_grad(None);
+    g.sum_all()?.backward()?;
+    xl.grad().expect("a second gradient").to_vec::<f64>()
 }
 
 /// Forward and backward of a two-input program on the GPU: one fused kernel forward, one per
@@ -578,20 +581,7 @@ fn a_saved_output_gives_eager_gradients_and_errors() -> Result<()> {
     p.unary(UnaryOp::Tanh, m)?;
     let x = Tensor::from_vec(vec![0.3f64, -1.2, 0.8], [3], &dev)?;
     let k = Tensor::from_vec(vec![1.5f64, 0.5, -2.0], [3], &dev)?;
-    let second = |fused: bool| -> Result<Vec<f64>> {
-        let xl = x.detach().requires_grad_(true);
-        let out = if fused {
-            p.run(&[&xl, &k])?
-        } else {
-            p.eager(&[&xl, &k])?
-        };
-        out.sum_all()?.backward_with(None, false, true)?;
-        let g = xl.grad().expect("a gradient");
-        xl.set_grad(None);
-        g.sum_all()?.backward()?;
-        xl.grad().expect("a second gradient").to_vec::<f64>()
-    };
-    let (f, e) = (second(true)?, second(false)?);
+    let (f, e) = (second(&p, &x, &k, true)?, second(&p, &x, &k, false)?);
     for (a, b) in f.iter().zip(&e) {
         assert!((a - b).abs() <= 1e-12 * (1.0 + b.abs()), "{f:?} vs {e:?}");
     }
