@@ -1,6 +1,7 @@
 //! `wgtorch::compile`: compiled forward passes against the eager module, on the CPU and the GPU.
 
 mod functions;
+mod recurrent;
 
 use crate::common::{assert_close, devices, seed_lock, vals};
 use wgtorch::compile::{compile_module, compile_module_with, CompileOptions};
