@@ -267,3 +267,44 @@ fn loss_bad_inputs_name_the_op() {
         assert!(err_text(F::kl_div(&a, &b)).contains("same device"));
     }
 }
+
+/// `gather`'s gradient (the losses' too) is zeros with the incoming gradient added at the index:
+/// over many classes (the CPU writes the zeros in place), from a strided incoming gradient, with
+/// repeated indices, and differentiable again (`create_graph`).
+#[test]
+fn gather_gradients_scatter_into_zeros() -> Result<()> {
+    for dev in common::devices() {
+        let (n, c) = (4, 300);
+        let x = Tensor::randn([n, c], &dev)?.requires_grad_(true);
+        let idx: Vec<i64> = vec![7, 7, 299, 0, 5, 5, 1, 2, 3, 150, 150, 150];
+        let index = Tensor::from_vec(idx.clone(), [n, 3], &dev)?;
+        let w = Tensor::randn([3, n], &dev)?;
+        // y.t() makes the gradient reaching gather a transposed (strided) view of w.
+        let y = x.gather(1, &index)?;
+        y.square()?
+            .t()?
+            .mul(&w)?
+            .sum_all()?
+            .backward_with(None, false, true)?;
+        let g = x.grad().expect("a gradient"); // 2 y * wᵀ scattered
+        x.set_grad(None);
+        let (xv, wv) = (vals(&x), vals(&w));
+        let mut want = vec![0.0; n * c];
+        let mut second = vec![0.0; n * c];
+        let cw: Vec<f64> = (0..n * c).map(|i| (i % 7) as f64 - 3.0).collect();
+        for r in 0..n {
+            for k in 0..3 {
+                let j = idx[r * 3 + k] as usize;
+                want[r * c + j] += 2.0 * xv[r * c + j] * wv[k * n + r];
+                // d/dx sum(g * cw): each picked x gets 2 w cw at its own index, per pick.
+                second[r * c + j] += 2.0 * wv[k * n + r] * cw[r * c + j];
+            }
+        }
+        assert_close(&format!("{dev} first"), &vals(&g), &want, 1e-5, 1e-5);
+        let cwt = Tensor::from_vec(cw.iter().map(|&v| v as f32).collect(), [n, c], &dev)?;
+        g.mul(&cwt)?.sum_all()?.backward()?;
+        let gg = x.grad().expect("a second gradient");
+        assert_close(&format!("{dev} second"), &vals(&gg), &second, 1e-5, 1e-5);
+    }
+    Ok(())
+}

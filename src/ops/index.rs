@@ -52,13 +52,46 @@ impl Tensor {
         let saved = (self.shape().to_vec(), Saved::new(index), d, op);
         Ok(record(out, op, &[self], saved, |s, g| {
             let (shape, idx, d, op) = s;
-            let z = Tensor::full_dtype(shape, 0.0, g.dtype(), &g.device())?;
-            Ok(vec![Some(z.scatter_add_as(
+            Ok(vec![Some(Tensor::zeros_scatter_add(
                 op,
-                *d as isize,
+                shape,
+                *d,
                 &idx.get()?,
                 g,
             )?)])
+        }))
+    }
+
+    /// `zeros(shape).scatter_add(dim, index, src)` where `index` and `src` have one shape (the
+    /// gradient of `gather`): on the CPU the zeros are the output, written in place, not a base
+    /// that is copied first (a loss over a large vocabulary scatters a few values into a
+    /// `[N, C]` gradient).
+    fn zeros_scatter_add(
+        op: &'static str,
+        shape: &[usize],
+        dim: usize,
+        index: &Tensor,
+        src: &Tensor,
+    ) -> Result<Tensor> {
+        if src.device().is_gpu() || index.shape() != src.shape() {
+            let z = Tensor::full_dtype(shape, 0.0, src.dtype(), &src.device())?;
+            return z.scatter_add_as(op, dim as isize, index, src);
+        }
+        let s = crate::backend::Storage::zeros_scatter_add(
+            op,
+            src.dtype(),
+            shape,
+            dim,
+            &index.storage(),
+            index.layout(),
+            &src.storage(),
+            src.layout(),
+        )?;
+        let out = Tensor::from_storage(s, shape, src.device());
+        let saved = (Saved::new(index), dim, op);
+        Ok(record(out, op, &[src], saved, |s, g| {
+            let (idx, d, op) = s;
+            Ok(vec![Some(g.gather_as(op, *d as isize, &idx.get()?)?)])
         }))
     }
 
