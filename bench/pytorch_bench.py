@@ -8,7 +8,9 @@ dependency.
 sequence-model cases (log_softmax [700, 18328] forward+backward, the word-LM step, the nanoGPT
 step), which the bench runs once per round, interleaved with its own. `--ddp [--steps N]` times
 the SimpleCNN step (batch 64 per rank, 1 thread per rank) on one process without DDP and on two
-processes with DistributedDataParallel over Gloo on localhost (the bench's `--ddp` table). `--onnx DIR
+processes with DistributedDataParallel over Gloo on localhost (the bench's `--ddp` table).
+`--compile-steps [--reps N]` times `bench --compile`'s training steps (the SimpleCNN, the word-LM LSTM,
+minGPT's MLP block, a transformer encoder classifier) eager and through `torch.compile`. `--onnx DIR
 [--reps N]` times onnxruntime's CPU inference (intra_op_num_threads = `--threads`, one inter-op thread, default
 graph optimisations) on the bench's ONNX models in DIR (`NAME.onnx` with `NAME.io.safetensors`, written by
 `tools/golden/onnx_models.py --bench-dir DIR`), median of N runs after 3 warm-up runs, and writes its outputs
@@ -193,6 +195,98 @@ def seq():
     }
 
 
+class WordLM(torch.nn.Module):
+    """`word_lm_step`'s model as one module: embedding, 2-layer LSTM, decoder tied to the embedding."""
+
+    def __init__(self, V, E):
+        super().__init__()
+        self.enc = torch.nn.Embedding(V, E)
+        torch.nn.init.uniform_(self.enc.weight, -0.1, 0.1)
+        self.lstm = torch.nn.LSTM(E, E, 2)
+        self.dec_bias = torch.nn.Parameter(torch.zeros(V))
+
+    def forward(self, x):
+        out, _ = self.lstm(self.enc(x))
+        return F.linear(out.reshape(-1, out.shape[-1]), self.enc.weight, self.dec_bias)
+
+
+class MinGptMlp(torch.nn.Module):
+    """minGPT's MLP block with its residual, NewGELU written as minGPT writes it."""
+
+    def __init__(self):
+        super().__init__()
+        self.c_fc = torch.nn.Linear(128, 512)
+        self.c_proj = torch.nn.Linear(512, 128)
+
+    def forward(self, x):
+        h = self.c_fc(x)
+        g = 0.5 * h * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (h + 0.044715 * torch.pow(h, 3.0))))
+        return x + self.c_proj(g)
+
+
+class EncoderClassifier(torch.nn.Module):
+    """Two post-norm encoder layers (d 128, 4 heads, feed-forward 512, GELU, no dropout, batch first)
+    and a linear head on the mean over the sequence."""
+
+    def __init__(self):
+        super().__init__()
+        layer = lambda: torch.nn.TransformerEncoderLayer(128, 4, 512, 0.0, "gelu", batch_first=True)
+        self.l1, self.l2 = layer(), layer()
+        self.head = torch.nn.Linear(128, 10)
+
+    def forward(self, x):
+        return self.head(self.l2(self.l1(x)).mean(1))
+
+
+def compile_steps(reps):
+    """The training steps of `bench --compile` (examples/bench/compile.rs): each model's forward
+    eager and through `torch.compile(model)` (default mode, inductor), the loss, backward and the
+    optimizer outside it, alternating step by step on one model; medians of `reps` steps after one
+    untimed step each, and the first compiled call's time (tracing and inductor's compile)."""
+    torch.manual_seed(0)
+    V, E, T, B = 10_000, 200, 35, 20
+    tokens = lambda seed: torch.tensor([(i * 7919 + seed) % V for i in range(T * B)])
+    cases = {
+        "simple_cnn": (SimpleCNN(), torch.randn(64, 3, 32, 32), torch.arange(64) % 10, F.cross_entropy,
+                       lambda p: torch.optim.Adam(p, lr=1e-3), None),
+        "word_lm": (WordLM(V, E), tokens(0).view(T, B), tokens(17), F.cross_entropy,
+                    lambda p: torch.optim.SGD(p, lr=20.0), 0.25),
+        "mingpt_mlp": (MinGptMlp(), torch.randn(512, 128), torch.randn(512, 128), F.mse_loss,
+                       lambda p: torch.optim.SGD(p, lr=1e-3), None),
+        "encoder_classifier": (EncoderClassifier(), torch.randn(32, 64, 128), torch.arange(32) % 10,
+                               F.cross_entropy, lambda p: torch.optim.SGD(p, lr=1e-3), None),
+    }
+    out = {"torch": torch.__version__, "threads": torch.get_num_threads(), "reps": reps, "models": {}}
+    for name, (model, x, target, loss_fn, make_opt, clip) in cases.items():
+        params = list(model.parameters())
+        opt = make_opt(params)
+        compiled = torch.compile(model)
+
+        def step(m):
+            loss = loss_fn(m(x), target)
+            opt.zero_grad()
+            loss.backward()
+            if clip is not None:
+                torch.nn.utils.clip_grad_norm_(params, clip)
+            opt.step()
+            loss.item()
+
+        t0 = time.perf_counter()
+        step(compiled)
+        first_s = time.perf_counter() - t0
+        ts = {"eager": [], "compiled": []}
+        for rep in range(reps + 1):
+            for kind, m in (("eager", model), ("compiled", compiled)):
+                t0 = time.perf_counter()
+                step(m)
+                if rep > 0:
+                    ts[kind].append(time.perf_counter() - t0)
+        out["models"][name] = {"eager_ms": statistics.median(ts["eager"]) * 1e3,
+                               "compiled_ms": statistics.median(ts["compiled"]) * 1e3,
+                               "compile_first_call_s": first_s}
+    return out
+
+
 ONNX_MODELS = ("resnet18", "transformer_encoder_4l")
 ONNX_WARMUP = 3
 
@@ -240,6 +334,7 @@ def main():
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--onnx", metavar="DIR")
     ap.add_argument("--reps", type=int, default=15)
+    ap.add_argument("--compile-steps", action="store_true")
     args = ap.parse_args()
     if args.onnx:
         print(json.dumps(onnx_bench(args.onnx, args.threads, args.reps)))
@@ -250,6 +345,9 @@ def main():
     torch.set_num_threads(args.threads)
     if args.seq:
         print(json.dumps(seq()))
+        return
+    if args.compile_steps:
+        print(json.dumps(compile_steps(args.reps)))
         return
     out = {"torch": torch.__version__, "numpy": np.__version__, "matmul_gflops": {}, "numpy_matmul_gflops": {}}
     for n in (256, 512, 1024, 2048):
