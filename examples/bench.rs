@@ -34,7 +34,10 @@
 //!
 //! `--compile [--reps N]` times the SimpleCNN's inference (batch 64, evaluation mode) eager and
 //! through `wgtorch::compile::compile_module`, alternating, on the CPU and the GPU adapter, with
-//! the GPU dispatches per call (`bench/compile.rs`), writing `bench-compile-results.json`.
+//! the GPU dispatches per call; then training steps (the SimpleCNN, a word-LM LSTM, minGPT's MLP
+//! block, a transformer encoder classifier) eager and compiled, with the first compiled step's
+//! time, the GPU dispatches and pool peak, and on the CPU in rounds interleaved with PyTorch eager
+//! and `torch.compile` (`bench/compile.rs`), writing `bench-compile-results.json`.
 //!
 //! `--soak N [--batch B] [--device cpu|gpu]` instead runs N SimpleCNN training steps (batch B,
 //! default 64; the embedded digits through a DataLoader) on each device, printing resident memory
