@@ -207,6 +207,10 @@ pub(crate) fn scalar(r: &mut Tracer, op: BinaryOp, x: &Tensor, c: f64, out: &Ten
 /// The mark of a compiled graph's `Pow` node that eager ran as `pow_scalar` ([`scalar`]).
 pub(crate) const POW_SCALAR: &str = "wgtorch_pow_scalar";
 
+/// The mark of a compiled graph's `LSTM` node whose `W`, `R` and `B` keep the module's gate
+/// order (i, f, g, o) instead of ONNX's (i, o, f, c) ([`rnn`]); read by the importer only.
+pub(crate) const LSTM_GATES_IFGO: &str = "wgtorch_lstm_gates_ifgo";
+
 /// `torch.where(cond, a, b)`.
 pub(crate) fn where_cond(
     r: &mut Tracer,
@@ -583,9 +587,19 @@ pub(crate) fn rnn(
 ) -> Result<()> {
     let gates = m.gate_order.len();
     let h = m.hidden as i64;
-    // [gates·H, ...] in ONNX's gate order, with a leading direction dim of 1.
+    // A compiled graph's LSTM reads the live weights in the module's gate order, marked for the
+    // importer ([`LSTM_GATES_IFGO`]): no reordering of every weight, and of its gradient, at
+    // every call.
+    let keep_order = r.live_params && m.kind == "LSTM";
+    // [gates·H, ...] in ONNX's gate order (or kept), with a leading direction dim of 1.
     let reorder = |r: &mut Tracer, t: &Tensor| -> Result<String> {
         let tn = r.input(In::T(t))?;
+        if keep_order {
+            let zero = r.input(In::Ints(vec![0]))?;
+            let u = r.value("weights");
+            r.raw("Unsqueeze", vec![tn, zero], vec![u.clone()], vec![]);
+            return Ok(u);
+        }
         let split = r.input(In::Ints(vec![h; gates]))?;
         let parts: Vec<String> = (0..gates).map(|_| r.value("gate")).collect();
         r.raw(
@@ -665,6 +679,9 @@ pub(crate) fn rnn(
     ];
     if m.kind == "GRU" {
         attrs.push(attr_i("linear_before_reset", 1));
+    }
+    if keep_order {
+        attrs.push(attr_i(LSTM_GATES_IFGO, 1));
     }
     r.raw(m.kind, ins, outs.clone(), attrs);
     // Y [T, 1, B, H] → [T, B, H]; Y_h, Y_c [1, B, H] → [B, H].

@@ -3,6 +3,7 @@
 
 use super::bits;
 use crate::common::{assert_close, devices, seed_lock, vals};
+use wgtorch::compile::compile_module;
 use wgtorch::nn::{Embedding, Forward, Module, ModuleExt, RNNOptions, GRU, LSTM, RNN};
 use wgtorch::optim::{Optimizer, Sgd};
 use wgtorch::{compile, Device, Result, Tensor};
@@ -54,6 +55,7 @@ fn lstm_and_gru_compile_and_train_as_eager() -> Result<()> {
         let mut params = emb.parameters();
         params.extend(lstm.parameters());
         params.extend(gru.parameters());
+
         let mut opt = Sgd::new(params.clone(), 0.5)?;
         // A weight per output element, so that no gradient is a plain sum.
         let weights: Vec<Tensor> = f(&[x.clone(), h0.clone(), c0.clone()])?
@@ -97,6 +99,57 @@ fn lstm_and_gru_compile_and_train_as_eager() -> Result<()> {
             "{dev}: {e}"
         );
     }
+    Ok(())
+}
+
+/// A compiled LSTM reads its live weights in the module's gate order (its node is marked for the
+/// importer): each time step dispatches, forward and backward, what eager's step does, and the
+/// call adds less than a step's worth (reordering the weights and their gradients at every call
+/// added 246 dispatches to eager's 247 at 3 steps).
+#[test]
+fn compiled_lstm_steps_dispatch_what_eager_steps_do() -> Result<()> {
+    let _g = seed_lock();
+    let Some(dev) = devices().into_iter().find(Device::is_gpu) else {
+        return Ok(());
+    };
+    let Device::Gpu(n) = dev else { unreachable!() };
+    let ctx = wgtorch::backend::gpu::context(n)?;
+    wgtorch::manual_seed(9);
+    let lstm = LSTM::with_options(
+        4,
+        5,
+        RNNOptions {
+            num_layers: 2,
+            ..Default::default()
+        },
+        &dev,
+    )?;
+    let fast = compile_module(&lstm);
+    let mut per_call = Vec::new();
+    for steps in [3, 6] {
+        let x = Tensor::randn([steps, 2, 4], &dev)?;
+        let mut count = |compiled: bool| -> Result<u64> {
+            let d0 = ctx.stats().dispatches;
+            let y = if compiled {
+                fast.forward(&x)?
+            } else {
+                lstm.forward(&x)?
+            };
+            y.sum_all()?.backward()?;
+            lstm.visit(&mut |_, p, _| p.set_grad(None));
+            Ok(ctx.stats().dispatches - d0)
+        };
+        count(true)?; // the first call traces and checks
+        per_call.push((count(false)?, count(true)?));
+    }
+    let (eager, compiled) = (per_call[1].0 - per_call[0].0, per_call[1].1 - per_call[0].1);
+    assert_eq!(compiled, eager, "dispatches for 3 more steps: {per_call:?}");
+    // What the graph adds per call (its bias concatenation, the stacked outputs) is less than
+    // one more time step of eager's.
+    for (e, c) in &per_call {
+        assert!(c - e < eager / 3, "dispatches per call: {per_call:?}");
+    }
+    assert_eq!(fast.stats().eager_calls, 0);
     Ok(())
 }
 

@@ -179,8 +179,12 @@ fn prepare(ctx: &Ctx, xs: &[Option<Tensor>], c: &Rnn) -> Result<Prepared> {
     })
 }
 
-/// Rows `[k·H, (k+1)·H)` of a `[gates·H, ...]` weight, for each gate index in `order`.
+/// Rows `[k·H, (k+1)·H)` of a `[gates·H, ...]` weight, for each gate index in `order` (`w`
+/// itself for the identity).
 fn regate(w: &Tensor, hidden: usize, order: &[usize]) -> Result<Tensor> {
+    if order.iter().enumerate().all(|(i, &k)| i == k) {
+        return Ok(w.clone());
+    }
     let parts: Vec<Tensor> = order
         .iter()
         .map(|&k| w.narrow(0, k * hidden, hidden))
@@ -233,8 +237,13 @@ pub(super) const LSTM: OpDef = OpDef {
         let p = prepare(ctx, xs, &c)?;
         let (w, r) = (need(ctx, xs, 1)?, need(ctx, xs, 2)?);
         let (seq, batch, hsz) = (p.x.shape()[0], p.x.shape()[1], c.hidden);
-        // ONNX's i, o, f, c to wgtorch's cell order i, f, g(=c), o.
-        let order = [0, 2, 3, 1];
+        // ONNX's i, o, f, c to wgtorch's cell order i, f, g(=c), o; a compiled graph's node
+        // keeps the module's order.
+        let order = if ctx.i(crate::onnx::forms::LSTM_GATES_IFGO, 0)? == 1 {
+            [0, 1, 2, 3]
+        } else {
+            [0, 2, 3, 1]
+        };
         let (mut ys, mut hs, mut cs) = (Vec::new(), Vec::new(), Vec::new());
         for d in 0..c.directions {
             let wd = regate(&w.select(0, d as i64)?, hsz, &order)?;
