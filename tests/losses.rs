@@ -269,8 +269,8 @@ fn loss_bad_inputs_name_the_op() {
 }
 
 /// `gather`'s gradient (the losses' too) is zeros with the incoming gradient added at the index:
-/// over many classes (the CPU writes the zeros in place), from a strided incoming gradient, with
-/// repeated indices, and differentiable again (`create_graph`).
+/// over many classes (the CPU writes the zeros in place), from a transposed (strided) incoming
+/// gradient, with repeated indices, and differentiable again (`create_graph`).
 #[test]
 fn gather_gradients_scatter_into_zeros() -> Result<()> {
     for dev in common::devices() {
@@ -279,7 +279,24 @@ fn gather_gradients_scatter_into_zeros() -> Result<()> {
         let idx: Vec<i64> = vec![7, 7, 299, 0, 5, 5, 1, 2, 3, 150, 150, 150];
         let index = Tensor::from_vec(idx.clone(), [n, 3], &dev)?;
         let w = Tensor::randn([3, n], &dev)?;
-        // y.t() makes the gradient reaching gather a transposed (strided) view of w.
+        // The gradient that reaches gather is a transposed view of w.
+        x.gather(1, &index)?
+            .backward_with(Some(&w.t()?), false, false)?;
+        let (xv, wv) = (vals(&x), vals(&w));
+        let mut want = vec![0.0; n * c];
+        for r in 0..n {
+            for k in 0..3 {
+                want[r * c + idx[r * 3 + k] as usize] += wv[k * n + r];
+            }
+        }
+        assert_close(
+            &format!("{dev} strided"),
+            &vals(&x.grad().unwrap()),
+            &want,
+            1e-6,
+            1e-6,
+        );
+        x.set_grad(None);
         let y = x.gather(1, &index)?;
         y.square()?
             .t()?
@@ -288,7 +305,6 @@ fn gather_gradients_scatter_into_zeros() -> Result<()> {
             .backward_with(None, false, true)?;
         let g = x.grad().expect("a gradient"); // 2 y * wᵀ scattered
         x.set_grad(None);
-        let (xv, wv) = (vals(&x), vals(&w));
         let mut want = vec![0.0; n * c];
         let mut second = vec![0.0; n * c];
         let cw: Vec<f64> = (0..n * c).map(|i| (i % 7) as f64 - 3.0).collect();

@@ -238,10 +238,19 @@ fn case<'a, M: Forward + Module>(
     })
 }
 
+/// What [`measure`] gives, eager first, compiled second.
+struct Measured {
+    /// Seconds per step.
+    times: [Vec<f64>; 2],
+    /// GPU dispatches of the last step (0 on the CPU).
+    dispatches: [u64; 2],
+    /// GPU pool peak of the last step, bytes (0 on the CPU).
+    peak: [u64; 2],
+}
+
 /// `reps` steps each of `c`, eager and compiled alternating, after one untimed step each (the
-/// GEMM tuner's first trials): the step times, and the dispatches and GPU pool peak of the last
-/// step of each (0 on the CPU).
-fn measure(c: &mut Case, dev: &Device, reps: usize) -> Result<([Vec<f64>; 2], [u64; 2], [u64; 2])> {
+/// GEMM tuner's first trials).
+fn measure(c: &mut Case, dev: &Device, reps: usize) -> Result<Measured> {
     let ctx = match dev {
         Device::Gpu(n) => Some(wgtorch::backend::gpu::context(*n)?),
         Device::Cpu => None,
@@ -266,7 +275,11 @@ fn measure(c: &mut Case, dev: &Device, reps: usize) -> Result<([Vec<f64>; 2], [u
     }
     let (graphs, eager_calls, explain) = (c.account)();
     assert_eq!((graphs, eager_calls), (1, 0), "{explain}");
-    Ok((times, dispatches, peak))
+    Ok(Measured {
+        times,
+        dispatches,
+        peak,
+    })
 }
 
 fn train_rows(
@@ -373,7 +386,11 @@ fn gpu_rows(
     println!("| model | eager (ms) | compiled (ms) | time ratio | first compiled step (s) | dispatches per step, eager / compiled | pool peak (MiB), eager / compiled | first loss, difference |");
     println!("|---|---|---|---|---|---|---|---|");
     for c in cases {
-        let ([e, k], d, p) = measure(c, dev, reps)?;
+        let Measured {
+            times: [e, k],
+            dispatches: d,
+            peak: p,
+        } = measure(c, dev, reps)?;
         let (e, k) = (median(e) * 1e3, median(k) * 1e3);
         let mib = |b: u64| b as f64 / (1 << 20) as f64;
         println!(
@@ -417,7 +434,7 @@ fn cpu_rows(
     let mut torch = None;
     for _ in 0..rounds {
         for (c, m) in cases.iter_mut().zip(&mut ms) {
-            let ([e, k], _, _) = measure(c, &Device::Cpu, 5)?;
+            let [e, k] = measure(c, &Device::Cpu, 5)?.times;
             m[0].push(median(e) * 1e3);
             m[1].push(median(k) * 1e3);
         }
@@ -438,7 +455,7 @@ fn cpu_rows(
     println!(
         "\nCompiled training steps on the CPU ({threads} threads; forward, loss, backward, optimizer), eager and compiled alternating on one model, {}: medians of {rounds} rounds of 5 steps",
         match &torch {
-            Some(v) if peer => format!("then PyTorch {v} eager and torch.compile(model) (inductor) in its own process at {threads} threads"),
+            Some(v) if peer => format!("then PyTorch {} eager and torch.compile(model) (inductor) in its own process at {threads} threads", v.as_str().unwrap_or("?")),
             _ => "PyTorch skipped".into(),
         }
     );
