@@ -262,15 +262,17 @@ fn measure(c: &mut Case, dev: &Device, reps: usize) -> Result<Measured> {
             if let Some(ctx) = &ctx {
                 ctx.reset_peak();
             }
-            let d0 = dispatches_of(dev)?;
+            let stats = || ctx.as_ref().map(|ctx| ctx.stats());
+            let d0 = stats().map_or(0, |s| s.dispatches);
             let t0 = Instant::now();
             (c.step)(k == 1)?;
             sync(dev)?;
             if rep > 0 {
                 times[k].push(t0.elapsed().as_secs_f64());
             }
-            dispatches[k] = dispatches_of(dev)? - d0;
-            peak[k] = ctx.as_ref().map_or(0, |ctx| ctx.stats().peak_bytes);
+            let after = stats();
+            dispatches[k] = after.map_or(0, |s| s.dispatches) - d0;
+            peak[k] = after.map_or(0, |s| s.peak_bytes);
         }
     }
     let (graphs, eager_calls, explain) = (c.account)();

@@ -354,29 +354,6 @@ impl Storage {
             _ => unreachable!("devices and index dtype checked by the op layer"),
         }
     }
-    /// `zeros(bshape).scatter_add(dim, idx, src)` on the CPU, the zeros written in place (no
-    /// copy of a base); index errors as in `gather`.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn zeros_scatter_add(
-        op: &'static str,
-        dtype: DType,
-        bshape: &[usize],
-        dim: usize,
-        idx: &Storage,
-        il: &Layout,
-        src: &Storage,
-        sl: &Layout,
-    ) -> Result<Storage> {
-        match (idx, src) {
-            (Storage::Cpu(i), Storage::Cpu(s)) => {
-                let n = crate::shape::checked_numel(op, bshape)?;
-                let mut out = CpuStorage::full(op, dtype, n, 0.0)?;
-                cpu::scatter_add_any(op, &mut out, bshape, dim, i, il, s, sl)?;
-                Ok(Storage::Cpu(out))
-            }
-            _ => unreachable!("the op layer sends only CPU tensors"),
-        }
-    }
     pub(crate) fn im2col(&self, g: &ConvGeom, pad: f64) -> Result<Storage> {
         if let Storage::Cpu(c) = self {
             // ConvGeom checked that [N, C, kh, kw, Ho, Wo] fits a shape.

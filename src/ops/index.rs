@@ -73,21 +73,21 @@ impl Tensor {
         index: &Tensor,
         src: &Tensor,
     ) -> Result<Tensor> {
-        if src.device().is_gpu() || index.shape() != src.shape() {
+        use crate::backend::{cpu, Storage};
+        let in_place = match (&*index.storage(), &*src.storage()) {
+            (Storage::Cpu(i), Storage::Cpu(s)) if index.shape() == src.shape() => {
+                let n = crate::shape::checked_numel(op, shape)?;
+                let mut out = cpu::CpuStorage::full(op, src.dtype(), n, 0.0)?;
+                cpu::scatter_add_any(op, &mut out, shape, dim, i, index.layout(), s, src.layout())?;
+                Some(out)
+            }
+            _ => None,
+        };
+        let Some(s) = in_place else {
             let z = Tensor::full_dtype(shape, 0.0, src.dtype(), &src.device())?;
             return z.scatter_add_as(op, dim as isize, index, src);
-        }
-        let s = crate::backend::Storage::zeros_scatter_add(
-            op,
-            src.dtype(),
-            shape,
-            dim,
-            &index.storage(),
-            index.layout(),
-            &src.storage(),
-            src.layout(),
-        )?;
-        let out = Tensor::from_storage(s, shape, src.device());
+        };
+        let out = Tensor::from_storage(Storage::Cpu(s), shape, src.device());
         let saved = (Saved::new(index), dim, op);
         Ok(record(out, op, &[src], saved, |s, g| {
             let (idx, d, op) = s;
