@@ -616,87 +616,138 @@ fn fused_layer_norm_matches_tensor_ops() -> Result<()> {
     Ok(())
 }
 
-/// The fused CPU LSTM cell (inside `nn::LSTM`) against the cell written with tensor ops from the
-/// layer's own weights: outputs, final states, the gradients of input, initial states and
-/// weights, and a second-order gradient (the formula recorded under `create_graph`), f64.
+/// The fused CPU LSTM layer (inside `nn::LSTM`: the whole sequence in one op, cells split over
+/// threads by rows when wide) against the cell written with tensor ops from the layer's own
+/// weights, forward and in reverse: outputs, final states, the gradients of input, initial
+/// states and weights, and a second-order gradient (the formula recorded under
+/// `create_graph`), f64.
 #[test]
 fn fused_lstm_cell_matches_tensor_ops() -> Result<()> {
-    use wgtorch::nn::{ModuleExt, LSTM};
+    use wgtorch::nn::{ModuleExt, RNNOptions, LSTM};
     let dev = Device::Cpu;
-    let (t_len, b, i_sz, h_sz) = (3, 2, 4, 5);
-    let mut lstm = LSTM::new(i_sz, h_sz, &dev)?;
-    lstm.to_dtype(DType::F64)?;
-    let p: std::collections::HashMap<String, Tensor> =
-        lstm.named_parameters().into_iter().collect();
-    let leaf = |s: &[usize]| -> Result<Tensor> {
-        Ok(Tensor::randn(s, &dev)?
-            .to_dtype(DType::F64)?
-            .requires_grad_(true))
-    };
-    let (x, h0, c0) = (
-        leaf(&[t_len, b, i_sz])?,
-        leaf(&[1, b, h_sz])?,
-        leaf(&[1, b, h_sz])?,
-    );
-    let by_hand = || -> Result<(Tensor, Tensor, Tensor)> {
-        let (mut h, mut c) = (h0.squeeze_dim(0)?, c0.squeeze_dim(0)?);
-        let mut outs = Vec::new();
-        for s in 0..t_len {
-            let gates = x
-                .narrow(0, s, 1)?
-                .squeeze_dim(0)?
-                .linear(&p["weight_ih_l0"], Some(&p["bias_ih_l0"]))?
-                .add(&h.linear(&p["weight_hh_l0"], Some(&p["bias_hh_l0"]))?)?;
-            let g = gates.chunk(4, 1)?;
-            let (i, f, gg, o) = (
-                g[0].sigmoid()?,
-                g[1].sigmoid()?,
-                g[2].tanh()?,
-                g[3].sigmoid()?,
+    // (steps, batch, input, hidden, bidirectional): the last has 9 rows of 2048 gates, which
+    // the cells split over two threads.
+    for (t_len, b, i_sz, h_sz, bi) in [
+        (3, 2, 4, 5, false),
+        (3, 2, 4, 5, true),
+        (2, 9, 3, 512, false),
+    ] {
+        let opts = RNNOptions {
+            bidirectional: bi,
+            ..Default::default()
+        };
+        let mut lstm = LSTM::with_options(i_sz, h_sz, opts, &dev)?;
+        lstm.to_dtype(DType::F64)?;
+        let p: std::collections::HashMap<String, Tensor> =
+            lstm.named_parameters().into_iter().collect();
+        let dirs = if bi { 2 } else { 1 };
+        let leaf = |s: &[usize]| -> Result<Tensor> {
+            Ok(Tensor::randn(s, &dev)?
+                .to_dtype(DType::F64)?
+                .requires_grad_(true))
+        };
+        let (x, h0, c0) = (
+            leaf(&[t_len, b, i_sz])?,
+            leaf(&[dirs, b, h_sz])?,
+            leaf(&[dirs, b, h_sz])?,
+        );
+        let by_hand = || -> Result<(Tensor, Tensor, Tensor)> {
+            let (mut outs, mut hs, mut cs) = (Vec::new(), Vec::new(), Vec::new());
+            for d in 0..dirs {
+                let w =
+                    |name: &str| &p[&format!("{name}_l0{}", if d == 1 { "_reverse" } else { "" })];
+                let (mut h, mut c) = (h0.select(0, d as i64)?, c0.select(0, d as i64)?);
+                let mut out = vec![None; t_len];
+                for k in 0..t_len {
+                    let s = if d == 1 { t_len - 1 - k } else { k };
+                    let gates = x
+                        .select(0, s as i64)?
+                        .linear(w("weight_ih"), Some(w("bias_ih")))?
+                        .add(&h.linear(w("weight_hh"), Some(w("bias_hh")))?)?;
+                    let g = gates.chunk(4, 1)?;
+                    let (i, f, gg, o) = (
+                        g[0].sigmoid()?,
+                        g[1].sigmoid()?,
+                        g[2].tanh()?,
+                        g[3].sigmoid()?,
+                    );
+                    c = f.mul(&c)?.add(&i.mul(&gg)?)?;
+                    h = o.mul(&c.tanh()?)?;
+                    out[s] = Some(h.clone());
+                }
+                let out: Vec<Tensor> = out.into_iter().flatten().collect();
+                outs.push(Tensor::stack(&out, 0)?);
+                hs.push(h);
+                cs.push(c);
+            }
+            Ok((
+                Tensor::cat(&outs, 2)?,
+                Tensor::stack(&hs, 0)?,
+                Tensor::stack(&cs, 0)?,
+            ))
+        };
+        let fused = || -> Result<(Tensor, Tensor, Tensor)> {
+            let (out, (h, c)) = lstm.forward_with_state(&x, Some((&h0, &c0)))?;
+            Ok((out, h, c))
+        };
+        let mut leaves = vec![x.clone(), h0.clone(), c0.clone()];
+        leaves.extend(lstm.parameters());
+        let up = Tensor::randn([t_len, b, dirs * h_sz], &dev)?.to_dtype(DType::F64)?;
+        let loss = |(o, h, c): (Tensor, Tensor, Tensor)| -> Result<Tensor> {
+            o.mul(&up)?
+                .sum_all()?
+                .add(&h.sum_all()?)?
+                .add(&c.square()?.sum_all()?)
+        };
+        let run = |f: &dyn Fn() -> Result<(Tensor, Tensor, Tensor)>| -> Result<Vec<Vec<f64>>> {
+            let (o, h, c) = f()?;
+            let mut v = vec![vals(&o), vals(&h), vals(&c)];
+            for l in &leaves {
+                l.set_grad(None);
+            }
+            loss((o, h, c))?.backward()?;
+            v.extend(leaves.iter().map(|l| vals(&l.grad().unwrap())));
+            // Second order: d/dx of sum((dL/dx)^2).
+            for l in &leaves {
+                l.set_grad(None);
+            }
+            loss(f()?)?.backward_with(None, true, true)?;
+            let gx = x.grad().unwrap();
+            for l in &leaves {
+                l.set_grad(None);
+            }
+            gx.square()?.sum_all()?.backward()?;
+            v.push(vals(&x.grad().unwrap()));
+            Ok(v)
+        };
+        let (a, b2) = (run(&fused)?, run(&by_hand)?);
+        for (k, (a, b2)) in a.iter().zip(&b2).enumerate() {
+            assert_close(
+                &format!("lstm ({t_len}, {b}, {i_sz}, {h_sz}, bidirectional {bi}) result {k}"),
+                a,
+                b2,
+                1e-10,
+                1e-10,
             );
-            c = f.mul(&c)?.add(&i.mul(&gg)?)?;
-            h = o.mul(&c.tanh()?)?;
-            outs.push(h.clone());
         }
-        Ok((Tensor::stack(&outs, 0)?, h.unsqueeze(0)?, c.unsqueeze(0)?))
-    };
-    let fused = || -> Result<(Tensor, Tensor, Tensor)> {
+    }
+    // Empty sequences and batches run step by step: the right shapes, and h_n = h0 when no
+    // step runs.
+    let lstm = LSTM::new(3, 4, &dev)?;
+    for (t_len, b) in [(0, 2), (2, 0)] {
+        let x = Tensor::zeros([t_len, b, 3], &dev)?;
+        let (h0, c0) = (
+            Tensor::randn([1, b, 4], &dev)?,
+            Tensor::randn([1, b, 4], &dev)?,
+        );
         let (out, (h, c)) = lstm.forward_with_state(&x, Some((&h0, &c0)))?;
-        Ok((out, h, c))
-    };
-    let mut leaves = vec![x.clone(), h0.clone(), c0.clone()];
-    leaves.extend(lstm.parameters());
-    let up = Tensor::randn([t_len, b, h_sz], &dev)?.to_dtype(DType::F64)?;
-    let loss = |(o, h, c): (Tensor, Tensor, Tensor)| -> Result<Tensor> {
-        o.mul(&up)?
-            .sum_all()?
-            .add(&h.sum_all()?)?
-            .add(&c.square()?.sum_all()?)
-    };
-    let run = |f: &dyn Fn() -> Result<(Tensor, Tensor, Tensor)>| -> Result<Vec<Vec<f64>>> {
-        let (o, h, c) = f()?;
-        let mut v = vec![vals(&o), vals(&h), vals(&c)];
-        for l in &leaves {
-            l.set_grad(None);
+        assert_eq!(
+            (out.shape(), h.shape(), c.shape()),
+            (&[t_len, b, 4][..], &[1, b, 4][..], &[1, b, 4][..])
+        );
+        if t_len == 0 {
+            assert_eq!((vals(&h), vals(&c)), (vals(&h0), vals(&c0)));
         }
-        loss((o, h, c))?.backward()?;
-        v.extend(leaves.iter().map(|l| vals(&l.grad().unwrap())));
-        // Second order: d/dx of sum((dL/dx)^2).
-        for l in &leaves {
-            l.set_grad(None);
-        }
-        loss(f()?)?.backward_with(None, true, true)?;
-        let gx = x.grad().unwrap();
-        for l in &leaves {
-            l.set_grad(None);
-        }
-        gx.square()?.sum_all()?.backward()?;
-        v.push(vals(&x.grad().unwrap()));
-        Ok(v)
-    };
-    let (a, b2) = (run(&fused)?, run(&by_hand)?);
-    for (k, (a, b2)) in a.iter().zip(&b2).enumerate() {
-        assert_close(&format!("lstm result {k}"), a, b2, 1e-10, 1e-10);
     }
     Ok(())
 }

@@ -378,6 +378,10 @@ impl RNNBase {
         if let (Some(b), false) = (&w.b_hh, self.cell == Cell::Gru) {
             xi = xi.add(b)?;
         }
+        if let (Cell::Lstm, Some(c), None) = (self.cell, &c, &w.w_hr) {
+            let (out, h, c) = crate::ops::lstm_layer(&xi, &w.w_hh, &h, c, reverse)?;
+            return Ok((out, h, Some(c)));
+        }
         let w_hh_t = w.w_hh.t()?;
         let mut outs = vec![None; t_len];
         for s in 0..t_len {

@@ -129,7 +129,7 @@ fn backward<T: Real + CpuElem>(
 }
 
 /// The cell from tensor ops (any device and dtype): `gates` `[B, 4H]`, `c` `[B, H]`.
-fn composite(gates: &Tensor, c: &Tensor) -> Result<(Tensor, Tensor)> {
+pub(super) fn composite(gates: &Tensor, c: &Tensor) -> Result<(Tensor, Tensor)> {
     let [i, f, gg, o] = activations(gates)?;
     let c2 = f.mul(c)?.add(&i.mul(&gg)?)?;
     let h2 = o.mul(&c2.tanh()?)?;
@@ -149,7 +149,11 @@ fn activations(gates: &Tensor) -> Result<[Tensor; 4]> {
 
 /// The cell's gradient written with tensor ops (differentiable, for `create_graph`), from the
 /// gradient `g` of `[h', c']`.
-fn composite_backward(gates: &Tensor, c: &Tensor, g: &Tensor) -> Result<(Tensor, Tensor)> {
+pub(super) fn composite_backward(
+    gates: &Tensor,
+    c: &Tensor,
+    g: &Tensor,
+) -> Result<(Tensor, Tensor)> {
     let [i, f, gg, o] = activations(gates)?;
     let c2 = f.mul(c)?.add(&i.mul(&gg)?)?;
     let tc = c2.tanh()?;

@@ -40,7 +40,6 @@ pub(crate) use conv::*;
 /// assert!(["avx512 ", "avx2 ", "baseline "].iter().any(|p| k.starts_with(p)), "{k}");
 /// ```
 pub fn gemm_kernel() -> String {
-    use gemm::Gemm;
     let ks = f32::kernels(vmath::isa());
     let isa = match ks[0].isa {
         vmath::Isa::Avx512 => "avx512",
@@ -55,6 +54,7 @@ pub fn gemm_kernel() -> String {
 }
 pub(crate) use elementwise::*;
 pub(crate) use fused::fused;
+pub(crate) use gemm::Gemm;
 pub(crate) use index::*;
 pub(crate) use matmul::*;
 pub(crate) use norm::*;

@@ -1,7 +1,8 @@
 //! `LSTM` and `GRU`: forward, reverse or bidirectional, with ONNX's gate orders (LSTM i, o, f,
 //! c; GRU z, r, h), both layouts, initial states, and equal sequence lengths. The input
-//! projection of every step is one matmul; each step's recurrence is wgtorch's LSTM cell (the
-//! fused CPU kernel) or the GRU's gate arithmetic, so the result is differentiable.
+//! projection of every step is one matmul; an LSTM direction is then one `lstm_layer` op (the
+//! fused CPU kernel over the whole sequence, or the cell step by step), a GRU step the gate
+//! arithmetic, so the result is differentiable.
 
 use super::{need, show, Ctx, Dim, Info, OpDef};
 use crate::{Result, Tensor};
@@ -236,7 +237,7 @@ pub(super) const LSTM: OpDef = OpDef {
         let c = config(ctx, 4, &["Sigmoid", "Tanh", "Tanh"])?;
         let p = prepare(ctx, xs, &c)?;
         let (w, r) = (need(ctx, xs, 1)?, need(ctx, xs, 2)?);
-        let (seq, batch, hsz) = (p.x.shape()[0], p.x.shape()[1], c.hidden);
+        let (batch, hsz) = (p.x.shape()[1], c.hidden);
         // ONNX's i, o, f, c to wgtorch's cell order i, f, g(=c), o; a compiled graph's node
         // keeps the module's order.
         let order = if ctx.i(crate::onnx::forms::LSTM_GATES_IFGO, 0)? == 1 {
@@ -247,7 +248,7 @@ pub(super) const LSTM: OpDef = OpDef {
         let (mut ys, mut hs, mut cs) = (Vec::new(), Vec::new(), Vec::new());
         for d in 0..c.directions {
             let wd = regate(&w.select(0, d as i64)?, hsz, &order)?;
-            let rd_t = regate(&r.select(0, d as i64)?, hsz, &order)?.t()?;
+            let rd = regate(&r.select(0, d as i64)?, hsz, &order)?;
             let mut proj = p.x.matmul(&wd.t()?)?;
             if let Some(b) = xs.get(3).and_then(Option::as_ref) {
                 let b = b.select(0, d as i64)?;
@@ -259,30 +260,17 @@ pub(super) const LSTM: OpDef = OpDef {
                 proj = proj.add(&bias)?;
             }
             let zeros = || Tensor::zeros([batch, hsz], &p.x.device())?.to_dtype(p.x.dtype());
-            let mut h = match &p.h0 {
+            let h = match &p.h0 {
                 Some(h0) => h0.select(0, d as i64)?,
                 None => zeros()?,
             };
-            let mut cell = match &p.c0 {
+            let cell = match &p.c0 {
                 Some(c0) => c0.select(0, d as i64)?,
                 None => zeros()?,
             };
-            let mut out = vec![None; seq];
-            for t in steps(&c, d, seq) {
-                let (h2, c2) = crate::ops::rnn_cell::lstm_cell(
-                    &proj.select(0, t as i64)?,
-                    &h.matmul(&rd_t)?,
-                    &cell,
-                )?;
-                (h, cell) = (h2, c2);
-                out[t] = Some(h.clone());
-            }
-            ys.push(Tensor::stack(
-                &out.into_iter()
-                    .map(|o| o.expect("every step"))
-                    .collect::<Vec<_>>(),
-                0,
-            )?);
+            let reverse = c.reverse_only || d == 1;
+            let (y, h, cell) = crate::ops::lstm_layer(&proj, &rd, &h, &cell, reverse)?;
+            ys.push(y);
             hs.push(h);
             cs.push(cell);
         }
