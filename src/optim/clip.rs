@@ -34,6 +34,10 @@ pub fn clip_grad_norm_(params: &[Tensor], max_norm: f64, norm_type: f64) -> Resu
     for g in &grads {
         let n = if norm_type.is_infinite() {
             g.abs()?.amax([], false)?
+        } else if norm_type == 2.0 {
+            // |g|² is g²: one pass over the gradient fewer (a word LM's 2M-element embedding
+            // gradient spent 2.7 ms of its step in `abs`).
+            g.square()?.sum_all()?
         } else {
             g.abs()?.pow_scalar(norm_type)?.sum_all()?
         };

@@ -146,6 +146,107 @@ pub(crate) fn gemm<T: Gemm>(
     gemm_src(m, k, n, &a, &b, beta, c, ldc, T::kernel(m, n));
 }
 
+/// A `k×n` B packed once into the panels the kernels read, for many products against it (an
+/// LSTM's recurrent weight, used at every time step): [`gemm_packed`] then skips packing B,
+/// which for a few rows of A is a large part of the product.
+pub(crate) struct PackedB<T> {
+    k: usize,
+    n: usize,
+    kernel: Kernel<T>,
+    /// Depth slice by depth slice (`KC` deep), every `nr`-wide column panel in order.
+    data: Vec<T>,
+}
+
+impl<T: Gemm> PackedB<T> {
+    /// Pack `b` (`k×n`, (row, column) strides `sb`) for products of `m` rows, which pick the
+    /// kernel as [`gemm`] would.
+    pub(crate) fn new(m: usize, k: usize, n: usize, b: &[T], sb: [usize; 2]) -> PackedB<T> {
+        let kernel = T::kernel(m, n);
+        let nr = kernel.nr;
+        let panels = n.div_ceil(nr);
+        let mut data = vec![T::zero(); k * panels * nr];
+        let src = Strided {
+            data: b,
+            rs: sb[0],
+            cs: sb[1],
+        };
+        for pc in (0..k).step_by(KC) {
+            let kc = KC.min(k - pc);
+            for jc in (0..n).step_by(NC) {
+                let nc = NC.min(n - jc);
+                let at = pc * panels * nr + (jc / nr) * kc * nr;
+                pack::pack(
+                    &src,
+                    pc,
+                    kc,
+                    jc,
+                    nc,
+                    nr,
+                    &mut data[at..at + nc.div_ceil(nr) * kc * nr],
+                );
+            }
+        }
+        PackedB { k, n, kernel, data }
+    }
+
+    /// The panels of columns `jc..` (a multiple of `nr`) in the depth slice at `pc`, `kc` deep.
+    fn panels(&self, pc: usize, kc: usize, jc: usize) -> &[T] {
+        let nr = self.kernel.nr;
+        &self.data[pc * self.n.div_ceil(nr) * nr + (jc / nr) * kc * nr..]
+    }
+}
+
+/// `c = a·b + beta·c` for an `m×k` strided `a` (strides `sa`) and a [`PackedB`]; `c` row-major
+/// with row stride `ldc`. Each element sums its products in the order [`gemm_src`] does with the
+/// same kernel.
+pub(crate) fn gemm_packed<T: Gemm>(
+    m: usize,
+    a: &[T],
+    sa: [usize; 2],
+    b: &PackedB<T>,
+    beta: T,
+    c: &mut [T],
+    ldc: usize,
+) {
+    let (k, n) = (b.k, b.n);
+    if m == 0 || n == 0 {
+        return;
+    }
+    assert!(
+        k == 0 || (m - 1) * sa[0] + (k - 1) * sa[1] < a.len(),
+        "gemm: operand out of bounds"
+    );
+    let a = Strided {
+        data: a,
+        rs: sa[0],
+        cs: sa[1],
+    };
+    gemm_blocks(
+        m,
+        k,
+        n,
+        &a,
+        BOperand::<T, Strided<T>>::Packed(b),
+        beta,
+        c,
+        ldc,
+        b.kernel,
+    );
+}
+
+/// B as [`block`] reads it: a source it packs block by block, or packed already.
+enum BOperand<'a, T, S> {
+    Source(&'a S),
+    Packed(&'a PackedB<T>),
+}
+
+impl<T, S> Clone for BOperand<'_, T, S> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T, S> Copy for BOperand<'_, T, S> {}
+
 /// `c` holds an `m×n` matrix with row stride `ldc`.
 fn check_c(m: usize, n: usize, len: usize, ldc: usize) {
     let need = (m - 1)
@@ -171,6 +272,22 @@ pub(crate) fn gemm_src<T: Gemm>(
     n: usize,
     a: &impl Source<T>,
     b: &impl Source<T>,
+    beta: T,
+    c: &mut [T],
+    ldc: usize,
+    kernel: Kernel<T>,
+) {
+    gemm_blocks(m, k, n, a, BOperand::Source(b), beta, c, ldc, kernel)
+}
+
+/// [`gemm_src`] with B either a source or packed already.
+#[allow(clippy::too_many_arguments)]
+fn gemm_blocks<T: Gemm, S: Source<T>>(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: &impl Source<T>,
+    b: BOperand<'_, T, S>,
     beta: T,
     c: &mut [T],
     ldc: usize,
@@ -268,9 +385,9 @@ fn with_scratch<T: Gemm, R>(na: usize, nb: usize, f: impl FnOnce(&mut [T], &mut 
 /// # Safety
 /// `c` addresses the whole `m×n` C (row stride `ldc`) and no other task touches this block.
 #[allow(clippy::too_many_arguments)]
-unsafe fn block<T: Gemm>(
+unsafe fn block<T: Gemm, S: Source<T>>(
     a: &impl Source<T>,
-    b: &impl Source<T>,
+    b: BOperand<'_, T, S>,
     k: usize,
     rows: std::ops::Range<usize>,
     cols: std::ops::Range<usize>,
@@ -294,12 +411,22 @@ unsafe fn block<T: Gemm>(
         s.cs == 1 && (one_panel || !(s.rs * std::mem::size_of::<T>()).is_multiple_of(4096))
     });
     let a_words = if direct.is_some() { 0 } else { mc_max * kc_max };
-    with_scratch::<T, _>(a_words, kc_max * nc_max, |ap, bp| {
+    let b_words = match b {
+        BOperand::Source(_) => kc_max * nc_max,
+        BOperand::Packed(_) => 0,
+    };
+    with_scratch::<T, _>(a_words, b_words, |ap, bp| {
         for jc in cols.clone().step_by(NC) {
             let nc = NC.min(cols.end - jc);
             for pc in (0..k).step_by(KC) {
                 let kc = KC.min(k - pc);
-                pack::pack(b, pc, kc, jc, nc, nr, bp);
+                let bp: &[T] = match b {
+                    BOperand::Source(b) => {
+                        pack::pack(b, pc, kc, jc, nc, nr, bp);
+                        bp
+                    }
+                    BOperand::Packed(b) => b.panels(pc, kc, jc),
+                };
                 let acc = accumulate || pc > 0;
                 for ic in rows.clone().step_by(MC) {
                     let mc = MC.min(rows.end - ic);

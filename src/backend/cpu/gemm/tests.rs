@@ -216,6 +216,60 @@ fn vectors_and_empty_products() {
     assert_eq!(c, vec![1.0; 6]);
 }
 
+/// B packed once gives the bits of packing it block by block, with the same kernel: depths and
+/// widths across `KC` and `NC`, edge panels, a transposed B, each `beta`, rows split over
+/// threads or columns, f32 on this CPU's kernels and f64.
+#[test]
+fn packed_b_matches_packing_per_product() {
+    fn check<T: Gemm + From<f32>>(m: usize, k: usize, n: usize, tb: bool, beta: f32) {
+        let cv = |x: f32| <T as From<f32>>::from(x);
+        let f = |v: &[f64]| -> Vec<T> { v.iter().map(|&x| cv(x as f32)).collect() };
+        let (a, b, c0) = (f(&mat(m * k, 11)), f(&mat(k * n, 12)), f(&mat(m * n, 13)));
+        let sb = if tb { [1, k] } else { [n, 1] };
+        let kernel = T::kernel(m, n);
+        let (mut want, mut got) = (c0.clone(), c0);
+        let (sa, sbs) = (
+            Strided {
+                data: &a[..],
+                rs: k,
+                cs: 1,
+            },
+            Strided {
+                data: &b[..],
+                rs: sb[0],
+                cs: sb[1],
+            },
+        );
+        gemm_src(m, k, n, &sa, &sbs, cv(beta), &mut want, n, kernel);
+        let packed = PackedB::new(m, k, n, &b, sb);
+        gemm_packed(m, &a, [k, 1], &packed, cv(beta), &mut got, n);
+        let bits = |v: &[T]| {
+            v.iter()
+                .map(|x| x.to_f64().unwrap().to_bits())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            bits(&got),
+            bits(&want),
+            "{m}×{k}×{n}, transposed B {tb}, beta {beta}"
+        );
+    }
+    for (m, k, n) in [
+        (20, 200, 800),
+        (7, 400, 500),
+        (300, 33, 21),
+        (1, 5, 3),
+        (4, 0, 6),
+    ] {
+        for tb in [false, true] {
+            for beta in [0.0, 1.0] {
+                check::<f32>(m, k, n, tb, beta);
+                check::<f64>(m, k, n, tb, beta);
+            }
+        }
+    }
+}
+
 #[test]
 fn results_do_not_depend_on_the_split() {
     // Large enough to split over the threads; the same bits as one task.
