@@ -620,31 +620,32 @@ fn fused_layer_norm_matches_tensor_ops() -> Result<()> {
 /// threads by rows when wide) against the cell written with tensor ops from the layer's own
 /// weights, forward and in reverse: outputs, final states, the gradients of input, initial
 /// states and weights, and a second-order gradient (the formula recorded under
-/// `create_graph`), f64.
+/// `create_graph`), in f64 and f32 (the vectorised f32 nonlinearities).
 #[test]
-fn fused_lstm_cell_matches_tensor_ops() -> Result<()> {
+fn fused_lstm_layer_matches_tensor_ops() -> Result<()> {
     use wgtorch::nn::{ModuleExt, RNNOptions, LSTM};
     let dev = Device::Cpu;
-    // (steps, batch, input, hidden, bidirectional): the last has 9 rows of 2048 gates, which
-    // the cells split over two threads.
-    for (t_len, b, i_sz, h_sz, bi) in [
-        (3, 2, 4, 5, false),
-        (3, 2, 4, 5, true),
-        (2, 9, 3, 512, false),
+    // (steps, batch, input, hidden, bidirectional, dtype): 9 rows of 2048 gates are split
+    // over two threads.
+    for (t_len, b, i_sz, h_sz, bi, dt) in [
+        (3, 2, 4, 5, false, DType::F64),
+        (3, 2, 4, 5, true, DType::F64),
+        (2, 9, 3, 512, false, DType::F64),
+        (3, 2, 4, 5, true, DType::F32),
+        (2, 9, 3, 512, false, DType::F32),
     ] {
+        let tol = if dt == DType::F64 { 1e-10 } else { 1e-4 };
         let opts = RNNOptions {
             bidirectional: bi,
             ..Default::default()
         };
         let mut lstm = LSTM::with_options(i_sz, h_sz, opts, &dev)?;
-        lstm.to_dtype(DType::F64)?;
+        lstm.to_dtype(dt)?;
         let p: std::collections::HashMap<String, Tensor> =
             lstm.named_parameters().into_iter().collect();
         let dirs = if bi { 2 } else { 1 };
         let leaf = |s: &[usize]| -> Result<Tensor> {
-            Ok(Tensor::randn(s, &dev)?
-                .to_dtype(DType::F64)?
-                .requires_grad_(true))
+            Ok(Tensor::randn(s, &dev)?.to_dtype(dt)?.requires_grad_(true))
         };
         let (x, h0, c0) = (
             leaf(&[t_len, b, i_sz])?,
@@ -692,7 +693,7 @@ fn fused_lstm_cell_matches_tensor_ops() -> Result<()> {
         };
         let mut leaves = vec![x.clone(), h0.clone(), c0.clone()];
         leaves.extend(lstm.parameters());
-        let up = Tensor::randn([t_len, b, dirs * h_sz], &dev)?.to_dtype(DType::F64)?;
+        let up = Tensor::randn([t_len, b, dirs * h_sz], &dev)?.to_dtype(dt)?;
         let loss = |(o, h, c): (Tensor, Tensor, Tensor)| -> Result<Tensor> {
             o.mul(&up)?
                 .sum_all()?
@@ -723,11 +724,13 @@ fn fused_lstm_cell_matches_tensor_ops() -> Result<()> {
         let (a, b2) = (run(&fused)?, run(&by_hand)?);
         for (k, (a, b2)) in a.iter().zip(&b2).enumerate() {
             assert_close(
-                &format!("lstm ({t_len}, {b}, {i_sz}, {h_sz}, bidirectional {bi}) result {k}"),
+                &format!(
+                    "lstm ({t_len}, {b}, {i_sz}, {h_sz}, bidirectional {bi}, {dt:?}) result {k}"
+                ),
                 a,
                 b2,
-                1e-10,
-                1e-10,
+                tol,
+                tol,
             );
         }
     }

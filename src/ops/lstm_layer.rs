@@ -23,18 +23,31 @@ pub(crate) fn lstm_layer(
     reverse: bool,
 ) -> Result<(Tensor, Tensor, Tensor)> {
     let _p = crate::profiler::op("lstm", &[xi, w_hh, h0, c0]);
+    let fits = xi.ndim() == 3
+        && h0.ndim() == 2
+        && c0.shape() == h0.shape()
+        && h0.shape()[0] == xi.shape()[1]
+        && Some(xi.shape()[2]) == h0.shape()[1].checked_mul(4)
+        && w_hh.shape() == [xi.shape()[2], h0.shape()[1]];
+    if !fits {
+        return Err(crate::Error::shape(
+            "LSTM",
+            format!(
+                "a layer takes input projections [T, B, 4H], W_hh [4H, H] and states [B, H], got \
+                 {:?}, {:?}, h0 {:?} and c0 {:?}",
+                xi.shape(),
+                w_hh.shape(),
+                h0.shape(),
+                c0.shape()
+            ),
+        ));
+    }
     let dt = xi.dtype();
     let fused = matches!(dt, DType::F32 | DType::F64)
         && [xi, w_hh, h0, c0]
             .iter()
             .all(|t| !t.device().is_gpu() && t.dtype() == dt)
-        && xi.ndim() == 3
-        && xi.shape().iter().all(|&n| n > 0)
-        && h0.ndim() == 2
-        && h0.shape() == c0.shape()
-        && h0.shape()[0] == xi.shape()[1]
-        && xi.shape()[2] == 4 * h0.shape()[1]
-        && w_hh.shape() == [xi.shape()[2], h0.shape()[1]];
+        && xi.shape().iter().all(|&n| n > 0);
     if !fused {
         return by_steps(xi, w_hh, h0, c0, reverse);
     }
@@ -175,16 +188,8 @@ fn backward<T: Real + Gemm + CpuElem>(
     Some([dxi, dw, dh0, dc0].map(T::wrap))
 }
 
-/// The time index of the `p`-th step run over `t` steps.
-fn step(t: usize, p: usize, reverse: bool) -> usize {
-    if reverse {
-        t - 1 - p
-    } else {
-        p
-    }
-}
-
-/// The layer as [`lstm_cell`] ops, one step at a time (any device and dtype, empty sequences).
+/// The layer as [`lstm_cell`] ops, one step at a time (any device and dtype, empty tensors);
+/// shapes checked by [`lstm_layer`].
 fn by_steps(
     xi: &Tensor,
     w_hh: &Tensor,
@@ -197,14 +202,14 @@ fn by_steps(
     let (mut h, mut c) = (h0.clone(), c0.clone());
     let mut outs = vec![None; t];
     for p in 0..t {
-        let s = step(t, p, reverse);
+        let s = cpu::step_index(t, p, reverse);
         let (h2, c2) = lstm_cell(&xi.select(0, s as i64)?, &h.matmul(&w_t)?, &c)?;
         (h, c) = (h2, c2);
         outs[s] = Some(h.clone());
     }
     let outs: Vec<Tensor> = outs.into_iter().flatten().collect();
     let out = if outs.is_empty() {
-        Tensor::zeros([0, h.shape()[0], h.shape()[1]], &h.device())?.to_dtype(h.dtype())?
+        Tensor::zeros([0, h0.shape()[0], h0.shape()[1]], &h0.device())?.to_dtype(h0.dtype())?
     } else {
         Tensor::stack(&outs, 0)?
     };
@@ -222,13 +227,14 @@ fn composite_layer_backward(
     reverse: bool,
     g: &Tensor,
 ) -> Result<Vec<Tensor>> {
+    let g = &g.to_dtype(xi.dtype())?;
     let t = xi.shape()[0];
     let w_t = w.t()?;
     let (mut h, mut c) = (h0.clone(), c0.clone());
     // (gates, c_prev, h_prev) of every step, in the order run.
     let mut states = Vec::with_capacity(t);
     for p in 0..t {
-        let gates = xi.select(0, step(t, p, reverse) as i64)?;
+        let gates = xi.select(0, cpu::step_index(t, p, reverse) as i64)?;
         let gates = gates.add(&h.matmul(&w_t)?)?;
         let (h2, c2) = composite(&gates, &c)?;
         states.push((gates, c, h));
@@ -238,7 +244,7 @@ fn composite_layer_backward(
     let mut dgates = vec![None; t];
     let mut dw: Option<Tensor> = None;
     for (p, (gates, c_prev, h_prev)) in states.iter().enumerate().rev() {
-        let s = step(t, p, reverse);
+        let s = cpu::step_index(t, p, reverse);
         let ghc = Tensor::stack(&[g.select(0, s as i64)?.add(&dh)?, dc], 0)?;
         let (dg, dcp) = composite_backward(gates, c_prev, &ghc)?;
         dh = dg.matmul(w)?;

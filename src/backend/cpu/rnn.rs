@@ -12,8 +12,9 @@ use rayon::prelude::*;
 /// microseconds, a row of 800 gates about one.
 const MIN_TASK_GATES: usize = 8192;
 
-/// Split `b` rows into pieces of whole rows, one per thread, each with enough work.
-fn row_pieces(b: usize, h: usize) -> usize {
+/// Rows per task when `b` rows of `4h` gates are split over the threads, each task with enough
+/// work (all `b` in one task when small).
+fn rows_per_task(b: usize, h: usize) -> usize {
     let pieces = (b * 4 * h / MIN_TASK_GATES).clamp(1, rayon::current_num_threads());
     b.div_ceil(pieces).max(1)
 }
@@ -34,7 +35,19 @@ pub(crate) fn lstm_cell_rows<T: Real>(
         return;
     }
     let (hs, cs) = hc.split_at_mut(b * h);
-    let rows = row_pieces(b, h);
+    let rows = rows_per_task(b, h);
+    if rows >= b {
+        let (g4, bh) = (b * 4 * h, b * h);
+        return cell_rows(
+            &xs[..g4],
+            &hh[..g4],
+            &c[..bh],
+            hs,
+            &mut cs[..bh],
+            &mut act[..g4],
+            h,
+        );
+    }
     let (r1, r4) = (rows * h, rows * 4 * h);
     act[..b * 4 * h]
         .par_chunks_mut(r4)
@@ -115,7 +128,18 @@ pub(crate) fn lstm_cell_backward_rows<T: Real>(
         return;
     }
     let (dh, dc2) = ghc.split_at(b * h);
-    let rows = row_pieces(b, h);
+    let rows = rows_per_task(b, h);
+    if rows >= b {
+        let (g4, bh) = (b * 4 * h, b * h);
+        return cell_backward_rows(
+            (dh, &dc2[..bh]),
+            &act[..g4],
+            (&c[..bh], &c2[..bh]),
+            &mut dgates[..g4],
+            &mut dc[..bh],
+            h,
+        );
+    }
     let (r1, r4) = (rows * h, rows * 4 * h);
     dgates[..b * 4 * h]
         .par_chunks_mut(r4)
@@ -197,11 +221,16 @@ pub(crate) struct LstmDims {
 impl LstmDims {
     /// The time index of the `p`-th step run.
     fn step(self, p: usize) -> usize {
-        if self.reverse {
-            self.t - 1 - p
-        } else {
-            p
-        }
+        step_index(self.t, p, self.reverse)
+    }
+}
+
+/// The time index of the `p`-th of `t` steps run, from the last when `reverse`.
+pub(crate) fn step_index(t: usize, p: usize, reverse: bool) -> usize {
+    if reverse {
+        t - 1 - p
+    } else {
+        p
     }
 }
 

@@ -153,18 +153,22 @@ pub(crate) struct PackedB<T> {
     k: usize,
     n: usize,
     kernel: Kernel<T>,
-    /// Depth slice by depth slice (`KC` deep), every `nr`-wide column panel in order.
+    /// From `start` (on a cache line, as the scratch panels are): depth slice by depth slice
+    /// (`KC` deep), every `nr`-wide column panel in order.
     data: Vec<T>,
+    start: usize,
 }
 
 impl<T: Gemm> PackedB<T> {
-    /// Pack `b` (`k×n`, (row, column) strides `sb`) for products of `m` rows, which pick the
-    /// kernel as [`gemm`] would.
+    /// Pack `b` (`k×n`, (row, column) strides `sb`) for the kernel that suits products of `m`
+    /// rows (`T::kernel(m, n)`; [`gemm_packed`] takes any number of rows).
     pub(crate) fn new(m: usize, k: usize, n: usize, b: &[T], sb: [usize; 2]) -> PackedB<T> {
         let kernel = T::kernel(m, n);
         let nr = kernel.nr;
         let panels = n.div_ceil(nr);
-        let mut data = vec![T::zero(); k * panels * nr];
+        let line = 64 / std::mem::size_of::<T>();
+        let mut data = vec![T::zero(); k * panels * nr + line];
+        let start = data.as_ptr().align_offset(64).min(line);
         let src = Strided {
             data: b,
             rs: sb[0],
@@ -174,7 +178,7 @@ impl<T: Gemm> PackedB<T> {
             let kc = KC.min(k - pc);
             for jc in (0..n).step_by(NC) {
                 let nc = NC.min(n - jc);
-                let at = pc * panels * nr + (jc / nr) * kc * nr;
+                let at = start + pc * panels * nr + (jc / nr) * kc * nr;
                 pack::pack(
                     &src,
                     pc,
@@ -186,13 +190,19 @@ impl<T: Gemm> PackedB<T> {
                 );
             }
         }
-        PackedB { k, n, kernel, data }
+        PackedB {
+            k,
+            n,
+            kernel,
+            data,
+            start,
+        }
     }
 
     /// The panels of columns `jc..` (a multiple of `nr`) in the depth slice at `pc`, `kc` deep.
     fn panels(&self, pc: usize, kc: usize, jc: usize) -> &[T] {
         let nr = self.kernel.nr;
-        &self.data[pc * self.n.div_ceil(nr) * nr + (jc / nr) * kc * nr..]
+        &self.data[self.start + pc * self.n.div_ceil(nr) * nr + (jc / nr) * kc * nr..]
     }
 }
 
