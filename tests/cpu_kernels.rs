@@ -713,6 +713,8 @@ fn fused_lstm_layer_matches_tensor_ops() -> Result<()> {
                 l.set_grad(None);
             }
             loss(f()?)?.backward_with(None, true, true)?;
+            // The first-order gradients again, from the formula recorded under create_graph.
+            v.extend(leaves.iter().map(|l| vals(&l.grad().unwrap())));
             let gx = x.grad().unwrap();
             for l in &leaves {
                 l.set_grad(None);

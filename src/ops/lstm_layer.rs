@@ -241,22 +241,21 @@ fn composite_layer_backward(
         (h, c) = (h2, c2);
     }
     let (mut dh, mut dc) = (g.select(0, t as i64)?, g.select(0, t as i64 + 1)?);
-    let mut dgates = vec![None; t];
-    let mut dw: Option<Tensor> = None;
-    for (p, (gates, c_prev, h_prev)) in states.iter().enumerate().rev() {
+    // Each step's gate gradient and h_prev, in time order.
+    let (mut dgates, mut h_prevs) = (vec![None; t], vec![None; t]);
+    for (p, (gates, c_prev, h_prev)) in states.into_iter().enumerate().rev() {
         let s = cpu::step_index(t, p, reverse);
         let ghc = Tensor::stack(&[g.select(0, s as i64)?.add(&dh)?, dc], 0)?;
-        let (dg, dcp) = composite_backward(gates, c_prev, &ghc)?;
+        let (dg, dcp) = composite_backward(&gates, &c_prev, &ghc)?;
         dh = dg.matmul(w)?;
         dc = dcp;
-        let dwp = dg.t()?.matmul(h_prev)?;
-        dw = Some(match dw {
-            Some(a) => a.add(&dwp)?,
-            None => dwp,
-        });
-        dgates[s] = Some(dg);
+        (dgates[s], h_prevs[s]) = (Some(dg), Some(h_prev));
     }
-    let dgates: Vec<Tensor> = dgates.into_iter().flatten().collect();
-    let dw = dw.ok_or_else(|| crate::Error::msg("lstm backward: an empty sequence"))?;
-    Ok(vec![Tensor::stack(&dgates, 0)?, dw, dh, dc])
+    let stacked =
+        |v: Vec<Option<Tensor>>| Tensor::stack(&v.into_iter().flatten().collect::<Vec<_>>(), 0);
+    let (dgates, h_prevs) = (stacked(dgates)?, stacked(h_prevs)?);
+    // W_hh's gradient over every step at once, as the fused kernel computes it.
+    let rows = |m: &Tensor| m.reshape([-1, m.shape()[2] as isize]);
+    let dw = rows(&dgates)?.t()?.matmul(&rows(&h_prevs)?)?;
+    Ok(vec![dgates, dw, dh, dc])
 }

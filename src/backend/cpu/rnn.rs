@@ -235,10 +235,11 @@ pub(crate) fn step_index(t: usize, p: usize, reverse: bool) -> usize {
 }
 
 /// One LSTM layer over a whole sequence: for each step, the recurrent product `h·W_hhᵀ` (one
-/// GEMM against `W_hhᵀ` packed once for all steps) and [`lstm_cell_rows`] on it and the step's input
-/// projection `xi[s]` (`[T, B, 4H]`, biases included). `d.t`, `d.b` and `d.h` are positive. Writes `y = [outputs (T×B×H), h_n, c_n]`,
-/// every step's cell state `cs` (`[T, B, H]`) and gate activations `act` (`[T, B, 4H]`) for
-/// [`lstm_layer_backward_rows`]. `w` is `W_hh` (`[4H, H]`), `h0`/`c0` the initial state.
+/// GEMM against `W_hhᵀ` packed once for all steps) and [`lstm_cell_rows`] on it and the step's
+/// input projection `xi[s]` (`[T, B, 4H]`, biases included). Writes `y = [outputs (T×B×H),
+/// h_n, c_n]`, every step's cell state `cs` (`[T, B, H]`) and gate activations `act`
+/// (`[T, B, 4H]`) for [`lstm_layer_backward_rows`]. `w` is `W_hh` (`[4H, H]`), `h0`/`c0` the
+/// initial state; `d.t`, `d.b` and `d.h` are positive.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn lstm_layer_rows<T: Real + Gemm>(
     xi: &[T],
@@ -259,10 +260,8 @@ pub(crate) fn lstm_layer_rows<T: Real + Gemm>(
     for p in 0..d.t {
         let s = d.step(p);
         let prev = (p > 0).then(|| d.step(p - 1));
-        {
-            let h_prev = prev.map_or(h0, |q| &y[q * bh..(q + 1) * bh]);
-            gemm_packed(b, h_prev, [h, 1], &w_t, T::zero(), &mut hh, 4 * h);
-        }
+        let h_prev = prev.map_or(h0, |q| &y[q * bh..(q + 1) * bh]);
+        gemm_packed(b, h_prev, [h, 1], &w_t, T::zero(), &mut hh, 4 * h);
         let c_prev = prev.map_or(c0, |q| &cs[q * bh..(q + 1) * bh]);
         lstm_cell_rows(
             &xi[s * g4..(s + 1) * g4],

@@ -245,7 +245,7 @@ fn packed_b_matches_packing_per_product() {
         gemm_packed(m, &a, [k, 1], &packed, cv(beta), &mut got, n);
         let bits = |v: &[T]| {
             v.iter()
-                .map(|x| x.to_f64().unwrap().to_bits())
+                .map(|x| x.to_f64().map(f64::to_bits))
                 .collect::<Vec<_>>()
         };
         assert_eq!(
