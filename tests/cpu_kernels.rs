@@ -810,6 +810,74 @@ fn half_pooling_and_casts_match_f32() -> Result<()> {
         yw.sum_all()?.backward()?;
         let (gh, gw) = (xh.grad().expect("grad"), xw.grad().expect("grad"));
         assert_eq!(bits(&gh)?, bits(&gw)?, "{dt:?} max_pool2d gradient");
+        // Sums over leading dims (a bias gradient: column sums) and over the last one equal
+        // those of the same values in f32, rounded once.
+        for dims in [&[0, 1, 2][..], &[0][..], &[3][..]] {
+            let (sh, sw) = (
+                xh.detach().sum_dims(dims, false)?,
+                back.sum_dims(dims, false)?,
+            );
+            assert_eq!(sh.dtype(), dt);
+            assert_eq!(
+                bits(&sh)?,
+                bits(&sw.to_dtype(dt)?)?,
+                "{dt:?} sum over {dims:?}"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// bf16 matmuls (on AMX tiles where the CPU has them, else widened to f32) against the exact
+/// sums of the same bf16 values rounded once to bf16: they may differ by the f32 rounding of
+/// the sums, so by at most one bf16 step. Plain, batched with a broadcast operand, deeper than
+/// the AMX kernel's depth slice, transposed operands (as a linear layer's gradients read
+/// them), one row, and empty depth.
+#[test]
+fn bf16_matmul_matches_the_exact_sum_rounded_once() -> Result<()> {
+    let dev = Device::Cpu;
+    eprintln!(
+        "bf16 matmuls on {}",
+        if wgtorch::backend::cpu::bf16_on_amx() {
+            "AMX"
+        } else {
+            "the f32 kernels"
+        }
+    );
+    wgtorch::manual_seed(11);
+    let bf =
+        |shape: &[usize]| -> Result<Tensor> { Tensor::randn(shape, &dev)?.to_dtype(DType::BF16) };
+    let cases: Vec<(Tensor, Tensor)> = vec![
+        (bf(&[70, 100])?, bf(&[100, 45])?),
+        (bf(&[3, 40, 600])?, bf(&[600, 33])?),
+        (bf(&[100, 70])?.t()?, bf(&[45, 100])?.t()?),
+        (bf(&[2, 600, 9])?.transpose(1, 2)?, bf(&[2, 600, 40])?),
+        (bf(&[1, 300])?, bf(&[300, 64])?),
+        (bf(&[4, 0])?, bf(&[0, 5])?),
+    ];
+    for (a, b) in &cases {
+        let got = a.matmul(b)?;
+        assert_eq!(got.dtype(), DType::BF16);
+        let exact = a
+            .to_dtype(DType::F64)?
+            .matmul(&b.to_dtype(DType::F64)?)?
+            .to_dtype(DType::BF16)?;
+        assert_eq!(got.shape(), exact.shape());
+        let (g, e) = (vals(&got), vals(&exact));
+        let mut same = 0;
+        for (i, (x, y)) in g.iter().zip(&e).enumerate() {
+            // One bf16 step at y's magnitude (8 significant bits).
+            let step = y.abs().max(1e-30) * 2f64.powi(-7);
+            assert!(
+                (x - y).abs() <= step,
+                "{:?}·{:?} [{i}]: {x} vs {y}",
+                a.shape(),
+                b.shape()
+            );
+            same += usize::from(x == y);
+        }
+        // Most sums round to the same bf16 either way.
+        assert!(same * 10 >= g.len() * 9, "{same} of {} equal", g.len());
     }
     Ok(())
 }

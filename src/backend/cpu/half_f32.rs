@@ -4,12 +4,12 @@
 //! them (F16C) and vectorisable loops otherwise; the values are those of the element-wise
 //! conversions (exact widening, rounding to nearest even).
 //!
-//! Why bf16 products are not multiplied as bf16: a 12×32 microkernel on `vdpbf16ps` (AVX512_BF16,
-//! two bf16 products per f32 lane and instruction, operands packed in pairs along k) reached
-//! 51–54 GFLOP/s at 512³ on one thread of an Intel Xeon (family 6 model 207, Emerald Rapids,
-//! Dec 2026), where the f32 FMA kernel on the same widened operands reached 85–86: there the
-//! instruction's throughput is below that of two FMAs. AMX, which would pay, was not offered by
-//! that machine's hypervisor (no `amx_tile` flag).
+//! Why bf16 products are not multiplied with `vdpbf16ps` where there is no AMX: a 12×32
+//! microkernel on it (AVX512_BF16, two bf16 products per f32 lane and instruction, operands
+//! packed in pairs along k) reached 51–54 GFLOP/s at 512³ on one thread of an Intel Xeon (family
+//! 6 model 207, Emerald Rapids, Dec 2026), where the f32 FMA kernel on the same widened operands
+//! reached 85–86: there the instruction's throughput is below that of two FMAs. Where the CPU
+//! and OS offer AMX, bf16 matmuls run on its tiles instead (`gemm/amx.rs`).
 
 use super::{par_fill, pool, CpuStorage};
 use crate::DType;

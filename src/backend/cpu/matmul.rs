@@ -1,8 +1,9 @@
 //! Batched matrix multiply on the CPU: one [`gemm`] per batch entry, in parallel over the batch
-//! when the products are small. Half types compute in f32 and round once (see [`half_f32`] for
-//! why bf16 does not multiply with `vdpbf16ps`).
+//! when the products are small. Half types compute in f32 and round once: bf16 on AMX tiles
+//! where the CPU has them ([`amx`]), otherwise widened to f32 (see [`half_f32`] for why bf16
+//! does not multiply with `vdpbf16ps`).
 
-use super::gemm::gemm;
+use super::gemm::{amx, gemm};
 use super::{half_f32, pool, CpuStorage};
 use crate::shape::Layout;
 use rayon::prelude::*;
@@ -27,6 +28,16 @@ pub(crate) fn matmul(a: &CpuStorage, al: &Layout, b: &CpuStorage, bl: &Layout) -
             });
             CpuStorage::F64(out)
         }
+        (CpuStorage::BF16(av), CpuStorage::BF16(bv)) if amx::enabled() => {
+            // bf16 on AMX tiles: f32 sums of the bf16 operands as they are, rounded once.
+            let mut of = pool::any(bs * m * n);
+            run(av, al, bv, bl, &mut of, |a, sa, b, sb, c| {
+                amx::gemm_bf16(m, al.shape[2], n, a, sa, b, sb, c, n)
+            });
+            let out = half_f32::narrow(&of, half_f32::Half::BF16);
+            pool::give_back(of);
+            out
+        }
         _ => {
             // Half types (the op layer admits float operands of one dtype): widen the storages
             // to f32, multiply, round once.
@@ -50,13 +61,13 @@ pub(crate) fn matmul(a: &CpuStorage, al: &Layout, b: &CpuStorage, bl: &Layout) -
 /// threads inside `gemm`; smaller ones run in parallel over the batch.
 const SPLIT_MACS: usize = 1 << 21;
 
-fn run<T: Copy + Default + Send + Sync>(
+fn run<T: Sync, U: Copy + Default + Send>(
     av: &[T],
     al: &Layout,
     bv: &[T],
     bl: &Layout,
-    out: &mut [T],
-    f: impl Fn(&[T], [usize; 2], &[T], [usize; 2], &mut [T]) + Sync,
+    out: &mut [U],
+    f: impl Fn(&[T], [usize; 2], &[T], [usize; 2], &mut [U]) + Sync,
 ) {
     let (bs, m, k) = (al.shape[0], al.shape[1], al.shape[2]);
     let n = bl.shape[2];
@@ -66,10 +77,10 @@ fn run<T: Copy + Default + Send + Sync>(
     if k == 0 {
         // Sums of no products; the operands (which may start past their storage's end, as a
         // slice of an empty tensor does) are not read.
-        out.fill(T::default());
+        out.fill(U::default());
         return;
     }
-    let one = |bi: usize, c: &mut [T]| {
+    let one = |bi: usize, c: &mut [U]| {
         f(
             &av[al.offset + bi * al.strides[0]..],
             [al.strides[1], al.strides[2]],

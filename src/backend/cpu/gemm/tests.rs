@@ -330,3 +330,71 @@ fn out_of_bounds_operands_are_refused() {
         2,
     );
 }
+
+/// AMX bf16 products (where the CPU and OS offer them) against f64 sums of the same bf16
+/// values: shapes with edge blocks on every side, depths that are not a multiple of the tile's
+/// 32, transposed and strided operands, a split over threads, and a C with a wider row stride
+/// whose padding must stay untouched.
+#[test]
+fn amx_bf16_matches_reference() {
+    use half::bf16;
+    if !amx::available() {
+        eprintln!("amx_bf16_matches_reference: no AMX on this machine, not run");
+        return;
+    }
+    // (m, k, n, A's strides, B's strides)
+    type Case = (usize, usize, usize, [usize; 2], [usize; 2]);
+    let cases: &[Case] = &[
+        (1, 1, 1, [1, 1], [1, 1]),
+        (5, 7, 3, [7, 1], [3, 1]),
+        (16, 32, 16, [32, 1], [16, 1]),
+        (33, 65, 47, [1, 33], [47, 1]),
+        (40, 100, 70, [100, 1], [1, 100]),
+        (70, 33, 200, [1, 70], [1, 33]),
+        (9, 50, 31, [100, 2], [62, 2]),
+        (300, 257, 260, [257, 1], [260, 1]),
+        // Deeper than a slice (512) with edge blocks summed across slices, and wider than a
+        // chunk of column blocks (512).
+        (37, 1100, 600, [1100, 1], [600, 1]),
+        (50, 1030, 530, [1, 50], [1, 1030]),
+    ];
+    for &(m, k, n, sa, sb) in cases {
+        let extent =
+            |rows: usize, cols: usize, s: [usize; 2]| (rows - 1) * s[0] + (cols - 1) * s[1] + 1;
+        let a: Vec<bf16> = mat(extent(m, k, sa), 4)
+            .iter()
+            .map(|&v| bf16::from_f64(v))
+            .collect();
+        let b: Vec<bf16> = mat(extent(k, n, sb), 5)
+            .iter()
+            .map(|&v| bf16::from_f64(v))
+            .collect();
+        let (af, bf): (Vec<f64>, Vec<f64>) = (
+            a.iter().map(|v| v.to_f64()).collect(),
+            b.iter().map(|v| v.to_f64()).collect(),
+        );
+        let want = reference(m, k, n, &af, sa, &bf, sb, 0.0, &[]);
+        let ldc = n + 3;
+        let mut c = vec![f32::NAN; (m - 1) * ldc + n + 3];
+        amx::gemm_bf16(m, k, n, &a, sa, &b, sb, &mut c, ldc);
+        let tol = 1e-6 * k as f64;
+        for i in 0..m {
+            for j in 0..n {
+                let (got, w) = (c[i * ldc + j] as f64, want[i * n + j]);
+                assert!(
+                    (got - w).abs() <= tol,
+                    "{m}x{k}x{n} [{i},{j}]: {got} vs {w}"
+                );
+            }
+            let pad = if i + 1 < m { n..ldc } else { n..n + 3 };
+            assert!(
+                c[i * ldc..][pad].iter().all(|v| v.is_nan()),
+                "{m}x{k}x{n}: C's padding written"
+            );
+        }
+    }
+    // No depth: zeros.
+    let mut c = vec![f32::NAN; 6];
+    amx::gemm_bf16(2, 0, 3, &[], [0, 1], &[], [3, 1], &mut c, 3);
+    assert_eq!(c, [0.0; 6]);
+}
