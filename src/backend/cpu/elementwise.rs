@@ -203,10 +203,24 @@ pub(crate) fn cast(x: &CpuStorage, l: &Layout, to: DType) -> CpuStorage {
             return super::half_f32::narrow(v, h);
         }
     }
-    if to == DType::F32 && l.is_contiguous() && l.offset == 0 && x.len() == l.numel() {
+    let whole = l.is_contiguous() && l.offset == 0 && x.len() == l.numel();
+    if to == DType::F32 && whole {
         if let Some((out, _)) = super::half_f32::widen(x) {
             return CpuStorage::F32(out);
         }
+    }
+    // Between f32 and a half type in any other layout (a slice of attention's projections, a
+    // transposed weight): the strided copy first, then in bulk, instead of element by element
+    // through f64 (the same values either way).
+    let half = |d: DType| super::half_f32::Half::of(d).is_some();
+    if !whole
+        && l.numel() > 0
+        && ((x.dtype() == DType::F32 && half(to)) || (half(x.dtype()) && to == DType::F32))
+    {
+        let dense = contiguous(x, l);
+        let out = cast(&dense, &Layout::contiguous(&l.shape), to);
+        pool::recycle(dense);
+        return out;
     }
     with_cpu!(x, v, S => with_dtype!(to, D => {
         let mut out = pool::any(l.numel());

@@ -51,17 +51,18 @@ pub(crate) fn reduce_rows(op: ReduceOp, x: &CpuStorage, rows: usize, n: usize) -
     })
 }
 
-/// Column sums of a contiguous f32/f64 `[rows, cols]` starting at element `offset`:
+/// Column sums of a contiguous float `[rows, cols]` starting at element `offset`:
 /// `out[j] = Σ_i x[offset + i * cols + j]`, accumulated in f64 like the row sums, over blocks of
 /// columns in parallel (rows are read in order, so the loop streams and vectorises instead of
-/// striding down each column). None for other dtypes.
+/// striding down each column). In [`ReduceOp::out_dtype`] of a sum, as [`reduce_rows`]: half
+/// types give f32 (the caller rounds once). None for other dtypes.
 pub(crate) fn sum_cols(
     x: &CpuStorage,
     offset: usize,
     rows: usize,
     cols: usize,
 ) -> Option<CpuStorage> {
-    fn go<T: Elem + CpuElem>(v: &[T], rows: usize, cols: usize) -> Vec<T> {
+    fn go<T: Elem + Sync, D: Elem + CpuElem>(v: &[T], rows: usize, cols: usize) -> Vec<D> {
         const BLOCK: usize = 256;
         let mut out = pool::any(cols);
         let min_blocks = (GRAIN / (rows * BLOCK).max(1)).max(1);
@@ -84,7 +85,7 @@ pub(crate) fn sum_cols(
                     },
                 );
                 for (o, a) in o.iter_mut().zip(acc.iter()) {
-                    *o = T::from_f64(*a);
+                    *o = D::from_f64(*a);
                 }
             });
         out
@@ -95,6 +96,8 @@ pub(crate) fn sum_cols(
     match x {
         CpuStorage::F32(v) => Some(CpuStorage::F32(go(&v[from(v.len())..], rows, cols))),
         CpuStorage::F64(v) => Some(CpuStorage::F64(go(&v[from(v.len())..], rows, cols))),
+        CpuStorage::F16(v) => Some(CpuStorage::F32(go(&v[from(v.len())..], rows, cols))),
+        CpuStorage::BF16(v) => Some(CpuStorage::F32(go(&v[from(v.len())..], rows, cols))),
         _ => None,
     }
 }
