@@ -349,7 +349,7 @@ def main():
     if args.compile_steps:
         print(json.dumps(compile_steps(args.reps)))
         return
-    out = {"torch": torch.__version__, "numpy": np.__version__, "matmul_gflops": {}, "numpy_matmul_gflops": {}}
+    out = {"torch": torch.__version__, "numpy": np.__version__, "matmul_gflops": {}, "numpy_matmul_gflops": {}, "matmul_bf16_gflops": {}}
     for n in (256, 512, 1024, 2048):
         a, b = torch.randn(n, n), torch.randn(n, n)
         t = median_time(lambda: a @ b, 7 if n < 2048 else 3)
@@ -357,6 +357,9 @@ def main():
         an, bn = a.numpy(), b.numpy()
         t = median_time(lambda: an @ bn, 7 if n < 2048 else 3)
         out["numpy_matmul_gflops"][str(n)] = 2 * n**3 / t / 1e9
+        ab, bb = a.bfloat16(), b.bfloat16()
+        t = median_time(lambda: ab @ bb, 7 if n < 2048 else 3)
+        out["matmul_bf16_gflops"][str(n)] = 2 * n**3 / t / 1e9
     x = torch.randn(1 << 22)
     y = torch.randn(1 << 22)
     out["add_gbs"] = 3 * 4 * (1 << 22) / median_time(lambda: x + y, 15) / 1e9

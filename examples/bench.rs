@@ -1,4 +1,4 @@
-//! The benchmark table: matmul GFLOP/s (f32, 256 to 2048), conv2d forward+backward, elementwise
+//! The benchmark table: matmul GFLOP/s (f32 256 to 2048; bf16 on the CPU, on AMX where it has it), conv2d forward+backward, elementwise
 //! and row-reduction GB/s next to the CPU's triad and read bandwidth, and the SimpleCNN training step (f32 and autocast) on the CPU and the GPU adapter found,
 //! with per-step GPU counters; then, when `import torch` works in `$WGTORCH_BENCH_PYTHON` (default
 //! `python3`), the same work in PyTorch (at rayon's thread count) and numpy from
@@ -515,6 +515,28 @@ fn main() -> Result<()> {
                 t * 1e3
             );
         }
+        if !dev.is_gpu() {
+            // bf16 operands, f32 sums, a bf16 result: AMX tiles where the CPU has them, else
+            // the f32 kernels on widened operands.
+            let how = if wgtorch::backend::cpu::bf16_on_amx() {
+                "AMX"
+            } else {
+                "widened to f32"
+            };
+            for n in [256usize, 512, 1024, 2048] {
+                let a = Tensor::randn([n, n], dev)?.to_dtype(DType::BF16)?;
+                let b = Tensor::randn([n, n], dev)?.to_dtype(DType::BF16)?;
+                let t = time(dev, if n >= 2048 { 5 } else { 15 }, || {
+                    a.matmul(&b).map(|_| ())
+                })?;
+                let gf = 2.0 * (n * n * n) as f64 / t / 1e9;
+                rec.insert(format!("matmul_bf16_gflops_{n}"), gf.into());
+                println!(
+                    "| {name} | matmul bf16 ({how}) | {n}³ | {:.2} | {gf:.1} GFLOP/s |",
+                    t * 1e3
+                );
+            }
+        }
         let img = Tensor::randn([64, 32, 16, 16], dev)?;
         let w = Tensor::randn([64, 32, 3, 3], dev)?.requires_grad_(true);
         let t = time(dev, 3, || {
@@ -659,6 +681,17 @@ fn main() -> Result<()> {
             );
             if let (Some(o), Some(t), Some(np)) = (o, t, np) {
                 println!("  matmul {n}³: wgtorch {o:.1}, PyTorch {t:.1}, numpy {np:.1} GFLOP/s -> {:.2}x PyTorch, {:.2}x numpy", o / t, o / np);
+            }
+        }
+        for n in ["256", "512", "1024", "2048"] {
+            if let (Some(o), Some(t)) = (
+                ours[format!("matmul_bf16_gflops_{n}")].as_f64(),
+                pt["matmul_bf16_gflops"][n].as_f64(),
+            ) {
+                println!(
+                    "  matmul bf16 {n}³: wgtorch {o:.1}, PyTorch {t:.1} GFLOP/s -> {:.2}x PyTorch",
+                    o / t
+                );
             }
         }
         for (key, what) in [
