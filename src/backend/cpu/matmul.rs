@@ -3,7 +3,9 @@
 //! where the CPU has them ([`amx`]), otherwise widened to f32 (see [`half_f32`] for why bf16
 //! does not multiply with `vdpbf16ps`).
 
-use super::gemm::{amx, gemm};
+#[cfg(target_arch = "x86_64")]
+use super::gemm::amx;
+use super::gemm::gemm;
 use super::{half_f32, pool, CpuStorage};
 use crate::shape::Layout;
 use rayon::prelude::*;
@@ -28,6 +30,7 @@ pub(crate) fn matmul(a: &CpuStorage, al: &Layout, b: &CpuStorage, bl: &Layout) -
             });
             CpuStorage::F64(out)
         }
+        #[cfg(target_arch = "x86_64")]
         (CpuStorage::BF16(av), CpuStorage::BF16(bv)) if amx::enabled() => {
             // bf16 on AMX tiles: f32 sums of the bf16 operands as they are, rounded once.
             let mut of = pool::any(bs * m * n);

@@ -63,7 +63,10 @@ pub fn gemm_kernel() -> String {
 /// println!("bf16 products on AMX: {}", wgtorch::backend::cpu::bf16_on_amx());
 /// ```
 pub fn bf16_on_amx() -> bool {
-    gemm::amx::enabled()
+    #[cfg(target_arch = "x86_64")]
+    return gemm::amx::enabled();
+    #[cfg(not(target_arch = "x86_64"))]
+    false
 }
 pub(crate) use elementwise::*;
 pub(crate) use fused::fused;

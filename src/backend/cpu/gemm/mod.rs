@@ -15,6 +15,7 @@
 //! Each element of C sums its products in the same order whatever the thread count, so results
 //! do not depend on `RAYON_NUM_THREADS`.
 
+#[cfg(target_arch = "x86_64")]
 pub(crate) mod amx;
 mod kernel;
 mod pack;

@@ -335,6 +335,7 @@ fn out_of_bounds_operands_are_refused() {
 /// values: shapes with edge blocks on every side, depths that are not a multiple of the tile's
 /// 32, transposed and strided operands, a split over threads, and a C with a wider row stride
 /// whose padding must stay untouched.
+#[cfg(target_arch = "x86_64")]
 #[test]
 fn amx_bf16_matches_reference() {
     use half::bf16;
