@@ -116,21 +116,8 @@ pub(crate) fn gemm_bf16(
     if m == 0 || n == 0 {
         return;
     }
-    let last = |rows: usize, s: [usize; 2], cols: usize| {
-        (rows.max(1) - 1) * s[0] + (cols.max(1) - 1) * s[1]
-    };
-    assert!(
-        k == 0 || (last(m, sa, k) < a.len() && last(k, sb, n) < b.len()),
-        "gemm_bf16: operand out of bounds"
-    );
-    assert!(
-        (m - 1)
-            .checked_mul(ldc)
-            .and_then(|v| v.checked_add(n))
-            .is_some_and(|need| need <= c.len())
-            && (m == 1 || n <= ldc),
-        "gemm_bf16: C out of bounds"
-    );
+    super::check_operands(m, k, n, a.len(), sa, b.len(), sb);
+    super::check_c(m, n, c.len(), ldc);
     if k == 0 {
         for r in 0..m {
             c[r * ldc..r * ldc + n].fill(0.0);

@@ -106,13 +106,7 @@ pub(crate) fn gemm<T: Gemm>(
     if m == 0 || n == 0 {
         return;
     }
-    let last = |rows: usize, s: [usize; 2], cols: usize| {
-        (rows.max(1) - 1) * s[0] + (cols.max(1) - 1) * s[1]
-    };
-    assert!(
-        k == 0 || (last(m, sa, k) < a.len() && last(k, sb, n) < b.len()),
-        "gemm: operand out of bounds"
-    );
+    check_operands(m, k, n, a.len(), sa, b.len(), sb);
     // One row, or a few against a B whose columns are contiguous (a linear layer's transposed
     // weight, which packing would gather element by element): matrix-vector products.
     let few = m == 1 || (m <= FEW_ROWS && sb[0] == 1 && n > 1);
@@ -258,6 +252,26 @@ impl<T, S> Clone for BOperand<'_, T, S> {
     }
 }
 impl<T, S> Copy for BOperand<'_, T, S> {}
+
+/// An `m×k` A with (row, column) strides `sa` and a `k×n` B with strides `sb` lie within
+/// slices of `a_len` and `b_len` elements.
+fn check_operands(
+    m: usize,
+    k: usize,
+    n: usize,
+    a_len: usize,
+    sa: [usize; 2],
+    b_len: usize,
+    sb: [usize; 2],
+) {
+    let last = |rows: usize, s: [usize; 2], cols: usize| {
+        (rows.max(1) - 1) * s[0] + (cols.max(1) - 1) * s[1]
+    };
+    assert!(
+        k == 0 || (last(m, sa, k) < a_len && last(k, sb, n) < b_len),
+        "gemm: operand out of bounds"
+    );
+}
 
 /// `c` holds an `m×n` matrix with row stride `ldc`.
 fn check_c(m: usize, n: usize, len: usize, ldc: usize) {
