@@ -240,8 +240,8 @@ impl Tensor {
     /// [`linear`](Self::linear) itself; the public function records it for ONNX export.
     fn linear_untraced(&self, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
         let _p = crate::profiler::op("linear", &[self, weight]);
-        // Under autocast the weight is cast before it is transposed: a contiguous cast runs in
-        // bulk, a transposed one element by element.
+        // Under autocast the weight is cast before it is transposed: a contiguous cast
+        // converts in place, a transposed one gathers first.
         let weight = crate::amp::lower(weight)?;
         let y = self.matmul(&weight.t()?).in_op("linear")?;
         match bias {

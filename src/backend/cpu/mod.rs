@@ -55,9 +55,8 @@ pub fn gemm_kernel() -> String {
 /// Whether bf16 matrix products (matmul, linear and their gradients) run on Intel AMX tiles
 /// here: the CPU has AMX-TILE and AMX-BF16, Linux grants the process the tile state, and the
 /// instruction set in use is AVX-512 (`WGTORCH_CPU_ISA=avx2` turns it off, and so does
-/// `WGTORCH_CPU_AMX=0`). Elsewhere they widen
-/// to f32 and run the f32 kernels. The sums are f32 either way; see the `amx` module for how
-/// they round.
+/// `WGTORCH_CPU_AMX=0`). Elsewhere they widen to f32 and run the f32 kernels. The sums are f32
+/// either way; see the `amx` module for how they round.
 ///
 /// ```
 /// println!("bf16 products on AMX: {}", wgtorch::backend::cpu::bf16_on_amx());

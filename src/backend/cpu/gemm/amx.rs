@@ -6,8 +6,8 @@
 //! AMX-TILE and AMX-BF16 and Linux grants the process the tile state (`arch_prctl`
 //! `ARCH_REQ_XCOMP_PERM`, Linux 5.16+), and the instruction set in use is AVX-512
 //! (`WGTORCH_CPU_ISA=avx2|baseline` turns it off with the wider kernels, `WGTORCH_CPU_AMX=0`
-//! alone); elsewhere bf16
-//! products widen to f32 and run the f32 kernels (`matmul.rs`). [`enabled`] says which.
+//! alone); elsewhere bf16 products widen to f32 and run the f32 kernels (`matmul.rs`).
+//! [`enabled`] says which.
 //!
 //! What the sums are: each bf16 product is exact in f32; the instruction adds the products of
 //! one pair along `k` and then the running f32 sum, rounding to nearest even, in a fixed order
