@@ -1051,3 +1051,107 @@ fn export_after_a_panicking_forward_starts_clean() {
     );
     assert!(bytes.is_ok(), "{:?}", bytes.err());
 }
+
+/// An LSTM node whose initial states' shapes are known only at run time (all their dims
+/// symbolic): a state that does not match the input's batch, the hidden size or the number of
+/// directions is an error naming it and the shape it must have when the model runs (an extra
+/// direction was dropped unseen before), and the matching states run.
+#[test]
+fn lstm_state_of_the_wrong_shape_is_an_error_at_run_time() {
+    use proto::tensor_shape_proto::{dimension::Value as Dim, Dimension};
+    let value = |name: &str, dims: Vec<Dim>| proto::ValueInfoProto {
+        name: Some(name.into()),
+        r#type: Some(proto::TypeProto {
+            value: Some(proto::type_proto::Value::TensorType(
+                proto::type_proto::Tensor {
+                    elem_type: Some(1),
+                    shape: Some(proto::TensorShapeProto {
+                        dim: dims
+                            .into_iter()
+                            .map(|d| Dimension {
+                                value: Some(d),
+                                ..Default::default()
+                            })
+                            .collect(),
+                    }),
+                },
+            )),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let sym = |s: &str| Dim::DimParam(s.into());
+    let (input, hidden) = (3i64, 4i64);
+    let init = |name: &str, dims: Vec<i64>| proto::TensorProto {
+        float_data: vec![0.1; dims.iter().product::<i64>() as usize],
+        dims,
+        data_type: Some(1),
+        name: Some(name.into()),
+        ..Default::default()
+    };
+    let graph = proto::GraphProto {
+        name: Some("lstm".into()),
+        node: vec![proto::NodeProto {
+            op_type: Some("LSTM".into()),
+            name: Some("lstm_0".into()),
+            input: ["x", "w", "r", "b", "", "h0", "c0"]
+                .map(String::from)
+                .to_vec(),
+            output: vec!["y".into()],
+            attribute: vec![proto::AttributeProto {
+                name: Some("hidden_size".into()),
+                i: Some(hidden),
+                r#type: Some(proto::attribute_proto::AttributeType::Int as i32),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        initializer: vec![
+            init("w", vec![1, 4 * hidden, input]),
+            init("r", vec![1, 4 * hidden, hidden]),
+            init("b", vec![1, 8 * hidden]),
+        ],
+        input: vec![
+            value("x", vec![sym("T"), sym("B"), Dim::DimValue(input)]),
+            value("h0", vec![sym("d"), sym("b"), sym("h")]),
+            value("c0", vec![sym("d2"), sym("b2"), sym("h2")]),
+        ],
+        output: vec![proto::ValueInfoProto {
+            name: Some("y".into()),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let m = proto::ModelProto {
+        ir_version: Some(8),
+        opset_import: vec![proto::OperatorSetIdProto {
+            domain: Some(String::new()),
+            version: Some(18),
+        }],
+        graph: Some(graph),
+        ..Default::default()
+    };
+    let dev = Device::Cpu;
+    let model = Model::load_bytes(&m.encode_to_vec(), &dev).unwrap();
+    let x = Tensor::randn([5, 2, 3], &dev).unwrap();
+    let state = |shape: [usize; 3]| Tensor::zeros(shape, &dev).unwrap();
+    let y = model
+        .run(&[x.clone(), state([1, 2, 4]), state([1, 2, 4])])
+        .unwrap();
+    assert_eq!(y[0].shape(), &[5, 1, 2, 4]);
+    // Another batch, another hidden size, a second direction the node does not have.
+    for (h0, c0, bad) in [
+        ([1, 3, 4], [1, 2, 4], "initial_h [1, 3, 4]"),
+        ([1, 2, 4], [1, 2, 5], "initial_c [1, 2, 5]"),
+        ([1, 2, 4], [2, 2, 4], "initial_c [2, 2, 4]"),
+    ] {
+        let err = model
+            .run(&[x.clone(), state(h0), state(c0)])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("LSTM") && err.contains(bad) && err.contains("must be [1, 2, 4]"),
+            "{err}"
+        );
+    }
+}

@@ -161,22 +161,30 @@ fn prepare(ctx: &Ctx, xs: &[Option<Tensor>], c: &Rnn) -> Result<Prepared> {
             )));
         }
     }
-    let state = |i: usize| -> Result<Option<Tensor>> {
-        xs.get(i)
-            .and_then(Option::as_ref)
-            .map(|s| {
-                if c.batch_first {
-                    s.transpose(0, 1)
-                } else {
-                    Ok(s.clone())
-                }
-            })
-            .transpose()
+    // A state whose shape is known only at run time is checked here: each direction's
+    // `[batch, hidden]` is selected from it, which would drop extra directions unseen.
+    let state = |i: usize, name: &str| -> Result<Option<Tensor>> {
+        let Some(s) = xs.get(i).and_then(Option::as_ref) else {
+            return Ok(None);
+        };
+        let want = if c.batch_first {
+            [batch, c.directions, c.hidden]
+        } else {
+            [c.directions, batch, c.hidden]
+        };
+        if s.shape() != want {
+            return Err(ctx.err(format!("{name} {:?} must be {want:?}", s.shape())));
+        }
+        Ok(Some(if c.batch_first {
+            s.transpose(0, 1)?
+        } else {
+            s.clone()
+        }))
     };
     Ok(Prepared {
         x,
-        h0: state(5)?,
-        c0: state(6)?,
+        h0: state(5, "initial_h")?,
+        c0: state(6, "initial_c")?,
     })
 }
 
