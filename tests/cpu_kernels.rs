@@ -884,3 +884,75 @@ fn bf16_matmul_matches_the_exact_sum_rounded_once() -> Result<()> {
     }
     Ok(())
 }
+
+/// 3×3 stride-1 f32 convolutions with enough channels take Winograd's F(2×2, 3×3) on the CPU:
+/// forward and input gradient against f64 (the direct sums), and inputs with a non-finite or
+/// huge value, which must keep the direct sum's IEEE results (the transforms would spread an
+/// ∞ into its neighbours' tiles as NaN), against f64 too.
+#[test]
+fn winograd_convolutions_match_f64_and_keep_the_direct_sums_rules() -> Result<()> {
+    use wgtorch::nn::functional as F;
+    let dev = Device::Cpu;
+    wgtorch::manual_seed(5);
+    let opts = F::Conv2dFuncOptions {
+        padding: 1.into(),
+        ..Default::default()
+    };
+    let w = Tensor::randn([64, 64, 3, 3], &dev)?.mul_scalar(0.1)?;
+    let b = Tensor::randn([64], &dev)?;
+    let conv = |x: &Tensor| -> Result<(Vec<f64>, Vec<f64>)> {
+        let f32 = F::conv2d_with(x, &w, Some(&b), opts)?;
+        let (x64, w64, b64) = (
+            x.to_dtype(DType::F64)?,
+            w.to_dtype(DType::F64)?,
+            b.to_dtype(DType::F64)?,
+        );
+        let f64 = F::conv2d_with(&x64, &w64, Some(&b64), opts)?;
+        Ok((vals(&f32), vals(&f64)))
+    };
+    let x = Tensor::randn([2, 64, 31, 32], &dev)?;
+    let (got, want) = conv(&x)?;
+    assert_close("winograd conv2d", &got, &want, 1e-5, 1e-5);
+
+    // The input gradient of a stride-1 convolution is one too.
+    let gy = Tensor::randn([2, 64, 31, 32], &dev)?;
+    let xg = x.detach().requires_grad_(true);
+    F::conv2d_with(&xg, &w, Some(&b), opts)?
+        .mul(&gy)?
+        .sum_all()?
+        .backward()?;
+    let x64 = x.to_dtype(DType::F64)?.requires_grad_(true);
+    let w64 = w.to_dtype(DType::F64)?;
+    F::conv2d_with(&x64, &w64, None, opts)?
+        .mul(&gy.to_dtype(DType::F64)?)?
+        .sum_all()?
+        .backward()?;
+    assert_close(
+        "winograd input gradient",
+        &vals(&xg.grad().expect("a gradient")),
+        &vals(&x64.grad().expect("a gradient")),
+        1e-5,
+        1e-5,
+    );
+
+    // Non-finite and huge inputs: the same infinities and NaNs where f64 has them.
+    for (at, v) in [(1000, f32::INFINITY), (4321, f32::NAN), (777, 3.0e20)] {
+        let mut data = vals(&x);
+        data[at] = v as f64;
+        let xb = Tensor::from_vec(
+            data.iter().map(|&v| v as f32).collect::<Vec<f32>>(),
+            [2, 64, 31, 32],
+            &dev,
+        )?;
+        let (got, want) = conv(&xb)?;
+        for (i, (g, e)) in got.iter().zip(&want).enumerate() {
+            let same = if e.is_finite() {
+                (g - e).abs() <= 1e-5 * e.abs().max(1.0)
+            } else {
+                g.is_nan() == e.is_nan() && (e.is_nan() || g == e)
+            };
+            assert!(same, "{v} at {at}: output {i} is {g}, f64 gives {e}");
+        }
+    }
+    Ok(())
+}

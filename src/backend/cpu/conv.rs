@@ -10,7 +10,7 @@
 //! back into the image.
 
 use super::gemm::{copy_short, gemm, gemm_src, Gemm, Source, Strided, Transposed};
-use super::{half_f32, pool, CpuElem, CpuStorage};
+use super::{half_f32, pool, winograd, CpuElem, CpuStorage};
 use crate::backend::ConvEpilogue;
 use crate::ops::{transposed_as_forward, ConvGeom};
 use rayon::prelude::*;
@@ -165,6 +165,10 @@ fn forward<T: Gemm>(
     }
     if let Some(r) = residual {
         assert_eq!(r.len(), out.len(), "conv2d: residual of the output's size");
+    }
+    if T::WINOGRAD && winograd::enabled() && winograd::pays(g, o) && winograd::safe(x, w) {
+        pool::give_back(out);
+        return winograd::forward(x, w, bias, (residual, relu), g, o);
     }
     // The epilogue over a sample's output `y` (sample `n`) where the GEMM wrote it in place.
     let epilogue = |n: usize, y: &mut [T]| {

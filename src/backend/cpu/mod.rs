@@ -27,6 +27,7 @@ mod reduce;
 mod rnn;
 mod sort;
 pub mod vmath;
+mod winograd;
 
 pub(crate) use conv::*;
 

@@ -60,6 +60,10 @@ const _: () = assert!(MC.is_multiple_of(24) && NC.is_multiple_of(96));
 pub(crate) trait Gemm:
     CpuElem + num_traits::Float + std::ops::AddAssign + Send + Sync + Default
 {
+    /// Whether 3×3 convolutions may take Winograd's F(2×2, 3×3) (`winograd.rs`): f32 does;
+    /// f64, gradcheck's reference type, keeps the direct sums.
+    const WINOGRAD: bool;
+
     /// The microkernels for `isa`, or for the widest set below it that the CPU runs.
     fn kernels(isa: Isa) -> Vec<Kernel<Self>>;
 
@@ -69,6 +73,7 @@ pub(crate) trait Gemm:
 }
 
 impl Gemm for f32 {
+    const WINOGRAD: bool = true;
     fn kernels(isa: Isa) -> Vec<Kernel<f32>> {
         kernel::f32_kernels(isa)
     }
@@ -79,6 +84,7 @@ impl Gemm for f32 {
 }
 
 impl Gemm for f64 {
+    const WINOGRAD: bool = false;
     fn kernels(_: Isa) -> Vec<Kernel<f64>> {
         vec![kernel::portable_kernel()]
     }

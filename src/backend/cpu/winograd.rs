@@ -1,0 +1,553 @@
+//! Winograd's minimal filtering F(2×2, 3×3) for 3×3, stride-1, undilated f32 convolutions
+//! (Lavin & Gray, "Fast Algorithms for Convolutional Neural Networks", 2016): each 2×2 block of
+//! the output is `Aᵀ [(G g Gᵀ) ⊙ (Bᵀ d B)] A` for the 4×4 input tile `d` under it, so the sum over
+//! channels becomes 16 matrix products `M[ξ] = U[ξ] · V[ξ]` (`U` the transformed weights, `o×c`;
+//! `V` the transformed tiles, `c×T`) with 16 multiply-adds per output pair of channels and
+//! 2×2 outputs where the direct convolution takes 36: 2.25× fewer.
+//!
+//! In exact arithmetic the result is the direct sum; the transforms' coefficients are 0, ±1 and
+//! ±½ (exact in binary) and sum at most 4 terms, so in f32 the two differ by rounding, within a
+//! few units in the last place of the sum of the products' magnitudes (`tests` holds it to
+//! 4e-6 of that). Two things differ beyond rounding and keep this path away from inputs where
+//! they would show ([`safe`]): a non-finite value, which the transforms spread into its tile's
+//! neighbours (∞ − ∞ is NaN where the direct sum gives ∞), and magnitudes near the top of the
+//! f32 range, where a transform's partial sums could overflow although the direct sum does not.
+//! [`pays`] keeps it to the shapes where the saved products outweigh the transforms. f32 only
+//! (`Gemm::WINOGRAD`): f64, gradcheck's reference, keeps the direct sums.
+
+use super::gemm::{gemm, Gemm};
+use super::{pool, vmath};
+use crate::ops::ConvGeom;
+use rayon::prelude::*;
+
+/// Whether the path is on: `WGTORCH_CPU_WINOGRAD=0` turns it off (to compare the two).
+pub(super) fn enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("WGTORCH_CPU_WINOGRAD").as_deref() != Ok("0"))
+}
+
+/// `fn $name(args)`: `$body(args)` (an `#[inline(always)]` function) compiled for the widest
+/// vector instruction set the CPU runs, chosen as `vmath::isa()` says (the workers are too
+/// large for `vmath::vectorized`'s closure to be inlined into its wider copies).
+macro_rules! widest {
+    ($name:ident => $body:ident <$t:ident> ($($arg:ident: $ty:ty),*)) => {
+        fn $name<$t: Gemm>($($arg: $ty),*) {
+            #[cfg(target_arch = "x86_64")]
+            {
+                /// # Safety
+                /// The CPU has AVX-512F, AVX2 and FMA.
+                #[target_feature(enable = "avx512f,avx2,fma")]
+                unsafe fn avx512<$t: Gemm>($($arg: $ty),*) {
+                    $body($($arg),*)
+                }
+                /// # Safety
+                /// The CPU has AVX2 and FMA.
+                #[target_feature(enable = "avx2,fma")]
+                unsafe fn avx2<$t: Gemm>($($arg: $ty),*) {
+                    $body($($arg),*)
+                }
+                match vmath::isa() {
+                    // SAFETY: `isa` reports a set only when the CPU has it.
+                    vmath::Isa::Avx512 => return unsafe { avx512($($arg),*) },
+                    // SAFETY: as above.
+                    vmath::Isa::Avx2 => return unsafe { avx2($($arg),*) },
+                    _ => {}
+                }
+            }
+            $body($($arg),*)
+        }
+    };
+}
+
+widest!(filters_widest => filters<T>(u: &mut [T], w: &[T], c: usize));
+widest!(channel_widest => channel<T>(v: &mut [T], at: usize, x: &[T], g: &ConvGeom));
+widest!(outputs_widest => outputs<T>(y: &mut [T], m: [&[T]; 16], bv: T, res: Option<&[T]>, relu: bool, g: &ConvGeom));
+
+/// Winograd's tile count per axis for `n` outputs (two outputs per tile).
+fn tiles(n: usize) -> usize {
+    n.div_ceil(2)
+}
+
+/// True when `g` (with `o` output channels) is a 3×3, stride-1, undilated convolution on which
+/// F(2×2, 3×3) is cheaper than the direct GEMM, the weight transform included (paid once per
+/// call, for all samples). The costs are in multiply-adds of the GEMM kernels: the direct
+/// product computes `wo + 2` columns per output row; the Winograd products 16 per tile; a
+/// transformed tile or output value costs about [`TRANSFORM`] of them and a transformed weight
+/// [`FILTER`] (it is written once and read back from memory by the products, where the
+/// weights of a deep layer do not stay in cache). Fewer than [`MIN_CHANNELS`] on either side
+/// leave the products too small to run at the kernels' speed.
+pub(super) fn pays(g: &ConvGeom, o: usize) -> bool {
+    if (g.kh, g.kw, g.sh, g.sw, g.dh, g.dw) != (3, 3, 1, 1, 1, 1) || g.c.min(o) < MIN_CHANNELS {
+        return false;
+    }
+    let t = (tiles(g.ho) * tiles(g.wo)) as f64;
+    let (n, o, c) = (g.n as f64, o as f64, g.c as f64);
+    let direct = n * o * c * 9.0 * (g.ho * (g.wo + 2)) as f64;
+    let products = n * o * c * 16.0 * t;
+    let transforms = 16.0 * (TRANSFORM * n * t * (c + o) + FILTER * o * c);
+    products + transforms < direct
+}
+
+/// The fewest input and output channels that take this path: with fewer, each product is too
+/// shallow or too narrow for the microkernels (the SimpleCNN's 32 → 64 and 64 → 32 channel
+/// convolutions at 16×16, batch 64, ran 3.5–4.3 ms against 3.7–3.9 direct, on an AMD EPYC).
+const MIN_CHANNELS: usize = 64;
+
+/// The cost of one transformed tile or output value, in multiply-adds of the GEMM kernels
+/// (measured on an AMD EPYC, Zen 4, with ResNet-18's layers and the SimpleCNN's).
+const TRANSFORM: f64 = 14.0;
+
+/// The cost of one transformed weight, in multiply-adds of the GEMM kernels: written once and
+/// read back by the products, 16/9 of the weights' own size, from memory where a deep layer's
+/// weights do not stay in cache (a ResNet-18 at batch 1 ran its 256-channel 14×14 layers
+/// slower so: 1.5–1.7 ms against 1.5 direct).
+const FILTER: f64 = 80.0;
+
+/// True when every value of `x` and `w` is finite and at most [`BOUND`] in magnitude, so that
+/// no partial sum of the transforms can overflow where the direct sum would not: a transformed
+/// input sums 4 magnitudes, a transformed weight at most 9 quartered ones, each element of `M`
+/// `c` of their products and each output 9 of those, `144·c·BOUND²` in all, far below
+/// `f32::MAX` for any channel count that fits in memory (and the direct sum of such values is
+/// finite too).
+pub(super) fn safe<T: Gemm>(x: &[T], w: &[T]) -> bool {
+    let bound = T::from(BOUND).expect("the bound is representable");
+    let small = |v: &[T]| {
+        v.par_chunks(1 << 14).all(|ch| {
+            // No early exit inside a chunk: the loop vectorises; NaN compares false.
+            vmath::vectorized(|| ch.iter().fold(true, |ok, v| ok & (v.abs() <= bound)))
+        })
+    };
+    small(x) && small(w)
+}
+
+/// The largest magnitude [`safe`] admits: 2⁴⁰ (about 1.1e12).
+const BOUND: f64 = (1u64 << 40) as f64;
+
+/// `U = G g Gᵀ` for every 3×3 filter of `w` (`[o, c, 3, 3]`), laid out `[o][16][c]`: row `ξ` of
+/// output channel `oc` holds `U[ξ][oc][..]`, so product `ξ` reads its A with row stride `16·c`.
+/// Sixteen input channels at a time, lane by lane (the loops over lanes vectorise).
+fn weights<T: Gemm>(w: &[T], o: usize, c: usize) -> Vec<T> {
+    let mut u = pool::any(o * 16 * c);
+    u.par_chunks_mut(16 * c)
+        .zip(w.par_chunks(9 * c))
+        .with_min_len(4)
+        .for_each(|(u, w)| filters_widest(u, w, c));
+    u
+}
+
+/// [`weights`] for one output channel: `w` its `c` filters, `u` its 16 rows of `c`.
+#[inline(always)]
+fn filters<T: Gemm>(u: &mut [T], w: &[T], c: usize) {
+    const L: usize = 16;
+    let half = T::from(0.5).expect("½ is representable");
+    for c0 in (0..c).step_by(L) {
+        let n = L.min(c - c0);
+        // The filters' taps, tap-major: g[tap][lane].
+        let mut g = [[T::zero(); L]; 9];
+        for (lane, f) in w[c0 * 9..(c0 + n) * 9].chunks_exact(9).enumerate() {
+            for (tap, &v) in f.iter().enumerate() {
+                g[tap][lane] = v;
+            }
+        }
+        // G g (4×3), then (G g) Gᵀ (4×4): rows and columns both map (a, b, d) to
+        // (a, (a + b + d)/2, (a - b + d)/2, d).
+        let mut t = [[T::zero(); L]; 12];
+        for j in 0..3 {
+            for l in 0..L {
+                let (a, b, d) = (g[j][l], g[3 + j][l], g[6 + j][l]);
+                t[j][l] = a;
+                t[3 + j][l] = (a + b + d) * half;
+                t[6 + j][l] = (a - b + d) * half;
+                t[9 + j][l] = d;
+            }
+        }
+        for i in 0..4 {
+            let rows = [i * 3, i * 3 + 1, i * 3 + 2];
+            let mut out = [[T::zero(); L]; 4];
+            for l in 0..L {
+                let (a, b, d) = (t[rows[0]][l], t[rows[1]][l], t[rows[2]][l]);
+                out[0][l] = a;
+                out[1][l] = (a + b + d) * half;
+                out[2][l] = (a - b + d) * half;
+                out[3][l] = d;
+            }
+            for (j, v) in out.iter().enumerate() {
+                let dst = &mut u[(4 * i + j) * c + c0..][..n];
+                match <&mut [T; L]>::try_from(&mut *dst) {
+                    Ok(dst) => *dst = *v,
+                    Err(_) => dst.copy_from_slice(&v[..n]),
+                }
+            }
+        }
+    }
+}
+
+/// `V = Bᵀ d B` for every 4×4 tile `d` of every channel of `x` (`[N, C, H, W]`, padded by `ph`,
+/// `pw`), laid out `[c][16][N·T]` (tiles of a sample row-major, samples in order): product `ξ`
+/// reads its B with row stride `16·N·T`.
+fn tiles_of<T: Gemm>(x: &[T], g: &ConvGeom, par: bool) -> Vec<T> {
+    let (t, hw) = (tiles(g.ho) * tiles(g.wo), g.h * g.w);
+    let nt = g.n * t;
+    let mut v = pool::any(g.c * 16 * nt);
+    each(par, &mut v, 16 * nt, |c, v| {
+        for n in 0..g.n {
+            let plane = &x[(n * g.c + c) * hw..][..hw];
+            channel_widest(v, n * t, plane, g);
+        }
+    });
+    v
+}
+
+/// [`tiles_of`] for one plane `x`: into columns `at..at + T` of `v`'s 16 rows. First each padded row's
+/// horizontal transforms (`(d0 - d2, d1 + d2, d2 - d1, d1 - d3)` of each tile's four columns),
+/// kept apart by the row's parity, so that the vertical transforms of every tile are sums of
+/// the same index in four arrays: tile `i` (`ti·tw + tj`) reads rows `2ti`, `2ti + 1` at `i`
+/// and rows `2ti + 2`, `2ti + 3` at `i + tw`, and each product's row is one contiguous run.
+#[inline(always)]
+fn channel<T: Gemm>(v: &mut [T], at: usize, x: &[T], g: &ConvGeom) {
+    let (th, tw) = (tiles(g.ho), tiles(g.wo));
+    let t = th * tw;
+    let stride = v.len() / 16;
+    // hz[parity][s]: (th + 1)·tw values, row q of the parity at q·tw.
+    let len = (th + 1) * tw;
+    let mut hz = pool::any::<T>(8 * len);
+    let mut row = vec![T::zero(); 2 * tw + 2];
+    for p in 0..2 * th + 2 {
+        let hin = p as isize - g.ph as isize;
+        row.fill(T::zero());
+        if (0..g.h as isize).contains(&hin) {
+            // Input column j is padded column j + pw.
+            let src = &x[hin as usize * g.w..][..g.w];
+            let lo = g.pw.min(row.len());
+            let n = g.w.min(row.len() - lo);
+            row[lo..lo + n].copy_from_slice(&src[..n]);
+        }
+        let at = (p / 2) * tw;
+        let base = (p % 2) * 4 * len;
+        let (h0, rest) = hz[base..base + 4 * len].split_at_mut(len);
+        let (h1, rest) = rest.split_at_mut(len);
+        let (h2, h3) = rest.split_at_mut(len);
+        let (h0, h1, h2, h3) = (
+            &mut h0[at..at + tw],
+            &mut h1[at..at + tw],
+            &mut h2[at..at + tw],
+            &mut h3[at..at + tw],
+        );
+        for (j, d) in row.windows(4).step_by(2).enumerate() {
+            h0[j] = d[0] - d[2];
+            h1[j] = d[1] + d[2];
+            h2[j] = d[2] - d[1];
+            h3[j] = d[1] - d[3];
+        }
+    }
+    // Bᵀ down the columns: (r0 - r2, r1 + r2, r2 - r1, r1 - r3) over rows 2ti..2ti + 3.
+    for s in 0..4 {
+        let (ev, od) = (&hz[s * len..][..len], &hz[(4 + s) * len..][..len]);
+        let (r0, r1, r2, r3) = (&ev[..t], &od[..t], &ev[tw..tw + t], &od[tw..tw + t]);
+        let (v0, rest) = v.split_at_mut(4 * stride);
+        let (v1, rest) = rest.split_at_mut(4 * stride);
+        let (v2, v3) = rest.split_at_mut(4 * stride);
+        let run = s * stride + at;
+        let (v0, v1, v2, v3) = (
+            &mut v0[run..run + t],
+            &mut v1[run..run + t],
+            &mut v2[run..run + t],
+            &mut v3[run..run + t],
+        );
+        for i in 0..t {
+            v0[i] = r0[i] - r2[i];
+            v1[i] = r1[i] + r2[i];
+            v2[i] = r2[i] - r1[i];
+            v3[i] = r1[i] - r3[i];
+        }
+    }
+    pool::give_back(hz);
+}
+
+/// `y = conv(x, w) + bias` then the epilogue, by F(2×2, 3×3), for a `g` that [`pays`] and
+/// inputs that are [`safe`]: `x` `[N, C, H, W]`, `w` `[O, C, 3, 3]`, the result `[N, O, Ho, Wo]`.
+pub(super) fn forward<T: Gemm>(
+    x: &[T],
+    w: &[T],
+    bias: Option<&[T]>,
+    (residual, relu): (Option<&[T]>, bool),
+    g: &ConvGeom,
+    o: usize,
+) -> Vec<T> {
+    let l = g.ho * g.wo;
+    let u = weights(w, o, g.c);
+    let mut out = pool::any(g.n * o * l);
+    if g.n >= 2 * rayon::current_num_threads() {
+        // A batch: one sample per task, each in order on its thread (its transformed tiles and
+        // products then stay in that core's cache, where the whole batch's would not).
+        let (chw, one) = (g.c * g.h * g.w, ConvGeom { n: 1, ..*g });
+        out.par_chunks_mut(o * l).enumerate().for_each(|(n, y)| {
+            let x = &x[n * chw..][..chw];
+            let r = residual.map(|r| &r[n * o * l..][..o * l]);
+            samples(x, &u, bias, (r, relu), &one, o, y, false);
+        });
+    } else {
+        samples(x, &u, bias, (residual, relu), g, o, &mut out, true);
+    }
+    pool::give_back(u);
+    out
+}
+
+/// The convolution of the samples of `x` (`g.n` of them) with the transformed weights `u`, into
+/// `out`: each step split over threads when `par`, else in order.
+#[allow(clippy::too_many_arguments)]
+fn samples<T: Gemm>(
+    x: &[T],
+    u: &[T],
+    bias: Option<&[T]>,
+    (residual, relu): (Option<&[T]>, bool),
+    g: &ConvGeom,
+    o: usize,
+    out: &mut [T],
+    par: bool,
+) {
+    let (c, l) = (g.c, g.ho * g.wo);
+    let t = tiles(g.ho) * tiles(g.wo);
+    let nt = g.n * t;
+    let v = tiles_of(x, g, par);
+    // M[ξ] (o×NT) = U[ξ] (o×c) · V[ξ] (c×NT), one product per task.
+    let mut m = pool::any(16 * o * nt);
+    each(par, &mut m, o * nt, |xi, m| {
+        let (a, b) = (&u[xi * c..], &v[xi * nt..]);
+        gemm(o, c, nt, a, [16 * c, 1], b, [16 * nt, 1], T::zero(), m, nt);
+    });
+    pool::give_back(v);
+    // Y = Aᵀ M A, one output plane per task.
+    let prods = &m;
+    each(par, out, l, |plane, y| {
+        let (n, oc) = (plane / o, plane % o);
+        let bv = bias.map_or(T::zero(), |b| b[oc]);
+        let res = residual.map(|r| &r[plane * l..][..l]);
+        let m: [&[T]; 16] = std::array::from_fn(|xi| &prods[(xi * o + oc) * nt + n * t..][..t]);
+        outputs_widest(y, m, bv, res, relu, g);
+    });
+    pool::give_back(m);
+}
+
+/// `f(i, chunk)` for the chunks of `len` of `v`: on rayon's threads when `par`, else in order.
+fn each<T: Send>(par: bool, v: &mut [T], len: usize, f: impl Fn(usize, &mut [T]) + Sync + Send) {
+    if par {
+        v.par_chunks_mut(len)
+            .enumerate()
+            .for_each(|(i, ch)| f(i, ch));
+    } else {
+        v.chunks_mut(len).enumerate().for_each(|(i, ch)| f(i, ch));
+    }
+}
+
+/// `Y = Aᵀ M A` for one output channel (`m[ξ]` its `T` values of product `ξ`), plus `bv`, then
+/// the epilogue, into its `Ho×Wo` plane `y`: down the columns for every tile at once
+/// (`(m0 + m1 + m2, m1 - m2 - m3)`), then across each output row pair.
+#[inline(always)]
+fn outputs<T: Gemm>(
+    y: &mut [T],
+    m: [&[T]; 16],
+    bv: T,
+    res: Option<&[T]>,
+    relu: bool,
+    g: &ConvGeom,
+) {
+    let (th, tw) = (tiles(g.ho), tiles(g.wo));
+    let t = th * tw;
+    // vt[i][s]: T values each.
+    let mut vt = pool::any::<T>(8 * t);
+    for s in 0..4 {
+        let (a, b, c, d) = (&m[s][..t], &m[4 + s][..t], &m[8 + s][..t], &m[12 + s][..t]);
+        let (top, bottom) = vt.split_at_mut(4 * t);
+        let (top, bottom) = (
+            &mut top[s * t..(s + 1) * t],
+            &mut bottom[s * t..(s + 1) * t],
+        );
+        for i in 0..t {
+            top[i] = a[i] + b[i] + c[i];
+            bottom[i] = b[i] - c[i] - d[i];
+        }
+    }
+    let mut pair = vec![T::zero(); 2 * tw];
+    for oh in 0..g.ho {
+        let (ti, i) = (oh / 2, oh % 2);
+        let col = |s: usize| &vt[(i * 4 + s) * t + ti * tw..][..tw];
+        let (a, b, c, d) = (col(0), col(1), col(2), col(3));
+        for (j, p) in pair.chunks_exact_mut(2).enumerate() {
+            p[0] = a[j] + b[j] + c[j];
+            p[1] = b[j] - c[j] - d[j];
+        }
+        y[oh * g.wo..][..g.wo].copy_from_slice(&pair[..g.wo]);
+    }
+    pool::give_back(vt);
+    // The bias, the residual and the ReLU over the plane, as the direct path applies them.
+    match res {
+        Some(r) => {
+            for (y, &r) in y.iter_mut().zip(r) {
+                let s = (*y + bv) + r;
+                *y = if relu && s < T::zero() { T::zero() } else { s };
+            }
+        }
+        None => {
+            for y in y.iter_mut() {
+                let s = *y + bv;
+                *y = if relu && s < T::zero() { T::zero() } else { s };
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::ConvGeom;
+
+    /// Deterministic values in [-1, 1).
+    fn noise(len: usize, seed: u64) -> Vec<f32> {
+        let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        (0..len)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                ((s >> 11) as f64 / (1u64 << 52) as f64 - 1.0) as f32
+            })
+            .collect()
+    }
+
+    fn geom(n: usize, c: usize, h: usize, w: usize, pad: [usize; 2]) -> ConvGeom {
+        ConvGeom::new("conv2d", &[n, c, h, w], [3, 3], [1, 1], pad, [1, 1]).unwrap()
+    }
+
+    /// The direct sum in f64, with its magnitude `Σ|w·x| + |b| + |r|` per output (the scale of
+    /// its rounding error).
+    fn direct(
+        x: &[f32],
+        w: &[f32],
+        b: Option<&[f32]>,
+        r: Option<&[f32]>,
+        g: &ConvGeom,
+        o: usize,
+    ) -> Vec<(f64, f64)> {
+        let mut out = Vec::new();
+        for n in 0..g.n {
+            for oc in 0..o {
+                for oh in 0..g.ho {
+                    for ow in 0..g.wo {
+                        let bv = b.map_or(0.0, |b| b[oc] as f64);
+                        let (mut s, mut mag) = (bv, bv.abs());
+                        for c in 0..g.c {
+                            for ki in 0..3 {
+                                for kj in 0..3 {
+                                    let (ih, iw) = (oh + ki, ow + kj);
+                                    let (Some(ih), Some(iw)) =
+                                        (ih.checked_sub(g.ph), iw.checked_sub(g.pw))
+                                    else {
+                                        continue;
+                                    };
+                                    if ih >= g.h || iw >= g.w {
+                                        continue;
+                                    }
+                                    let p = w[((oc * g.c + c) * 3 + ki) * 3 + kj] as f64
+                                        * x[((n * g.c + c) * g.h + ih) * g.w + iw] as f64;
+                                    s += p;
+                                    mag += p.abs();
+                                }
+                            }
+                        }
+                        if let Some(r) = r {
+                            let rv = r[((n * o + oc) * g.ho + oh) * g.wo + ow] as f64;
+                            s += rv;
+                            mag += rv.abs();
+                        }
+                        out.push((s, mag));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn matches_the_direct_sum() {
+        // Odd and even sizes (a last tile half outside the output), paddings 0 to 2, a batch,
+        // channel counts that are not multiples of 16, bias, residual and ReLU.
+        let cases = [
+            (1, 16, 5, 7, 16, [1, 1], true, false, false),
+            (2, 20, 8, 6, 17, [1, 1], true, true, true),
+            (1, 33, 9, 4, 16, [0, 0], false, false, true),
+            (1, 16, 3, 3, 24, [2, 1], true, true, false),
+            (3, 17, 6, 11, 18, [0, 2], false, true, true),
+        ];
+        for (i, &(n, c, h, w, o, pad, bias, res, relu)) in cases.iter().enumerate() {
+            let g = geom(n, c, h, w, pad);
+            let s = i as u64 * 4;
+            let x = noise(n * c * h * w, s + 1);
+            let wt = noise(o * c * 9, s + 2);
+            let b = bias.then(|| noise(o, s + 3));
+            let r = res.then(|| noise(n * o * g.ho * g.wo, s + 4));
+            let y = forward(&x, &wt, b.as_deref(), (r.as_deref(), relu), &g, o);
+            let want = direct(&x, &wt, b.as_deref(), r.as_deref(), &g, o);
+            assert_eq!(y.len(), want.len(), "case {i}");
+            for (j, (&y, &(s, mag))) in y.iter().zip(&want).enumerate() {
+                let s = if relu { s.max(0.0) } else { s };
+                let tol = 4e-6 * mag + 1e-30;
+                assert!(
+                    (y as f64 - s).abs() <= tol,
+                    "case {i}, output {j}: {y} against {s} (tolerance {tol:e})"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn pays_where_it_saves_products() {
+        let conv = |c: usize, hw: usize, o: usize| (geom(1, c, hw, hw, [1, 1]), o);
+        // ResNet-18's stride-1 3×3 layers at 224², batch 1: the two larger maps take it; at
+        // 14×14 and 7×7 the weights to transform outweigh the products saved until the batch
+        // shares them.
+        for (c, hw) in [(64, 56), (128, 28)] {
+            let (g, o) = conv(c, hw, c);
+            assert!(pays(&g, o), "{c}@{hw}²");
+        }
+        for (c, hw) in [(256, 14), (512, 7)] {
+            let (g, o) = conv(c, hw, c);
+            assert!(!pays(&g, o), "{c}@{hw}²");
+        }
+        assert!(pays(&geom(2, 256, 14, 14, [1, 1]), 256));
+        // Batches (one sample per task).
+        assert!(pays(&geom(8, 64, 56, 56, [1, 1]), 64));
+        assert!(pays(&geom(64, 64, 16, 16, [1, 1]), 64));
+        // The SimpleCNN's second convolution at batch 64 (and its input gradient): too few
+        // channels for the products to run fast.
+        assert!(!pays(&geom(64, 32, 16, 16, [1, 1]), 64));
+        assert!(!pays(&geom(64, 64, 16, 16, [1, 1]), 32));
+        // No samples, too few channels on either side, or another geometry.
+        assert!(!pays(&geom(0, 64, 56, 56, [1, 1]), 64));
+        assert!(!pays(&conv(3, 32, 64).0, 64));
+        assert!(!pays(&conv(64, 32, 8).0, 8));
+        let other = [
+            ([3, 3], [2, 2], [1, 1]),
+            ([3, 3], [1, 1], [2, 2]),
+            ([5, 5], [1, 1], [1, 1]),
+            ([1, 3], [1, 1], [1, 1]),
+        ];
+        for (k, s, d) in other {
+            let g = ConvGeom::new("conv2d", &[1, 64, 56, 56], k, s, [1, 1], d).unwrap();
+            assert!(!pays(&g, 64), "{k:?} {s:?} {d:?}");
+        }
+    }
+
+    #[test]
+    fn safe_only_for_finite_values_far_from_overflow() {
+        let ok = noise(40_000, 7);
+        assert!(safe(&ok, &ok[..900]));
+        for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 2.2e12, -2.2e12] {
+            let mut v = ok.clone();
+            v[33_333] = bad;
+            assert!(!safe(&v, &ok[..900]), "{bad} in x");
+            assert!(!safe(&ok, &v), "{bad} in w");
+        }
+        assert!(safe(&[1.0e12f32], &[-1.0e12f32]));
+    }
+}
