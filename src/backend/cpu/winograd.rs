@@ -13,7 +13,12 @@
 //! neighbours (∞ − ∞ is NaN where the direct sum gives ∞), and magnitudes near the top of the
 //! f32 range, where a transform's partial sums could overflow although the direct sum does not.
 //! [`pays`] keeps it to the shapes where the saved products outweigh the transforms. f32 only
-//! (`Gemm::WINOGRAD`): f64, gradcheck's reference, keeps the direct sums.
+//! (`Gemm::WINOGRAD`; f16 and bf16 widen to f32 on the CPU and take it too): f64, gradcheck's
+//! reference, keeps the direct sums.
+//!
+//! Scratch: the transformed tiles and products take 4× the input's and 4× the output's size
+//! (`16/(2·2)`), per sample in a batch, for the whole batch when it has fewer than two samples
+//! per thread.
 
 use super::gemm::{gemm, Gemm};
 use super::{pool, vmath};
@@ -60,7 +65,7 @@ macro_rules! widest {
 }
 
 widest!(filters_widest => filters<T>(u: &mut [T], w: &[T], c: usize));
-widest!(channel_widest => channel<T>(v: &mut [T], at: usize, x: &[T], g: &ConvGeom));
+widest!(channel_widest => channel<T>(v: &mut [T], col0: usize, x: &[T], g: &ConvGeom));
 widest!(outputs_widest => outputs<T>(y: &mut [T], m: [&[T]; 16], bv: T, res: Option<&[T]>, relu: bool, g: &ConvGeom));
 
 /// Winograd's tile count per axis for `n` outputs (two outputs per tile).
@@ -75,12 +80,20 @@ fn tiles(n: usize) -> usize {
 /// transformed tile or output value costs about [`TRANSFORM`] of them and a transformed weight
 /// [`FILTER`] (it is written once and read back from memory by the products, where the
 /// weights of a deep layer do not stay in cache). Fewer than [`MIN_CHANNELS`] on either side
-/// leave the products too small to run at the kernels' speed.
+/// leave the products too small to run at the kernels' speed. An output of one tile (2×2 or
+/// less) stays direct too: a product of one column would take the GEMM's matrix-vector path
+/// for a lone sample and the packed kernels for a batch, and round differently, so the result
+/// would depend on how [`forward`] splits the batch, which depends on the thread count. No
+/// samples is false (the direct cost is 0), which [`forward`] relies on.
 pub(super) fn pays(g: &ConvGeom, o: usize) -> bool {
     if (g.kh, g.kw, g.sh, g.sw, g.dh, g.dw) != (3, 3, 1, 1, 1, 1) || g.c.min(o) < MIN_CHANNELS {
         return false;
     }
-    let t = (tiles(g.ho) * tiles(g.wo)) as f64;
+    let t = tiles(g.ho) * tiles(g.wo);
+    if t < 2 {
+        return false;
+    }
+    let t = t as f64;
     let (n, o, c) = (g.n as f64, o as f64, g.c as f64);
     let direct = n * o * c * 9.0 * (g.ho * (g.wo + 2)) as f64;
     let products = n * o * c * 16.0 * t;
@@ -105,8 +118,8 @@ const FILTER: f64 = 80.0;
 
 /// True when every value of `x` and `w` is finite and at most [`BOUND`] in magnitude, so that
 /// no partial sum of the transforms can overflow where the direct sum would not: a transformed
-/// input sums 4 magnitudes, a transformed weight at most 9 quartered ones, each element of `M`
-/// `c` of their products and each output 9 of those, `144·c·BOUND²` in all, far below
+/// input sums at most 4 magnitudes, a transformed weight at most 9 quartered ones, each element
+/// of `M` `c` of their products and each output 9 of those, under `144·c·BOUND²` in all, far below
 /// `f32::MAX` for any channel count that fits in memory (and the direct sum of such values is
 /// finite too).
 pub(super) fn safe<T: Gemm>(x: &[T], w: &[T]) -> bool {
@@ -198,13 +211,13 @@ fn tiles_of<T: Gemm>(x: &[T], g: &ConvGeom, par: bool) -> Vec<T> {
     v
 }
 
-/// [`tiles_of`] for one plane `x`: into columns `at..at + T` of `v`'s 16 rows. First each padded row's
+/// [`tiles_of`] for one plane `x`: into columns `col0..col0 + T` of `v`'s 16 rows. First each padded row's
 /// horizontal transforms (`(d0 - d2, d1 + d2, d2 - d1, d1 - d3)` of each tile's four columns),
 /// kept apart by the row's parity, so that the vertical transforms of every tile are sums of
 /// the same index in four arrays: tile `i` (`ti·tw + tj`) reads rows `2ti`, `2ti + 1` at `i`
 /// and rows `2ti + 2`, `2ti + 3` at `i + tw`, and each product's row is one contiguous run.
 #[inline(always)]
-fn channel<T: Gemm>(v: &mut [T], at: usize, x: &[T], g: &ConvGeom) {
+fn channel<T: Gemm>(v: &mut [T], col0: usize, x: &[T], g: &ConvGeom) {
     let (th, tw) = (tiles(g.ho), tiles(g.wo));
     let t = th * tw;
     let stride = v.len() / 16;
@@ -247,7 +260,7 @@ fn channel<T: Gemm>(v: &mut [T], at: usize, x: &[T], g: &ConvGeom) {
         let (v0, rest) = v.split_at_mut(4 * stride);
         let (v1, rest) = rest.split_at_mut(4 * stride);
         let (v2, v3) = rest.split_at_mut(4 * stride);
-        let run = s * stride + at;
+        let run = s * stride + col0;
         let (v0, v1, v2, v3) = (
             &mut v0[run..run + t],
             &mut v1[run..run + t],
@@ -275,6 +288,9 @@ pub(super) fn forward<T: Gemm>(
     o: usize,
 ) -> Vec<T> {
     let l = g.ho * g.wo;
+    if g.n == 0 || l == 0 || o == 0 {
+        return Vec::new();
+    }
     let u = weights(w, o, g.c);
     let mut out = pool::any(g.n * o * l);
     if g.n >= 2 * rayon::current_num_threads() {
@@ -404,14 +420,9 @@ mod tests {
 
     /// Deterministic values in [-1, 1).
     fn noise(len: usize, seed: u64) -> Vec<f32> {
-        let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-        (0..len)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                ((s >> 11) as f64 / (1u64 << 52) as f64 - 1.0) as f32
-            })
+        crate::backend::cpu::gemm::tests::mat(len, seed)
+            .into_iter()
+            .map(|v| v as f32)
             .collect()
     }
 
@@ -500,6 +511,32 @@ mod tests {
         }
     }
 
+    /// A batch of 3 runs one sample per task on one thread and as one batch on two: the same
+    /// bits either way.
+    #[test]
+    fn a_batch_gives_the_same_bits_on_any_thread_count() {
+        let g = geom(3, 64, 7, 9, [1, 1]);
+        let (x, w) = (noise(3 * 64 * 63, 21), noise(64 * 64 * 9, 22));
+        let b = noise(64, 23);
+        let run = |threads: usize| {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            pool.install(|| forward(&x, &w, Some(&b), (None, true), &g, 64))
+        };
+        let (one, two) = (run(1), run(2));
+        assert_eq!(one.len(), 3 * 64 * 63);
+        assert!(one
+            .iter()
+            .zip(&two)
+            .all(|(a, b)| a.to_bits() == b.to_bits()));
+        let want = direct(&x, &w, Some(&b), None, &g, 64);
+        for (&y, &(s, mag)) in one.iter().zip(&want) {
+            assert!((y as f64 - s.max(0.0)).abs() <= 4e-6 * mag);
+        }
+    }
+
     #[test]
     fn pays_where_it_saves_products() {
         let conv = |c: usize, hw: usize, o: usize| (geom(1, c, hw, hw, [1, 1]), o);
@@ -522,8 +559,11 @@ mod tests {
         // channels for the products to run fast.
         assert!(!pays(&geom(64, 32, 16, 16, [1, 1]), 64));
         assert!(!pays(&geom(64, 64, 16, 16, [1, 1]), 32));
-        // No samples, too few channels on either side, or another geometry.
+        // `tests/cpu_kernels.rs`'s convolution (and its input gradient) takes the path.
+        assert!(pays(&geom(2, 64, 31, 32, [1, 1]), 64));
+        // No samples, one tile, too few channels on either side, or another geometry.
         assert!(!pays(&geom(0, 64, 56, 56, [1, 1]), 64));
+        assert!(!pays(&geom(64, 512, 2, 2, [1, 1]), 512));
         assert!(!pays(&conv(3, 32, 64).0, 64));
         assert!(!pays(&conv(64, 32, 8).0, 8));
         let other = [

@@ -20,7 +20,7 @@ pub(crate) mod amx;
 mod kernel;
 mod pack;
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;
 
 pub(crate) use kernel::Kernel;
 pub(crate) use pack::{copy_short, Source, Strided, Transposed};

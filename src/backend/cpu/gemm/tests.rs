@@ -3,8 +3,8 @@
 
 use super::*;
 
-/// A deterministic pseudo-random matrix in [-1, 1).
-fn mat(len: usize, seed: u64) -> Vec<f64> {
+/// A deterministic pseudo-random matrix in [-1, 1) (the Winograd tests use it too).
+pub(in crate::backend::cpu) fn mat(len: usize, seed: u64) -> Vec<f64> {
     let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
     (0..len)
         .map(|_| {
