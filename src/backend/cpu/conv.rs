@@ -140,9 +140,10 @@ fn is_pointwise(g: &ConvGeom) -> bool {
 /// `(residual, relu)`: see [`ConvEpilogue`].
 type Epi<'a, T> = (Option<&'a [T]>, bool);
 
-/// `max(y, 0)` when `relu` (NaN and -0 kept, as `relu` does), else `y`.
+/// `max(y, 0)` when `relu` (NaN and -0 kept, as `relu` does), else `y` (the Winograd path's
+/// epilogue too).
 #[inline(always)]
-fn act<T: Gemm>(y: T, relu: bool) -> T {
+pub(super) fn act<T: Gemm>(y: T, relu: bool) -> T {
     if relu && y < T::zero() {
         T::zero()
     } else {

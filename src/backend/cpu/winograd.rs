@@ -20,6 +20,7 @@
 //! (`16/(2·2)`), per sample in a batch, for the whole batch when it has fewer than two samples
 //! per thread.
 
+use super::conv::act;
 use super::gemm::{gemm, Gemm};
 use super::{pool, vmath};
 use crate::ops::ConvGeom;
@@ -71,6 +72,24 @@ widest!(outputs_widest => outputs<T>(y: &mut [T], m: [&[T]; 16], bv: T, res: Opt
 /// Winograd's tile count per axis for `n` outputs (two outputs per tile).
 fn tiles(n: usize) -> usize {
     n.div_ceil(2)
+}
+
+/// `G` applied to three taps `(a, b, d)` along one axis of a filter.
+#[inline(always)]
+fn g_of<T: Gemm>([a, b, d]: [T; 3], half: T) -> [T; 4] {
+    [a, (a + b + d) * half, (a - b + d) * half, d]
+}
+
+/// `Bᵀ` applied to four values along one axis of an input tile.
+#[inline(always)]
+fn bt_of<T: Gemm>([d0, d1, d2, d3]: [T; 4]) -> [T; 4] {
+    [d0 - d2, d1 + d2, d2 - d1, d1 - d3]
+}
+
+/// `Aᵀ` applied to four values along one axis of a product tile.
+#[inline(always)]
+fn at_of<T: Gemm>([m0, m1, m2, m3]: [T; 4]) -> [T; 2] {
+    [m0 + m1 + m2, m1 - m2 - m3]
 }
 
 /// True when `g` (with `o` output channels) is a 3×3, stride-1, undilated convolution on which
@@ -167,22 +186,19 @@ fn filters<T: Gemm>(u: &mut [T], w: &[T], c: usize) {
         let mut t = [[T::zero(); L]; 12];
         for j in 0..3 {
             for l in 0..L {
-                let (a, b, d) = (g[j][l], g[3 + j][l], g[6 + j][l]);
-                t[j][l] = a;
-                t[3 + j][l] = (a + b + d) * half;
-                t[6 + j][l] = (a - b + d) * half;
-                t[9 + j][l] = d;
+                let r = g_of([g[j][l], g[3 + j][l], g[6 + j][l]], half);
+                for (i, v) in r.into_iter().enumerate() {
+                    t[3 * i + j][l] = v;
+                }
             }
         }
         for i in 0..4 {
-            let rows = [i * 3, i * 3 + 1, i * 3 + 2];
             let mut out = [[T::zero(); L]; 4];
             for l in 0..L {
-                let (a, b, d) = (t[rows[0]][l], t[rows[1]][l], t[rows[2]][l]);
-                out[0][l] = a;
-                out[1][l] = (a + b + d) * half;
-                out[2][l] = (a - b + d) * half;
-                out[3][l] = d;
+                let r = g_of([t[3 * i][l], t[3 * i + 1][l], t[3 * i + 2][l]], half);
+                for (j, v) in r.into_iter().enumerate() {
+                    out[j][l] = v;
+                }
             }
             for (j, v) in out.iter().enumerate() {
                 let dst = &mut u[(4 * i + j) * c + c0..][..n];
@@ -247,10 +263,7 @@ fn channel<T: Gemm>(v: &mut [T], col0: usize, x: &[T], g: &ConvGeom) {
             &mut h3[at..at + tw],
         );
         for (j, d) in row.windows(4).step_by(2).enumerate() {
-            h0[j] = d[0] - d[2];
-            h1[j] = d[1] + d[2];
-            h2[j] = d[2] - d[1];
-            h3[j] = d[1] - d[3];
+            [h0[j], h1[j], h2[j], h3[j]] = bt_of([d[0], d[1], d[2], d[3]]);
         }
     }
     // Bᵀ down the columns: (r0 - r2, r1 + r2, r2 - r1, r1 - r3) over rows 2ti..2ti + 3.
@@ -268,10 +281,7 @@ fn channel<T: Gemm>(v: &mut [T], col0: usize, x: &[T], g: &ConvGeom) {
             &mut v3[run..run + t],
         );
         for i in 0..t {
-            v0[i] = r0[i] - r2[i];
-            v1[i] = r1[i] + r2[i];
-            v2[i] = r2[i] - r1[i];
-            v3[i] = r1[i] - r3[i];
+            [v0[i], v1[i], v2[i], v3[i]] = bt_of([r0[i], r1[i], r2[i], r3[i]]);
         }
     }
     pool::give_back(hz);
@@ -380,8 +390,7 @@ fn outputs<T: Gemm>(
             &mut bottom[s * t..(s + 1) * t],
         );
         for i in 0..t {
-            top[i] = a[i] + b[i] + c[i];
-            bottom[i] = b[i] - c[i] - d[i];
+            [top[i], bottom[i]] = at_of([a[i], b[i], c[i], d[i]]);
         }
     }
     let mut pair = vec![T::zero(); 2 * tw];
@@ -390,8 +399,7 @@ fn outputs<T: Gemm>(
         let col = |s: usize| &vt[(i * 4 + s) * t + ti * tw..][..tw];
         let (a, b, c, d) = (col(0), col(1), col(2), col(3));
         for (j, p) in pair.chunks_exact_mut(2).enumerate() {
-            p[0] = a[j] + b[j] + c[j];
-            p[1] = b[j] - c[j] - d[j];
+            [p[0], p[1]] = at_of([a[j], b[j], c[j], d[j]]);
         }
         y[oh * g.wo..][..g.wo].copy_from_slice(&pair[..g.wo]);
     }
@@ -400,14 +408,12 @@ fn outputs<T: Gemm>(
     match res {
         Some(r) => {
             for (y, &r) in y.iter_mut().zip(r) {
-                let s = (*y + bv) + r;
-                *y = if relu && s < T::zero() { T::zero() } else { s };
+                *y = act((*y + bv) + r, relu);
             }
         }
         None => {
             for y in y.iter_mut() {
-                let s = *y + bv;
-                *y = if relu && s < T::zero() { T::zero() } else { s };
+                *y = act(*y + bv, relu);
             }
         }
     }
