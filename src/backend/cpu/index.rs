@@ -351,21 +351,13 @@ pub(crate) fn max_pool(
     let mut idx: Vec<i32> = if indices { pool::any(n) } else { Vec::new() };
     let vals = with_cpu!(x, v, T => {
         let mut out = pool::any(n);
-        let rows: Vec<_> = (0..g.ho).map(|oh| tap_range(oh, g.sh, g.dh, g.ph, g.kh, g.h)).collect();
-        let cols: Vec<_> = (0..g.wo).map(|ow| tap_range(ow, g.sw, g.dw, g.pw, g.kw, g.w)).collect();
         // Without indices each task writes its plane's indices to a scratch row.
         let ix_planes: Vec<Option<&mut [i32]>> = if indices {
             idx.chunks_mut(plane_out.max(1)).map(Some).collect()
         } else {
             (0..g.n * g.c).map(|_| None).collect()
         };
-        // Output columns whose window lies inside the row (no padding column): without indices
-        // their maxima are read from the row of running maxima over the window's width.
-        let full = |ow: usize| cols[ow].len() == g.kw;
-        let inner = (0..g.wo).find(|&ow| full(ow)).map_or(0..0, |lo| {
-            lo..(lo..g.wo).find(|&ow| !full(ow)).unwrap_or(g.wo)
-        });
-        let plan = PoolPlan { g: *g, rows, cols, inner, indices };
+        let plan = PoolPlan::new(g, indices);
         out.par_chunks_mut(plane_out.max(1)).zip(ix_planes.into_par_iter()).enumerate().for_each_init(
             || (vec![Default::default(); g.w], vec![0u32; g.w], vec![0i32; g.wo], vec![Default::default(); g.w], vec![0u32; g.w]),
             |(cmax, cidx, scratch, wmax, widx), (plane, (o, ixp))| {
@@ -389,6 +381,30 @@ struct PoolPlan {
     indices: bool,
 }
 
+impl PoolPlan {
+    fn new(g: &ConvGeom, indices: bool) -> Self {
+        let rows: Vec<_> = (0..g.ho)
+            .map(|oh| tap_range(oh, g.sh, g.dh, g.ph, g.kh, g.h))
+            .collect();
+        let cols: Vec<_> = (0..g.wo)
+            .map(|ow| tap_range(ow, g.sw, g.dw, g.pw, g.kw, g.w))
+            .collect();
+        // Output columns whose window lies inside the row (no padding column): without indices
+        // their maxima are read from the row of running maxima over the window's width.
+        let full = |ow: usize| cols[ow].len() == g.kw;
+        let inner = (0..g.wo).find(|&ow| full(ow)).map_or(0..0, |lo| {
+            lo..(lo..g.wo).find(|&ow| !full(ow)).unwrap_or(g.wo)
+        });
+        PoolPlan {
+            g: *g,
+            rows,
+            cols,
+            inner,
+            indices,
+        }
+    }
+}
+
 /// One plane's input (`[H, W]`), output (`[Ho, Wo]`) and, when the plan wants them, indices.
 struct Plane<'a, T> {
     src: &'a [T],
@@ -407,28 +423,7 @@ struct PoolRows<'a, A> {
     widx: &'a mut Vec<u32>,
 }
 
-/// [`pool_plane`] compiled for the widest vector instruction set the CPU has (its loops are too
-/// large for `vmath::vectorized` to inline).
-fn pool_plane_widest<T: Elem>(plane: Plane<'_, T>, bufs: PoolRows<'_, T::Acc>, plan: &PoolPlan) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        /// # Safety
-        /// The CPU has AVX-512F, AVX2 and FMA.
-        #[target_feature(enable = "avx512f,avx2,fma")]
-        unsafe fn avx512<T: Elem>(
-            plane: Plane<'_, T>,
-            bufs: PoolRows<'_, T::Acc>,
-            plan: &PoolPlan,
-        ) {
-            pool_plane(plane, bufs, plan)
-        }
-        if super::vmath::isa() == super::vmath::Isa::Avx512 {
-            // SAFETY: `isa` reports AVX-512 only when the CPU has it (with AVX2 and FMA).
-            return unsafe { avx512(plane, bufs, plan) };
-        }
-    }
-    pool_plane(plane, bufs, plan)
-}
+super::vmath::widest!(pool_plane_widest, pool_plane_on => pool_plane<T: Elem>(plane: Plane<'_, T>, bufs: PoolRows<'_, T::Acc>, plan: &PoolPlan));
 
 /// The larger of `a` and `b` where neither is NaN (rows with NaN take the exact per-window pass).
 /// On wasm a compare and a select, which vectorises (`f32::max` is a library call there: wasm's
@@ -738,4 +733,71 @@ pub(crate) fn max_pool_backward(grad: &CpuStorage, idx: &[i32], g: &ConvGeom) ->
         });
         T::wrap(out)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::cpu::vmath::Isa;
+
+    /// Max pooling's AVX-512, AVX2 and baseline copies give the same maxima and indices, with
+    /// and without indices and with a NaN in the plane (a set the CPU lacks runs the baseline).
+    #[test]
+    fn every_instruction_set_gives_the_same_pooling() {
+        let (h, w) = (11, 37);
+        let plane: Vec<f32> = crate::backend::cpu::gemm::tests::mat(h * w, 51)
+            .into_iter()
+            // Coarse values, so that windows hold ties.
+            .map(|v| (v * 4.0).round() as f32)
+            .collect();
+        let mut with_nan = plane.clone();
+        with_nan[5 * w + 9] = f32::NAN;
+        // ResNet's 3×3/2 padded by 1, a 2×2/2, and a dilated 3×3 with stride 1.
+        let geoms = [
+            ([3, 3], [2, 2], [1, 1], [1, 1]),
+            ([2, 2], [2, 2], [0, 0], [1, 1]),
+            ([3, 3], [1, 1], [1, 1], [2, 2]),
+        ];
+        for (k, s, p, d) in geoms {
+            let g = ConvGeom::new("max_pool2d", &[1, 1, h, w], k, s, p, d).unwrap();
+            for src in [&plane, &with_nan] {
+                for indices in [false, true] {
+                    let plan = PoolPlan::new(&g, indices);
+                    let run = |isa| {
+                        let (mut o, mut ix) = (vec![0.0f32; g.ho * g.wo], vec![0i32; g.ho * g.wo]);
+                        let (mut cmax, mut cidx, mut scratch) =
+                            (vec![0.0; w], vec![0; w], vec![0; g.wo]);
+                        let (mut wmax, mut widx) = (vec![0.0; w], vec![0; w]);
+                        let bufs = PoolRows {
+                            cmax: &mut cmax,
+                            cidx: &mut cidx,
+                            scratch: &mut scratch,
+                            wmax: &mut wmax,
+                            widx: &mut widx,
+                        };
+                        let ixp = indices.then_some(&mut ix[..]);
+                        pool_plane_on(
+                            isa,
+                            Plane {
+                                src,
+                                o: &mut o,
+                                ixp,
+                            },
+                            bufs,
+                            &plan,
+                        );
+                        (o.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), ix)
+                    };
+                    let want = run(Isa::Baseline);
+                    assert!(want.0.iter().any(|&b| f32::from_bits(b) != 0.0));
+                    if indices {
+                        assert!(want.1.iter().any(|&i| i != 0));
+                    }
+                    for isa in [Isa::Avx2, Isa::Avx512] {
+                        assert_eq!(run(isa), want, "{isa:?}, {k:?}/{s:?}, indices {indices}");
+                    }
+                }
+            }
+        }
+    }
 }

@@ -286,6 +286,49 @@ pub(crate) fn supported() -> Isa {
     detect_hw()
 }
 
+/// `fn $name(args)`: `$body(args)` (an `#[inline(always)]` function) compiled for the instruction
+/// set [`isa`] says, and `fn $on(isa, args)` for a given one (a set the CPU lacks runs the
+/// baseline copy), so that tests check every copy in one process. For workers too large for
+/// [`vectorized`]'s closure to be inlined into its wider copies (the Winograd transforms, max
+/// pooling's plane).
+macro_rules! widest {
+    ($name:ident, $on:ident => $body:ident <$t:ident: $bound:path> ($($arg:ident: $ty:ty),*)) => {
+        fn $name<$t: $bound>($($arg: $ty),*) {
+            $on($crate::backend::cpu::vmath::isa(), $($arg),*)
+        }
+        fn $on<$t: $bound>(isa: $crate::backend::cpu::vmath::Isa, $($arg: $ty),*) {
+            #[cfg(target_arch = "x86_64")]
+            {
+                use $crate::backend::cpu::vmath::{supported, Isa};
+                /// # Safety
+                /// The CPU has AVX-512F, AVX2 and FMA.
+                #[target_feature(enable = "avx512f,avx2,fma")]
+                unsafe fn avx512<$t: $bound>($($arg: $ty),*) {
+                    $body($($arg),*)
+                }
+                /// # Safety
+                /// The CPU has AVX2 and FMA.
+                #[target_feature(enable = "avx2,fma")]
+                unsafe fn avx2<$t: $bound>($($arg: $ty),*) {
+                    $body($($arg),*)
+                }
+                match (isa, supported()) {
+                    // SAFETY: `supported` reports a set only when the CPU has it.
+                    (Isa::Avx512, Isa::Avx512) => return unsafe { avx512($($arg),*) },
+                    // SAFETY: as above (AVX-512 implies AVX2 here).
+                    (Isa::Avx512 | Isa::Avx2, Isa::Avx512 | Isa::Avx2) => {
+                        return unsafe { avx2($($arg),*) }
+                    }
+                    _ => {}
+                }
+            }
+            let _ = isa;
+            $body($($arg),*)
+        }
+    };
+}
+pub(crate) use widest;
+
 fn detect() -> Isa {
     let best = detect_hw();
     match std::env::var("WGTORCH_CPU_ISA").as_deref() {

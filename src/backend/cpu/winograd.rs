@@ -22,7 +22,8 @@
 
 use super::conv::act;
 use super::gemm::{gemm, Gemm};
-use super::{pool, vmath};
+use super::pool;
+use super::vmath::{self, widest};
 use crate::ops::ConvGeom;
 use rayon::prelude::*;
 
@@ -32,42 +33,9 @@ pub(super) fn enabled() -> bool {
     *ON.get_or_init(|| std::env::var("WGTORCH_CPU_WINOGRAD").as_deref() != Ok("0"))
 }
 
-/// `fn $name(args)`: `$body(args)` (an `#[inline(always)]` function) compiled for the widest
-/// vector instruction set the CPU runs, chosen as `vmath::isa()` says (the workers are too
-/// large for `vmath::vectorized`'s closure to be inlined into its wider copies).
-macro_rules! widest {
-    ($name:ident => $body:ident <$t:ident> ($($arg:ident: $ty:ty),*)) => {
-        fn $name<$t: Gemm>($($arg: $ty),*) {
-            #[cfg(target_arch = "x86_64")]
-            {
-                /// # Safety
-                /// The CPU has AVX-512F, AVX2 and FMA.
-                #[target_feature(enable = "avx512f,avx2,fma")]
-                unsafe fn avx512<$t: Gemm>($($arg: $ty),*) {
-                    $body($($arg),*)
-                }
-                /// # Safety
-                /// The CPU has AVX2 and FMA.
-                #[target_feature(enable = "avx2,fma")]
-                unsafe fn avx2<$t: Gemm>($($arg: $ty),*) {
-                    $body($($arg),*)
-                }
-                match vmath::isa() {
-                    // SAFETY: `isa` reports a set only when the CPU has it.
-                    vmath::Isa::Avx512 => return unsafe { avx512($($arg),*) },
-                    // SAFETY: as above.
-                    vmath::Isa::Avx2 => return unsafe { avx2($($arg),*) },
-                    _ => {}
-                }
-            }
-            $body($($arg),*)
-        }
-    };
-}
-
-widest!(filters_widest => filters<T>(u: &mut [T], w: &[T], c: usize));
-widest!(channel_widest => channel<T>(v: &mut [T], col0: usize, x: &[T], g: &ConvGeom));
-widest!(outputs_widest => outputs<T>(y: &mut [T], m: [&[T]; 16], bv: T, res: Option<&[T]>, relu: bool, g: &ConvGeom));
+widest!(filters_widest, filters_on => filters<T: Gemm>(u: &mut [T], w: &[T], c: usize));
+widest!(channel_widest, channel_on => channel<T: Gemm>(v: &mut [T], col0: usize, x: &[T], g: &ConvGeom));
+widest!(outputs_widest, outputs_on => outputs<T: Gemm>(y: &mut [T], m: [&[T]; 16], bv: T, res: Option<&[T]>, relu: bool, g: &ConvGeom));
 
 /// Winograd's tile count per axis for `n` outputs (two outputs per tile).
 fn tiles(n: usize) -> usize {
@@ -540,6 +508,51 @@ mod tests {
         let want = direct(&x, &w, Some(&b), None, &g, 64);
         for (&y, &(s, mag)) in one.iter().zip(&want) {
             assert!((y as f64 - s.max(0.0)).abs() <= 4e-6 * mag);
+        }
+    }
+
+    /// The transforms' AVX-512, AVX2 and baseline copies (adds, subtractions and halvings, no
+    /// products to contract) give the same bits; a set the CPU lacks runs the baseline copy.
+    #[test]
+    fn every_instruction_set_gives_the_same_bits() {
+        use vmath::Isa;
+        let isas = [Isa::Baseline, Isa::Avx2, Isa::Avx512];
+        let same = |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(a, b)| a.to_bits() == b.to_bits());
+        // 37 channels: two full 16-lane groups and a partial one.
+        let (c, g) = (37, geom(1, 37, 9, 8, [1, 2]));
+        let w = noise(9 * c, 31);
+        let filters = |isa| {
+            let mut u = vec![0.0f32; 16 * c];
+            filters_on(isa, &mut u, &w, c);
+            u
+        };
+        let t = tiles(g.ho) * tiles(g.wo);
+        let x = noise(g.h * g.w, 32);
+        let channel = |isa| {
+            // Columns 3..3 + t of rows of 2t + 3 (a sample after the first).
+            let mut v = vec![0.0f32; 16 * (2 * t + 3)];
+            channel_on(isa, &mut v, 3, &x, &g);
+            v
+        };
+        let m: Vec<Vec<f32>> = (0..16u64).map(|xi| noise(t, 40 + xi)).collect();
+        let (bv, r) = (0.25, noise(g.ho * g.wo, 33));
+        let outputs = |isa, res: Option<&[f32]>, relu| {
+            let mut y = vec![0.0f32; g.ho * g.wo];
+            let m = std::array::from_fn(|xi| &m[xi][..]);
+            outputs_on(isa, &mut y, m, bv, res, relu, &g);
+            y
+        };
+        let (u, v) = (filters(Isa::Baseline), channel(Isa::Baseline));
+        let (y0, y1) = (
+            outputs(Isa::Baseline, None, false),
+            outputs(Isa::Baseline, Some(&r), true),
+        );
+        assert!(u.iter().chain(&v).chain(&y0).any(|&e| e != 0.0));
+        for isa in isas {
+            assert!(same(&filters(isa), &u), "{isa:?}");
+            assert!(same(&channel(isa), &v), "{isa:?}");
+            assert!(same(&outputs(isa, None, false), &y0), "{isa:?}");
+            assert!(same(&outputs(isa, Some(&r), true), &y1), "{isa:?}");
         }
     }
 
