@@ -525,13 +525,7 @@ fn gemv<T: Gemm>(
         let cols = chunk.min(n - j0);
         let mut o = vec![T::zero(); m * cols];
         if sb[0] == 1 {
-            for jj in 0..cols {
-                // One column of B for every row: read from memory once, then from L1.
-                let col = &b[(j0 + jj) * sb[1]..(j0 + jj) * sb[1] + k];
-                for (i, x) in xs.iter().enumerate() {
-                    o[i * cols + jj] = dot(x, col);
-                }
-            }
+            dots_widest(&xs, &b[j0 * sb[1]..], sb[1], &mut o);
         } else {
             for kk in 0..k {
                 let at = kk * sb[0] + j0 * sb[1];
@@ -570,16 +564,79 @@ fn gemv<T: Gemm>(
     }
 }
 
-/// `Σ x[i]·y[i]` over eight running sums (so the loop vectorises).
-fn dot<T: Gemm>(x: &[T], y: &[T]) -> T {
-    let mut s = [T::zero(); 8];
-    let (xc, yc) = (x.chunks_exact(8), y.chunks_exact(8));
-    let (xr, yr) = (xc.remainder(), yc.remainder());
-    for (a, b) in xc.zip(yc) {
-        for i in 0..8 {
-            s[i] += a[i] * b[i];
+vmath::widest!(dots_widest, dots_on => dots<T: Gemm>(xs: &[Vec<T>], b: &[T], ld: usize, o: &mut [T]));
+
+/// `o[i·cols + j] = Σ xs[i][kk]·b[j·ld + kk]` for the `m = xs.len() ≤ FEW_ROWS` rows (all `k`
+/// long) and the `cols = o.len() / m` columns of B: each column read once for every row (from
+/// memory once, then from L1), every row's dot product summed by [`dot_rows`] in the same order
+/// whatever `m`.
+#[inline(always)]
+fn dots<T: Gemm>(xs: &[Vec<T>], b: &[T], ld: usize, o: &mut [T]) {
+    let (m, k) = (xs.len(), xs[0].len());
+    let cols = o.len() / m;
+    for jj in 0..cols {
+        let col = &b[jj * ld..][..k];
+        match xs {
+            [x] => [o[jj]] = dot_rows([&x[..]], col),
+            [x0, x1] => [o[jj], o[cols + jj]] = dot_rows([&x0[..], &x1[..]], col),
+            _ => unreachable!("gemv: at most {FEW_ROWS} rows"),
         }
     }
-    let tail = xr.iter().zip(yr).fold(T::zero(), |t, (&a, &b)| t + a * b);
-    ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7])) + tail
+}
+
+/// Running sums per row of [`dot_rows`]: enough independent chains of additions to keep the
+/// vector units busy (two AVX-512 registers a row, four AVX2 ones) without spilling on wasm's
+/// 128-bit vectors (four a row there).
+const DOT_LANES: usize = if cfg!(target_arch = "x86_64") { 32 } else { 16 };
+
+/// `Σ x[kk]·y[kk]` for each of the `R ≤ 2` rows `xs` against one `y`: `DOT_LANES` running sums
+/// a row (lane `l` takes `kk ≡ l`), added by [`fold_lanes`], then the tail in order. A row's
+/// result does not depend on `R`.
+#[inline(always)]
+fn dot_rows<T: Gemm, const R: usize>(xs: [&[T]; R], y: &[T]) -> [T; R] {
+    const L: usize = DOT_LANES;
+    assert!((1..=2).contains(&R), "dot_rows: one or two rows");
+    let (x0, x1) = (xs[0], xs[R - 1]);
+    // One array a row (not one indexed by row), so that the sums stay in registers.
+    let (mut s0, mut s1) = ([T::zero(); L], [T::zero(); L]);
+    let chunks = y
+        .chunks_exact(L)
+        .zip(x0.chunks_exact(L))
+        .zip(x1.chunks_exact(L));
+    for ((yc, c0), c1) in chunks {
+        for ((s, &x), &y) in s0.iter_mut().zip(c0).zip(yc) {
+            *s += x * y;
+        }
+        if R == 2 {
+            for ((s, &x), &y) in s1.iter_mut().zip(c1).zip(yc) {
+                *s += x * y;
+            }
+        }
+    }
+    let body = y.len() / L * L;
+    let finish = |s: &mut [T; L], x: &[T]| {
+        let tail = x[body..]
+            .iter()
+            .zip(&y[body..])
+            .fold(T::zero(), |t, (&a, &b)| t + a * b);
+        fold_lanes(s) + tail
+    };
+    let r0 = finish(&mut s0, x0);
+    let r1 = if R == 2 { finish(&mut s1, x1) } else { r0 };
+    std::array::from_fn(|r| if r == 0 { r0 } else { r1 })
+}
+
+/// The lanes of [`dot_rows`] added pairwise (lane `l` and `l + w` for `w` halving). Not
+/// inlined: seen next to the loop, this tree leads LLVM to vectorise the loop two lanes at a
+/// time, with its sums in memory.
+#[inline(never)]
+fn fold_lanes<T: Gemm>(s: &mut [T; DOT_LANES]) -> T {
+    let mut w = DOT_LANES / 2;
+    while w > 0 {
+        for l in 0..w {
+            s[l] += s[l + w];
+        }
+        w /= 2;
+    }
+    s[0]
 }
