@@ -40,6 +40,7 @@ pub mod profiler;
 mod rng;
 pub mod shape;
 mod tensor;
+mod threads;
 
 pub use autograd::{enable_grad, is_grad_enabled, no_grad};
 pub use compile::{compile, compile_module};

@@ -125,6 +125,16 @@ pub fn autocast_dtype(device: &Device) -> Option<DType> {
         .map(|(_, t)| t)
 }
 
+/// This thread's autocast state (device and dtype), if on.
+pub(crate) fn state() -> Option<(Device, DType)> {
+    STATE.with(|s| s.get())
+}
+
+/// Sets this thread's autocast state (what [`autocast`] does, without the guard).
+pub(crate) fn set_state(state: Option<(Device, DType)>) {
+    STATE.with(|s| s.set(state));
+}
+
 /// For an op autocast runs in half precision: its f32 inputs, cast.
 pub(crate) fn lower(t: &Tensor) -> Result<Tensor> {
     match autocast_dtype(&t.device()) {

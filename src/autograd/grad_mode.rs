@@ -65,6 +65,11 @@ pub fn enable_grad() -> GradModeGuard {
     GradModeGuard::new(true)
 }
 
+/// Set grad mode on this thread (what [`GradModeGuard`] does, without the guard).
+pub(crate) fn set_grad_enabled(on: bool) {
+    GRAD_ENABLED.with(|g| g.set(on));
+}
+
 /// Turn anomaly detection on or off (like `torch.autograd.set_detect_anomaly`): forward ops record
 /// where they were created, and backward stops at the first op whose gradient is NaN or infinite.
 pub fn set_anomaly_enabled(on: bool) {

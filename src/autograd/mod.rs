@@ -26,6 +26,7 @@ mod grad_mode;
 mod gradcheck;
 mod hooks;
 mod saved;
+pub(crate) use grad_mode::set_grad_enabled;
 pub use grad_mode::{
     enable_grad, is_anomaly_enabled, is_grad_enabled, no_grad, no_grad_scope, set_anomaly_enabled,
     GradModeGuard,

@@ -376,6 +376,11 @@ pub fn record_function(name: &str) -> RecordFunction {
     begin(|| name.to_string(), EventKind::Scope, &[], None)
 }
 
+/// Whether a profiler runs (in any thread).
+pub(crate) fn is_recording() -> bool {
+    ACTIVE.load(Ordering::Relaxed)
+}
+
 /// An op's event (the ops call this first): `None`, after one atomic load, when no profiler runs.
 #[inline]
 pub(crate) fn op(name: &'static str, inputs: &[&Tensor]) -> Option<RecordFunction> {
