@@ -1,16 +1,22 @@
-//! Moving a CPU computation onto rayon's thread pool with the calling thread's modes.
+//! Moving a CPU computation onto rayon's thread pool.
 //!
 //! A parallel loop started from outside the pool hands its work to the pool and sleeps until it
 //! is done: one cross-thread wake-up per loop, which on an idle virtual machine costs tens of
 //! microseconds, as much as a small operator's arithmetic. A run of many operators (an ONNX
 //! model's) pays it once instead when the whole run moves onto one of the pool's threads, whose
-//! loops then start inside the pool. What an op reads from its thread (grad mode, anomaly
-//! detection, autocast) goes with it.
+//! loops then start inside the pool.
+//!
+//! Ops read modes from their thread (grad mode, anomaly detection, autocast), and a pool thread
+//! waiting inside a loop may pick up another caller's job while the run's modes are set on it.
+//! So a run moves only when the caller's modes are the defaults (what any other job would find
+//! on a pool thread anyway), and the pool thread runs it under those defaults whatever its own,
+//! which come back after. One run at a time moves; the others run in place.
 
 use crate::{DType, Device};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The per-thread modes that ops read.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq)]
 struct Modes {
     grad: bool,
     anomaly: bool,
@@ -18,6 +24,13 @@ struct Modes {
 }
 
 impl Modes {
+    /// A thread's modes before anything sets them.
+    const DEFAULT: Modes = Modes {
+        grad: true,
+        anomaly: false,
+        autocast: None,
+    };
+
     fn current() -> Modes {
         Modes {
             grad: crate::autograd::is_grad_enabled(),
@@ -47,21 +60,34 @@ impl Modes {
     }
 }
 
-/// Runs `f` on one of rayon's threads, under this thread's grad mode, anomaly detection and
-/// autocast state, when called from outside the pool; in place when already inside one, on wasm
-/// (no threads), and while a profiler or a graph capture (`compile`, ONNX export) runs, since
-/// they follow the thread that records.
+/// Set while a run has moved onto the pool.
+static MOVED: AtomicBool = AtomicBool::new(false);
+
+/// Runs `f` on one of rayon's threads when that is safe, else in place: in place on wasm (no
+/// threads), inside a pool already, while a profiler runs or a graph capture (`compile`, ONNX
+/// export) records this thread (both follow the thread that records), under any mode other than
+/// the defaults (`no_grad`, anomaly detection, autocast: see the module's doc), and while another
+/// run has moved.
 pub(crate) fn in_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     if cfg!(target_arch = "wasm32")
         || rayon::current_thread_index().is_some()
         || crate::profiler::is_recording()
         || crate::onnx::trace::capturing()
+        || Modes::current() != Modes::DEFAULT
+        || MOVED.swap(true, Ordering::Acquire)
     {
         return f();
     }
-    let modes = Modes::current();
+    /// Clears [`MOVED`] when the run ends (panics included).
+    struct Moved;
+    impl Drop for Moved {
+        fn drop(&mut self) {
+            MOVED.store(false, Ordering::Release);
+        }
+    }
+    let _moved = Moved;
     rayon::scope(|_| {
-        let _modes = modes.enter();
+        let _modes = Modes::DEFAULT.enter();
         f()
     })
 }
@@ -70,35 +96,80 @@ pub(crate) fn in_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
 mod tests {
     use super::*;
 
-    /// The caller's modes hold inside, and the pool thread's own come back after (also after a
-    /// panic, which reaches the caller).
+    /// Where `in_pool` ran a closure: on a pool thread, and under which grad mode.
+    fn probe() -> (bool, bool) {
+        in_pool(|| {
+            (
+                rayon::current_thread_index().is_some(),
+                crate::autograd::is_grad_enabled(),
+            )
+        })
+    }
+
+    /// From a plain thread with the default modes the run moves, under the defaults even on a
+    /// pool thread whose own modes differ (those come back after, also after a panic); under
+    /// any other mode, inside a pool, under a profiler, inside a capture and inside a moved run
+    /// it stays in place.
     #[test]
-    fn carries_the_modes_and_restores_the_pool_threads() {
+    fn moves_only_when_it_is_safe() {
         let dev = Device::Cpu;
-        let outside = std::thread::spawn(move || {
+        std::thread::spawn(move || {
+            assert_eq!(probe(), (true, true));
+            // Nested: the inner call is on a pool thread already.
+            assert_eq!(in_pool(probe), (true, true));
             let _ng = crate::no_grad();
+            assert_eq!(probe(), (false, false));
+            drop(_ng);
             crate::autograd::set_anomaly_enabled(true);
-            let _ac = crate::amp::autocast(&dev, DType::BF16);
-            let inside = in_pool(|| {
-                (
-                    rayon::current_thread_index().is_some(),
-                    Modes::current().grad,
-                    Modes::current().anomaly,
-                    crate::amp::autocast_dtype(&dev),
-                )
-            });
-            let panicked = std::panic::catch_unwind(|| in_pool(|| panic!("inside"))).is_err();
+            assert!(!probe().0);
             crate::autograd::set_anomaly_enabled(false);
-            (inside, panicked)
+            {
+                let _ac = crate::amp::autocast(&dev, DType::BF16);
+                assert!(!probe().0);
+            }
+            let mut profiled = None;
+            crate::profiler::profile(Default::default(), |_| {
+                profiled = Some(probe());
+                Ok(())
+            })
+            .unwrap();
+            assert_eq!(profiled, Some((false, true)));
+            let captured = std::sync::Mutex::new(Vec::new());
+            let step = crate::compile::compile(|xs: &[crate::Tensor]| {
+                captured.lock().unwrap().push(probe().0);
+                Ok(vec![xs[0].mul_scalar(2.0)?])
+            });
+            let x = crate::Tensor::ones([3], &dev).unwrap();
+            step.call(std::slice::from_ref(&x)).unwrap();
+            assert!(!captured.lock().unwrap()[0], "inside the capture");
+            let panicked = std::panic::catch_unwind(|| in_pool(|| panic!("inside"))).is_err();
+            assert!(panicked);
+            // A moved run that panicked let the next one move.
+            assert_eq!(probe(), (true, true));
         })
         .join()
         .unwrap();
-        assert_eq!(outside, ((true, false, true, Some(DType::BF16)), true));
-        // Every pool thread has its own modes back.
-        let modes = rayon::broadcast(|_| {
-            let m = Modes::current();
-            (m.grad, m.anomaly, m.autocast.is_none())
+        // A pool thread's own modes are kept: set no_grad on one, run a moved job there.
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .unwrap();
+        let (inside, after) = pool.install(|| {
+            let _ng = crate::no_grad();
+            let inside = rayon::scope(|_| Modes::DEFAULT.enter_probe());
+            (inside, crate::autograd::is_grad_enabled())
         });
-        assert!(modes.iter().all(|&m| m == (true, false, true)), "{modes:?}");
+        assert_eq!((inside, after), (true, false));
+        // Every global pool thread has the default modes.
+        let modes = rayon::broadcast(|_| Modes::current() == Modes::DEFAULT);
+        assert!(modes.iter().all(|&m| m), "{modes:?}");
+    }
+
+    impl Modes {
+        /// Grad mode under these modes, set and restored as `in_pool` does.
+        fn enter_probe(self) -> bool {
+            let _m = self.enter();
+            crate::autograd::is_grad_enabled()
+        }
     }
 }

@@ -330,15 +330,16 @@ impl Model {
     /// Blocks while a host-side value (a shape computed on the GPU) is read back; in the browser
     /// use [`Model::run_async`].
     ///
-    /// On the CPU, called from outside rayon's thread pool, the whole run moves onto one of its
-    /// threads with the caller's grad mode, anomaly detection and autocast: each operator's
-    /// parallel loops then start from inside the pool instead of handing their work to it and
-    /// sleeping until it is done, one cross-thread wake-up per loop (on an idle 2-vCPU VM, Intel
-    /// Xeon, Dec 6: the golden simple_cnn at batch 2 took 0.41–0.44 ms a run on one thread
-    /// instead of 0.22–0.23, ResNet-18 22.2–23.7 ms instead of 20.2–21.5).
+    /// On the CPU, with its inputs on the CPU, called from outside rayon's thread pool under
+    /// the default modes (no `no_grad`, anomaly detection or autocast), the whole run moves onto
+    /// one of the pool's threads (`threads::in_pool`): each operator's parallel loops then start
+    /// inside the pool, instead of each loop handing its work over and sleeping until it is done.
+    /// On an idle 2-vCPU VM (Intel Xeon, Dec 6) that took the golden simple_cnn at batch 2 from
+    /// 0.41–0.44 ms a run on one thread to 0.22–0.26, and ResNet-18 from 22.2–23.7 ms to
+    /// 20.2–21.5.
     pub fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
         let run = || crate::tensor::block_on(self.run_async(inputs));
-        if self.device().is_gpu() {
+        if self.device().is_gpu() || inputs.iter().any(|x| x.device().is_gpu()) {
             return run();
         }
         crate::threads::in_pool(run)

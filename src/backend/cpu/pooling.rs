@@ -475,7 +475,7 @@ mod tests {
     use crate::backend::cpu::vmath::Isa;
 
     /// Max pooling's AVX-512, AVX2 and baseline copies give the same maxima and indices, with
-    /// and without indices and with a NaN in the plane (a set the CPU lacks runs the baseline).
+    /// and without indices and with a NaN in the plane (a set the CPU lacks runs the widest below it).
     #[test]
     fn every_instruction_set_gives_the_same_pooling() {
         let (h, w) = (11, 37);

@@ -288,9 +288,9 @@ pub(crate) fn supported() -> Isa {
 
 /// `fn $name(args)`: `$body(args)` (an `#[inline(always)]` function) compiled for the instruction
 /// set [`isa`] says, and `fn $on(isa, args)` for a given one (a set the CPU lacks runs the
-/// baseline copy), so that tests check every copy in one process. For workers too large for
-/// [`vectorized`]'s closure to be inlined into its wider copies (the Winograd transforms, max
-/// pooling's plane).
+/// widest copy it has below that set), so that tests check every copy in one process. For
+/// workers too large for [`vectorized`]'s closure to be inlined into its wider copies (the
+/// Winograd transforms, max pooling's plane, the matrix-vector products' dot products).
 macro_rules! widest {
     ($name:ident, $on:ident => $body:ident <$t:ident: $bound:path> ($($arg:ident: $ty:ty),*)) => {
         fn $name<$t: $bound>($($arg: $ty),*) {
@@ -358,7 +358,7 @@ pub fn vectorized<R>(f: impl FnOnce() -> R) -> R {
     vectorized_on(isa(), f)
 }
 
-/// [`vectorized`] on a given instruction set (one the CPU lacks runs the baseline), so that
+/// [`vectorized`] on a given instruction set (one the CPU lacks runs the widest below it), so that
 /// tests can check every path in one process.
 #[inline(always)]
 pub fn vectorized_on<R>(isa: Isa, f: impl FnOnce() -> R) -> R {

@@ -512,7 +512,7 @@ mod tests {
     }
 
     /// The transforms' AVX-512, AVX2 and baseline copies (adds, subtractions and halvings, no
-    /// products to contract) give the same bits; a set the CPU lacks runs the baseline copy.
+    /// products to contract) give the same bits; a set the CPU lacks runs the widest below it.
     #[test]
     fn every_instruction_set_gives_the_same_bits() {
         use vmath::Isa;

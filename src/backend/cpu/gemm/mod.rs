@@ -582,6 +582,8 @@ fn dots<T: Gemm>(xs: &[Vec<T>], b: &[T], ld: usize, o: &mut [T]) {
             _ => unreachable!("gemv: at most {FEW_ROWS} rows"),
         }
     }
+    // The match above covers every row count `gemv` takes.
+    const _: () = assert!(FEW_ROWS == 2);
 }
 
 /// Running sums per row of [`dot_rows`]: enough independent chains of additions to keep the
@@ -597,6 +599,10 @@ fn dot_rows<T: Gemm, const R: usize>(xs: [&[T]; R], y: &[T]) -> [T; R] {
     const L: usize = DOT_LANES;
     assert!((1..=2).contains(&R), "dot_rows: one or two rows");
     let (x0, x1) = (xs[0], xs[R - 1]);
+    debug_assert!(
+        x0.len() == y.len() && x1.len() == y.len(),
+        "dot_rows: rows of y's length"
+    );
     // One array a row (not one indexed by row), so that the sums stay in registers.
     let (mut s0, mut s1) = ([T::zero(); L], [T::zero(); L]);
     let chunks = y

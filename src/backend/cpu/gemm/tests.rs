@@ -314,18 +314,19 @@ fn results_do_not_depend_on_the_split() {
 }
 
 /// The matrix-vector products' AVX-512, AVX2 and baseline copies give the same bits (a set
-/// the CPU lacks runs the baseline copy), for one row and two, with a tail shorter than the
-/// running sums.
+/// the CPU lacks runs the widest below it), for one row and two, with a tail shorter than the
+/// running sums and a column stride longer than a column.
 #[test]
 fn every_instruction_set_gives_the_same_dots() {
     let (k, n) = (2 * DOT_LANES + 5, 7);
+    let ld = k + 4;
     let f = |len, seed| -> Vec<f32> { mat(len, seed).iter().map(|&v| v as f32).collect() };
-    let (x, b) = (f(2 * k, 61), f(k * n + 3, 62));
+    let (x, b) = (f(2 * k, 61), f(ld * n + 3, 62));
     let xs = [x[..k].to_vec(), x[k..].to_vec()];
     for m in [1, 2] {
         let run = |isa| {
             let mut o = vec![0f32; m * n];
-            dots_on(isa, &xs[..m], &b[3..], k, &mut o);
+            dots_on(isa, &xs[..m], &b[3..], ld, &mut o);
             o.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
         };
         let want = run(Isa::Baseline);
@@ -335,8 +336,8 @@ fn every_instruction_set_gives_the_same_dots() {
             n,
             &mat(2 * k, 61),
             [k, 1],
-            &mat(k * n + 3, 62)[3..],
-            [1, k],
+            &mat(ld * n + 3, 62)[3..],
+            [1, ld],
             0.0,
             &[],
         );
