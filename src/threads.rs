@@ -149,27 +149,17 @@ mod tests {
         })
         .join()
         .unwrap();
-        // A pool thread's own modes are kept: set no_grad on one, run a moved job there.
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(1)
-            .build()
-            .unwrap();
-        let (inside, after) = pool.install(|| {
+        // A thread's own modes (a pool thread's that picks the run up) are set aside while the
+        // run's hold, and come back after.
+        std::thread::spawn(|| {
             let _ng = crate::no_grad();
-            let inside = rayon::scope(|_| Modes::DEFAULT.enter_probe());
-            (inside, crate::autograd::is_grad_enabled())
-        });
-        assert_eq!((inside, after), (true, false));
-        // Every global pool thread has the default modes.
-        let modes = rayon::broadcast(|_| Modes::current() == Modes::DEFAULT);
-        assert!(modes.iter().all(|&m| m), "{modes:?}");
-    }
-
-    impl Modes {
-        /// Grad mode under these modes, set and restored as `in_pool` does.
-        fn enter_probe(self) -> bool {
-            let _m = self.enter();
-            crate::autograd::is_grad_enabled()
-        }
+            let inside = {
+                let _modes = Modes::DEFAULT.enter();
+                crate::autograd::is_grad_enabled()
+            };
+            assert_eq!((inside, crate::autograd::is_grad_enabled()), (true, false));
+        })
+        .join()
+        .unwrap();
     }
 }

@@ -597,7 +597,7 @@ const DOT_LANES: usize = if cfg!(target_arch = "x86_64") { 32 } else { 16 };
 #[inline(always)]
 fn dot_rows<T: Gemm, const R: usize>(xs: [&[T]; R], y: &[T]) -> [T; R] {
     const L: usize = DOT_LANES;
-    assert!((1..=2).contains(&R), "dot_rows: one or two rows");
+    const { assert!(R == 1 || R == 2, "dot_rows: one or two rows") };
     let (x0, x1) = (xs[0], xs[R - 1]);
     debug_assert!(
         x0.len() == y.len() && x1.len() == y.len(),
