@@ -130,17 +130,26 @@ impl Tensor {
             let rest: Vec<usize> = dims.iter().copied().filter(|&d| d < k).collect();
             return partial.reduce_raw(op, &rest, false)?.reshape(&out_shape);
         }
-        // Sums over leading dims of a contiguous CPU tensor (a bias gradient): column sums, read
-        // in order, instead of a transposing copy.
-        if op == ReduceOp::Sum && k == nd && self.is_contiguous() && n > 0 {
-            let lead = dims.len();
-            if dims.iter().all(|&d| d < lead) && lead < nd {
+        // Sums over the outer dims in memory of a dense CPU tensor (a bias gradient, also one
+        // seen through a transpose, as attention's sequence-first projections give it): column
+        // sums over the storage, read in order, instead of a transposing copy.
+        if op == ReduceOp::Sum && n > 0 && self.layout().is_non_overlapping_and_dense() {
+            let kept: Vec<usize> = (0..nd)
+                .filter(|d| !dims.contains(d) && self.shape()[*d] != 1)
+                .collect();
+            // The kept dims are the innermost in memory, row-major among themselves.
+            let mut cols = 1;
+            let inner = kept.iter().rev().all(|&d| {
+                let at = self.stride()[d] == cols;
+                cols *= self.shape()[d];
+                at
+            });
+            if inner && !kept.is_empty() {
                 if let crate::backend::Storage::Cpu(c) = &*self.storage() {
-                    let cols = self.shape()[lead..].iter().product::<usize>();
                     let off = self.layout().offset;
                     if let Some(s) = crate::backend::cpu::sum_cols(c, off, n, cols) {
                         let s = crate::backend::Storage::Cpu(s);
-                        let t = Tensor::from_storage(s, &self.shape()[lead..], self.device());
+                        let t = Tensor::from_storage(s, &[cols], self.device());
                         return t.reshape(&out_shape);
                     }
                 }
