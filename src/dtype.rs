@@ -247,6 +247,10 @@ pub trait Real: num_traits::Float + Send + Sync + 'static + std::iter::Sum {
     fn norm_pdf(self) -> Self {
         (Self::of(-0.5) * self * self).exp() * Self::of(0.398_942_280_401_432_7)
     }
+    /// `(norm_cdf(x), norm_pdf(x))`, sharing the exponential for f32.
+    fn norm_cdf_pdf(self) -> (Self, Self) {
+        (self.norm_cdf(), self.norm_pdf())
+    }
 }
 impl Real for f32 {
     #[inline(always)]
@@ -276,6 +280,10 @@ impl Real for f32 {
     #[inline(always)]
     fn norm_pdf(self) -> Self {
         vmath::norm_pdf(self)
+    }
+    #[inline(always)]
+    fn norm_cdf_pdf(self) -> (Self, Self) {
+        vmath::norm_cdf_pdf(self)
     }
 }
 impl Real for f64 {

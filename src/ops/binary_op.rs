@@ -187,7 +187,10 @@ impl BinaryOp {
             }
             SigmoidBackward => a * b * (R::one() - b),
             TanhBackward => a * (R::one() - b * b),
-            GeluBackward => a * (b.norm_cdf() + b * b.norm_pdf()),
+            GeluBackward => {
+                let (cdf, pdf) = b.norm_cdf_pdf();
+                a * (cdf + b * pdf)
+            }
             // Rust's `%` on floats is C's fmod, exact.
             Fmod => a % b,
             Remainder => {

@@ -261,6 +261,49 @@ fn clamp_propagates_nan() {
     }
 }
 
+/// Exact GELU and its gradient far out in both tails, where `x²` overflows f32 (from
+/// |x| ≈ 1.8e19; the CPU's normal density gave NaN there): PyTorch's values, NaN kept.
+#[test]
+fn gelu_and_its_gradient_hold_past_where_x_squared_overflows() {
+    let xs = [
+        -1e30f32,
+        -3e19,
+        -1.9e19,
+        -1e4,
+        1e4,
+        1.9e19,
+        3e19,
+        1e30,
+        f32::NAN,
+    ];
+    // torch.nn.functional.gelu(x) / x (0 on the left, 1 on the right), and gelu's gradient
+    // for a gradient of ones: the same.
+    let want = [0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0, f64::NAN];
+    for d in devices() {
+        let dtypes = if d.is_gpu() {
+            &[DType::F32][..]
+        } else {
+            &[DType::F32, DType::F64]
+        };
+        for &dt in dtypes {
+            let x = f32s(&xs, &d).to_dtype(dt).unwrap().requires_grad_(true);
+            let y = x.gelu().unwrap();
+            let ratio: Vec<f64> = vals(&y)
+                .iter()
+                .zip(&xs)
+                .map(|(v, x)| v / *x as f64)
+                .collect();
+            same(&format!("{d} {dt:?} gelu(x) / x"), &ratio, &want);
+            y.sum_all().unwrap().backward().unwrap();
+            same(
+                &format!("{d} {dt:?} gelu gradient"),
+                &vals(&x.grad().unwrap()),
+                &want,
+            );
+        }
+    }
+}
+
 #[test]
 fn half_mean_of_many_ones_is_one() {
     for d in devices() {

@@ -201,13 +201,35 @@ pub fn erf(x: f32) -> f32 {
 /// smallest subnormal.
 #[inline(always)]
 pub fn norm_cdf(x: f32) -> f32 {
+    norm_cdf_pdf(x).0
+}
+
+/// The standard normal density `φ(x) = e^{-x²/2} / √(2π)`: 0 past `|x| = 14.5`, where it is
+/// below f32's smallest subnormal (and `x²` would overflow from `|x| ≈ 1.8e19`).
+#[inline(always)]
+pub fn norm_pdf(x: f32) -> f32 {
+    let ax = x.abs();
+    let e = exp_neg_sq(ax.clamp(0.0, 15.0), 0.5);
+    if ax > 14.5 {
+        0.0
+    } else {
+        e * 0.398_942_3
+    }
+}
+
+/// `(Φ(x), φ(x))` with one exponential for both (exact GELU's gradient needs the two):
+/// [`norm_cdf`] and [`norm_pdf`], the same bits.
+#[inline(always)]
+pub fn norm_cdf_pdf(x: f32) -> (f32, f32) {
     let u = x * std::f32::consts::FRAC_1_SQRT_2;
     let z = u.abs();
     let small = 0.5 * (u * horner(&ERF_P, u * u)) + 0.5;
-    let xc = x.abs().min(15.0);
-    let half_tail = 0.5 * exp_neg_sq(xc, 0.5) * erfcx_tail(z.clamp(0.5, 10.5));
+    // `clamp` keeps NaN (`min` would not): a NaN density, and a NaN CDF from the selects below.
+    let ax = x.abs();
+    let e = exp_neg_sq(ax.clamp(0.0, 15.0), 0.5);
+    let half_tail = 0.5 * e * erfcx_tail(z.clamp(0.5, 10.5));
     // Below 0.5 the series; past it the tail form, where 1 + erf(u) would start to cancel.
-    if z < 0.5 {
+    let cdf = if z < 0.5 {
         small
     } else if u < 0.0 {
         half_tail
@@ -215,13 +237,9 @@ pub fn norm_cdf(x: f32) -> f32 {
         u
     } else {
         1.0 - half_tail
-    }
-}
-
-/// The standard normal density `φ(x) = e^{-x²/2} / √(2π)`.
-#[inline(always)]
-pub fn norm_pdf(x: f32) -> f32 {
-    exp_neg_sq(x, 0.5) * 0.398_942_3
+    };
+    let pdf = if ax > 14.5 { 0.0 } else { e * 0.398_942_3 };
+    (cdf, pdf)
 }
 
 /// Vector instruction sets [`vectorized`] can compile for.
