@@ -376,7 +376,19 @@ impl MultiheadAttention {
             (true, true) => t.transpose(0, 1),
             (true, false) => Ok(t.clone()),
         };
-        let (q, k, v) = (seq_first(query)?, seq_first(key)?, seq_first(value)?);
+        let (q, k, v) = if query.id() == key.id() && key.id() == value.id() {
+            // Self-attention: one sequence-first copy of a batch-first input for the three
+            // projections, each of which would otherwise copy the transposed view itself.
+            let x = seq_first(query)?;
+            let x = if x.is_contiguous() {
+                x
+            } else {
+                x.contiguous()?
+            };
+            (x.clone(), x.clone(), x)
+        } else {
+            (seq_first(query)?, seq_first(key)?, seq_first(value)?)
+        };
         let (l, n, e) = (q.shape()[0], q.shape()[1], q.shape()[2]);
         let (h, s) = (self.num_heads, k.shape()[0]);
         let (kdim, vdim) = (
