@@ -80,8 +80,8 @@ op_enum! {
         /// `a − trunc(a / b) · b`, the sign of `a` (`torch.fmod`, C's `fmod`); exact on
         /// integers, where a zero divisor is an error.
         Fmod => "fmod",
-        /// `a` where `b > 0`, else 0: relu's gradient `a` through input `b` in one pass
-        /// (torch.ops.aten.threshold_backward with threshold 0).
+        /// 0 where `b <= 0`, else `a` (NaN `b` included): relu's gradient `a` through input `b`
+        /// in one pass (torch.ops.aten.threshold_backward with threshold 0).
         ThresholdBackward => "threshold_backward",
         /// `a * b * (1 - b)`: sigmoid's gradient `a` through its output `b`, in one pass.
         SigmoidBackward => "sigmoid_backward",
@@ -138,7 +138,7 @@ impl BinaryOp {
             Pow => "pow_f(a, b)",
             Maximum => "max(a, b)",
             Minimum => "min(a, b)",
-            ThresholdBackward => "select(0.0, a, b > 0.0)",
+            ThresholdBackward => "select(0.0, a, b > 0.0 || is_nan_f(b))",
             SigmoidBackward => "a * b * (1.0 - b)",
             TanhBackward => "a * (1.0 - b * b)",
             GeluBackward => "a * gelu_grad_f(b)",
@@ -178,11 +178,12 @@ impl BinaryOp {
                     b
                 }
             }
+            // PyTorch's `b <= threshold ? 0 : a`: a NaN input passes the gradient.
             ThresholdBackward => {
-                if b > R::zero() {
-                    a
-                } else {
+                if b <= R::zero() {
                     R::zero()
+                } else {
+                    a
                 }
             }
             SigmoidBackward => a * b * (R::one() - b),

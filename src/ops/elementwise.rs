@@ -144,9 +144,9 @@ impl UnaryOp {
                 "0.5 * x * (1.0 + tanh_f(0.79788456080286536 * (x + 0.044715 * x * x * x)))"
             }
             Silu => "x / (1.0 + exp(-x))",
-            Elu(_) => "select(p0 * (exp(x) - 1.0), x, x > 0.0)",
+            Elu(_) => "select(p0 * expm1_f(x), x, x > 0.0)",
             LeakyRelu(_) => "select(p0 * x, x, x > 0.0)",
-            Softplus(..) => "select(log(1.0 + exp(p0 * x)) / p0, x, x * p0 > p1)",
+            Softplus(..) => "select(log1p_f(exp(p0 * x)) / p0, x, x * p0 > p1)",
             Square => "x * x",
             Reciprocal => "1.0 / x",
             // NaN in the input or either bound propagates (WGSL's min/max need not).
@@ -395,10 +395,12 @@ impl UnaryOp {
         use UnaryOp::*;
         let (x, y) = (|| x.get(), || y.get());
         match *self {
+            // PyTorch's elu_backward from the input: `alpha·eˣ` for x <= 0 (from the output,
+            // `y + alpha` would cancel to 0 in the tail), the gradient itself elsewhere (NaN too).
             Elu(a) => {
                 let x = x()?;
-                let pos = x.gt(&x.zeros_like()?)?;
-                Tensor::where_cond(&pos, g, &g.mul(&y()?.add_scalar(a)?)?)
+                let neg = x.le(&x.zeros_like()?)?;
+                Tensor::where_cond(&neg, &g.mul(&x.exp()?.mul_scalar(a)?)?, g)
             }
             LeakyRelu(s) => {
                 let x = x()?;

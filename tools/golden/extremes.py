@@ -1,0 +1,60 @@
+"""Goldens for the elementwise activations and transcendental functions at the far ends of f32:
+tiny arguments (where `exp(x) - 1`, `1 + exp(x)` or `1 - erfc` cancel), the tails (where `x²`
+overflows f32 from |x| ≈ 1.8e19, and densities underflow), infinities and NaN, forward and
+gradient, each compared relative to PyTorch's value (atol at the scale of f32's subnormals).
+
+    python tools/golden/extremes.py
+
+sin and cos stop at |x| = 100: past that WGSL's builtins on a GPU (lavapipe's) do not reduce the
+argument exactly (the CPU's do; ARCHITECTURE.md names the gap).
+"""
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from golden import case, write  # noqa: E402
+
+F = torch.nn.functional
+nan, inf = float("nan"), float("inf")
+T = torch.tensor
+TINY = [-1e-30, -1e-8, -1e-5, -0.0, 0.0, 1e-30, 1e-8, 1e-5, 0.3]
+TAILS = [-1e30, -3e19, -1e10, -100.0, -20.0, 20.0, 100.0, 1e10, 3e19, 1e30]
+SPECIAL = [inf, -inf, nan]
+EVERY = TINY + TAILS + SPECIAL
+POSITIVE = [1e-30, 1e-8, 1e-5, 0.3, 20.0, 1e10, 1e30, 0.0, inf, nan]
+cases = []
+
+for name, op, fn, xs, kw in [
+    ("exp", "torch.exp", torch.exp, EVERY, {}),
+    ("log", "torch.log", torch.log, POSITIVE, {}),
+    ("sqrt", "torch.sqrt", torch.sqrt, POSITIVE, {}),
+    ("rsqrt", "torch.rsqrt", torch.rsqrt, POSITIVE, {}),
+    ("sin", "torch.sin", torch.sin, TINY + [-100.0, -20.0, 20.0, 100.0] + SPECIAL, {}),
+    ("cos", "torch.cos", torch.cos, TINY + [-100.0, -20.0, 20.0, 100.0] + SPECIAL, {}),
+    ("tanh", "torch.tanh", torch.tanh, EVERY, {}),
+    # Not at 20: PyTorch's f32 gradient through the output, σ(1 - σ), is 0 there (σ rounds to
+    # 1), where float64 keeps 2e-9.
+    ("sigmoid", "torch.sigmoid", torch.sigmoid, [x for x in EVERY if x != 20.0], {}),
+    ("relu", "torch.nn.functional.relu", F.relu, EVERY, {}),
+    ("gelu", "torch.nn.functional.gelu", F.gelu, EVERY, {"approximate": "none"}),
+    # Not past |x| = 1e10: x³ overflows f32, and PyTorch's f32 gradient is NaN there too.
+    ("gelu_tanh", "torch.nn.functional.gelu", lambda x: F.gelu(x, approximate="tanh"),
+     [x for x in EVERY if not abs(x) > 1e10], {"approximate": "tanh"}),
+    ("silu", "torch.nn.functional.silu", F.silu, EVERY, {}),
+    ("elu", "torch.nn.functional.elu", F.elu, EVERY, {"alpha": 1.0}),
+    ("leaky_relu", "torch.nn.functional.leaky_relu", lambda x: F.leaky_relu(x, 0.1), EVERY,
+     {"negative_slope": 0.1}),
+    ("softplus", "torch.nn.functional.softplus", F.softplus, EVERY, {"beta": 1.0, "threshold": 20.0}),
+    ("reciprocal", "torch.reciprocal", torch.reciprocal, EVERY, {}),
+    ("erf", "torch.erf", torch.erf, EVERY, {}),
+    ("abs", "torch.abs", torch.abs, EVERY, {}),
+]:
+    # Relative to PyTorch's value; atol below f32's smallest normal, so only subnormal-sized
+    # differences pass absolutely.
+    c = case(f"extreme_{name}", op, lambda x, fn=fn, **_: fn(x), [T(xs, dtype=torch.float64)], kw,
+             rtol=2e-5, atol=1e-38)
+    cases.append(c)
+
+write("extremes", cases, "tools/golden/extremes.py")
