@@ -1,7 +1,7 @@
 """Goldens for the elementwise activations and transcendental functions at the far ends of f32:
-tiny arguments (where `exp(x) - 1`, `1 + exp(x)` or `1 - erfc` cancel), the tails (where `x²`
-overflows f32 from |x| ≈ 1.8e19, and densities underflow), infinities and NaN, forward and
-gradient, each compared relative to PyTorch's value (atol at the scale of f32's subnormals).
+tiny arguments (where `exp(x) - 1`, `1 - e^{-2|x|}` or `1 - erfc` cancel), the tails (where
+`log(1 + eˣ)` loses eˣ, `x²` overflows f32 from |x| ≈ 1.8e19, and densities underflow),
+infinities and NaN, forward and gradient, each compared relative to PyTorch's value (atol at the scale of f32's subnormals).
 
     python tools/golden/extremes.py
 
@@ -41,14 +41,17 @@ for name, op, fn, xs, kw in [
     ("sigmoid", "torch.sigmoid", torch.sigmoid, [x for x in EVERY if x != 20.0], {}),
     ("relu", "torch.nn.functional.relu", F.relu, EVERY, {}),
     ("gelu", "torch.nn.functional.gelu", F.gelu, EVERY, {"approximate": "none"}),
-    # Not past |x| = 1e10: x³ overflows f32, and PyTorch's f32 gradient is NaN there too.
+    # Not at |x| >= 3e19: x³ overflows f32 (from about 7e12), and PyTorch's f32 gradient is NaN
+    # there too.
     ("gelu_tanh", "torch.nn.functional.gelu", lambda x: F.gelu(x, approximate="tanh"),
      [x for x in EVERY if not abs(x) > 1e10], {"approximate": "tanh"}),
     ("silu", "torch.nn.functional.silu", F.silu, EVERY, {}),
     ("elu", "torch.nn.functional.elu", F.elu, EVERY, {"alpha": 1.0}),
     ("leaky_relu", "torch.nn.functional.leaky_relu", lambda x: F.leaky_relu(x, 0.1), EVERY,
      {"negative_slope": 0.1}),
-    ("softplus", "torch.nn.functional.softplus", F.softplus, EVERY, {"beta": 1.0, "threshold": 20.0}),
+    # -16 to -5 too: log1p's correction with 1 + eˣ between 1 + 1e-7 and 1.01.
+    ("softplus", "torch.nn.functional.softplus", F.softplus, EVERY + [-16.0, -10.0, -5.0],
+     {"beta": 1.0, "threshold": 20.0}),
     ("reciprocal", "torch.reciprocal", torch.reciprocal, EVERY, {}),
     ("erf", "torch.erf", torch.erf, EVERY, {}),
     ("abs", "torch.abs", torch.abs, EVERY, {}),
