@@ -65,7 +65,7 @@ op_enum! {
         MulScalar(f64 = 1.0) => "mul_scalar",
         /// `x / c` (true division, not a multiplication by `1 / c`).
         DivScalar(f64 = 1.0) => "div_scalar",
-        /// 1 where x > 0, else 0 (relu's derivative).
+        /// 1 where x > 0, else 0 (NaN too).
         Step => "step",
         /// −1, 0 or 1 (`torch.sign`).
         Sign => "sign",
@@ -393,14 +393,18 @@ impl UnaryOp {
             return Ok(d);
         }
         use UnaryOp::*;
-        let (x, y) = (|| x.get(), || y.get());
+        let x = || x.get();
         match *self {
             // PyTorch's elu_backward from the input: `alpha·eˣ` for x <= 0 (from the output,
             // `y + alpha` would cancel to 0 in the tail), the gradient itself elsewhere (NaN too).
+            // The exponential reads x only where x <= 0 (0 elsewhere): an e^x that overflowed in
+            // the branch not taken would make a double backward 0 · inf = NaN.
             Elu(a) => {
                 let x = x()?;
-                let neg = x.le(&x.zeros_like()?)?;
-                Tensor::where_cond(&neg, &g.mul(&x.exp()?.mul_scalar(a)?)?, g)
+                let zero = x.zeros_like()?;
+                let neg = x.le(&zero)?;
+                let xn = Tensor::where_cond(&neg, &x, &zero)?;
+                Tensor::where_cond(&neg, &g.mul(&xn.exp()?.mul_scalar(a)?)?, g)
             }
             LeakyRelu(s) => {
                 let x = x()?;

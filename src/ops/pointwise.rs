@@ -51,7 +51,7 @@ unary_methods! {
     erf => UnaryOp::Erf;
     /// -1, 0 or 1.
     sign => UnaryOp::Sign;
-    /// 1 where x > 0 else 0 (relu's derivative).
+    /// 1 where x > 0, else 0 (NaN too).
     step => UnaryOp::Step;
 }
 
@@ -367,7 +367,8 @@ impl Tensor {
     pub fn maximum(&self, other: &Tensor) -> Result<Tensor> {
         self.binary(BinaryOp::Maximum, other)
     }
-    /// relu's gradient: `self` (the output gradient) where `input > 0`, else 0, in one pass.
+    /// relu's gradient: 0 where `input <= 0`, else `self` (the output gradient; a NaN input
+    /// passes it, as PyTorch's `threshold_backward`), in one pass.
     pub fn threshold_backward(&self, input: &Tensor) -> Result<Tensor> {
         self.binary(BinaryOp::ThresholdBackward, input)
     }

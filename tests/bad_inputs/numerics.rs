@@ -304,6 +304,35 @@ fn gelu_and_its_gradient_hold_past_where_x_squared_overflows() {
     }
 }
 
+/// ELU's second derivative stays finite where eˣ overflows f32 (x = 100: the exponential of the
+/// branch not taken would give 0 · inf = NaN): PyTorch's [0, e⁻²⁰, e^-0.5], and tanh keeps the
+/// sign of a zero (torch.tanh(-0.0) is -0.0), on every device.
+#[test]
+fn elu_double_backward_and_tanh_of_signed_zero() {
+    for d in devices() {
+        let x = f32s(&[100.0, -20.0, -0.5], &d).requires_grad_(true);
+        let y = x.elu(1.0).unwrap().sum_all().unwrap();
+        y.backward_with(None, true, true).unwrap();
+        let g = x.grad().unwrap();
+        x.set_grad(None);
+        g.sum_all().unwrap().backward().unwrap();
+        let want = [0.0, (-20f64).exp(), (-0.5f64).exp()];
+        let got = vals(&x.grad().unwrap());
+        for (g, w) in got.iter().zip(want) {
+            assert!((g - w).abs() <= 1e-6 * w, "{d} elu'': {got:?} vs {want:?}");
+        }
+        let z = f32s(&[-0.0, 0.0], &d)
+            .tanh()
+            .unwrap()
+            .to_vec::<f32>()
+            .unwrap();
+        assert!(
+            z[0] == 0.0 && z[0].is_sign_negative() && z[1].is_sign_positive(),
+            "{d} {z:?}"
+        );
+    }
+}
+
 #[test]
 fn half_mean_of_many_ones_is_one() {
     for d in devices() {

@@ -137,7 +137,8 @@ pub fn tanh(x: f32) -> f32 {
         ],
         s,
     );
-    let small = p * s * x + x;
+    // x itself at ±0, so that tanh(-0) = -0.
+    let small = if x == 0.0 { x } else { p * s * x + x };
     if z < 0.625 {
         small
     } else {
