@@ -12,6 +12,9 @@
 //! Blocking (the BLIS loop order): for each `NC`-column block of B, for each `KC`-deep slice,
 //! pack the `KC×NC` block of B (it stays in L2); for each `MC`-row block of A pack it, then run
 //! the microkernel over every (A panel, B panel) pair, the A panel (`MR×KC`) staying in L1.
+//! A product large enough is split over the threads into pieces of C (by rows or by columns,
+//! whichever side is longer); the operand that every piece reads whole (B for rows, A for
+//! columns) is then packed once, by all threads, into a buffer the pieces share.
 //! Each element of C sums its products in the same order whatever the thread count, so results
 //! do not depend on `RAYON_NUM_THREADS`.
 
@@ -23,6 +26,7 @@ mod pack;
 pub(super) mod tests;
 
 pub(crate) use kernel::Kernel;
+use pack::Panels;
 pub(crate) use pack::{copy_short, Source, Strided, Transposed};
 
 use super::vmath::{self, Isa};
@@ -166,32 +170,15 @@ impl<T: Gemm> PackedB<T> {
     /// rows (`T::kernel(m, n)`; [`gemm_packed`] takes any number of rows).
     pub(crate) fn new(m: usize, k: usize, n: usize, b: &[T], sb: [usize; 2]) -> PackedB<T> {
         let kernel = T::kernel(m, n);
-        let nr = kernel.nr;
-        let panels = n.div_ceil(nr);
         let line = 64 / std::mem::size_of::<T>();
-        let mut data = vec![T::zero(); k * panels * nr + line];
+        let mut data = vec![T::zero(); Panels::<T>::len(k, n, kernel.nr) + line];
         let start = data.as_ptr().align_offset(64).min(line);
         let src = Strided {
             data: b,
             rs: sb[0],
             cs: sb[1],
         };
-        for pc in (0..k).step_by(KC) {
-            let kc = KC.min(k - pc);
-            for jc in (0..n).step_by(NC) {
-                let nc = NC.min(n - jc);
-                let at = start + pc * panels * nr + (jc / nr) * kc * nr;
-                pack::pack(
-                    &src,
-                    pc,
-                    kc,
-                    jc,
-                    nc,
-                    nr,
-                    &mut data[at..at + nc.div_ceil(nr) * kc * nr],
-                );
-            }
-        }
+        Panels::pack_whole(&src, k, n, kernel.nr, &mut data[start..]);
         PackedB {
             k,
             n,
@@ -201,10 +188,9 @@ impl<T: Gemm> PackedB<T> {
         }
     }
 
-    /// The panels of columns `jc..` (a multiple of `nr`) in the depth slice at `pc`, `kc` deep.
-    fn panels(&self, pc: usize, kc: usize, jc: usize) -> &[T] {
-        let nr = self.kernel.nr;
-        &self.data[self.start + pc * self.n.div_ceil(nr) * nr + (jc / nr) * kc * nr..]
+    /// The packed panels.
+    fn panels(&self) -> Panels<'_, T> {
+        Panels::new(self.n, self.kernel.nr, &self.data[self.start..])
     }
 }
 
@@ -238,7 +224,7 @@ pub(crate) fn gemm_packed<T: Gemm>(
         k,
         n,
         &a,
-        BOperand::<T, Strided<T>>::Packed(b),
+        BOperand::<T, Strided<T>>::Packed(b.panels()),
         beta,
         c,
         ldc,
@@ -249,7 +235,7 @@ pub(crate) fn gemm_packed<T: Gemm>(
 /// B as [`block`] reads it: a source it packs block by block, or packed already.
 enum BOperand<'a, T, S> {
     Source(&'a S),
-    Packed(&'a PackedB<T>),
+    Packed(Panels<'a, T>),
 }
 
 impl<T, S> Clone for BOperand<'_, T, S> {
@@ -359,30 +345,108 @@ fn gemm_blocks<T: Gemm, S: Source<T>>(
     };
     let step = len.div_ceil(unit).div_ceil(pieces) * unit;
     let cp = CPtr(c.as_mut_ptr());
-    let task = |i: usize| {
-        let (p0, p1) = (i * step, ((i + 1) * step).min(len));
-        if p0 >= p1 {
-            return;
-        }
-        let (rows, cols) = if by_rows {
-            (p0..p1, 0..n)
-        } else {
-            (0..m, p0..p1)
+    let run = |a_packed: Option<Panels<'_, T>>, b: BOperand<'_, T, S>| {
+        let task = |i: usize| {
+            let (p0, p1) = (i * step, ((i + 1) * step).min(len));
+            if p0 >= p1 {
+                return;
+            }
+            let (rows, cols) = if by_rows {
+                (p0..p1, 0..n)
+            } else {
+                (0..m, p0..p1)
+            };
+            // SAFETY: C's extent was checked above; the pieces are disjoint blocks of C.
+            unsafe { block(a, a_packed, b, k, rows, cols, cp, ldc, accumulate, kernel) };
         };
-        // SAFETY: C's extent was checked above; the pieces are disjoint blocks of C.
-        unsafe { block(a, b, k, rows, cols, cp, ldc, accumulate, kernel) };
+        if pieces == 1 {
+            task(0);
+        } else {
+            (0..pieces).into_par_iter().for_each(task);
+        }
     };
-    if pieces == 1 {
-        task(0);
+    // Every piece reads the whole of the operand along the split (A when C is split by
+    // columns, B by rows), and would pack it for itself. A weight gradient such as
+    // `[128, 2048]·[2048, 512]` (eight pieces) spent 18% of its instructions packing so, 8% with
+    // A packed once; it ran in 2.4–3.0 ms instead of 3.5–4.5 on an AMD EPYC (Zen 3, 2 threads).
+    // Packed once, by all threads, the pieces share it.
+    let (mr, nr) = (kernel.mr, kernel.nr);
+    let shared_b = match b {
+        BOperand::Source(src) if by_rows && pieces > 1 => Some(src),
+        _ => None,
+    };
+    let shared_a = !by_rows && pieces > 1 && a_in_place(a, step, nr).is_none();
+    let shared = if shared_a {
+        Panels::<T>::len(k, m, mr)
+    } else if shared_b.is_some() {
+        Panels::<T>::len(k, n, nr)
     } else {
-        (0..pieces).into_par_iter().for_each(task);
+        0
+    };
+    if shared == 0 {
+        return run(None, b);
     }
+    with_shared::<T, _>(shared, |buf| match (buf, shared_b) {
+        (Some(buf), Some(src)) => run(
+            None,
+            BOperand::Packed(Panels::pack_whole(src, k, n, nr, buf)),
+        ),
+        (Some(buf), None) => run(Some(Panels::pack_whole(&Transposed(a), k, m, mr, buf)), b),
+        (None, _) => run(None, b),
+    })
+}
+
+/// A row-major A's rows when the kernels read them in place for a block of C `cols` wide (see
+/// [`block`]).
+fn a_in_place<T: Gemm>(a: &impl Source<T>, cols: usize, nr: usize) -> Option<Strided<'_, T>> {
+    // A row-major A is read in place by the kernels: packing it would cost a fair part of using
+    // it when C is narrow (a 3×3 convolution at 7×7 ran 1.7× faster so), and no less elsewhere
+    // (measured from 256³ to 1024³). Rows a multiple of 4 KiB apart are packed all the same
+    // (the microkernel's rows would share one L1 set and evict one another), unless C is one
+    // panel wide: then each A panel is read once, and packing it would only add a pass over A
+    // (a weight gradient of `[32, 1024]·[1024, 27]` spent more time packing A than using it).
+    let one_panel = cols <= nr;
+    a.strided().filter(|s| {
+        s.cs == 1 && (one_panel || !(s.rs * std::mem::size_of::<T>()).is_multiple_of(4096))
+    })
 }
 
 thread_local! {
     /// Each thread's packing buffers (A and B), kept between calls: a fresh buffer per call
     /// would fault its pages in every time.
     static SCRATCH: RefCell<(Vec<u64>, Vec<u64>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+    /// The calling thread's buffer for an operand packed whole and shared by the pieces.
+    static SHARED: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The largest operand packed whole for the pieces to share (bytes): a 1024×1024 f32. Larger
+/// ones are packed piece by piece, where the packing is a smaller part of the work, rather than
+/// kept in a buffer that lives as long as the thread.
+const SHARED_MAX: usize = 4 << 20;
+
+/// Run `f` with the calling thread's shared packing buffer, `n` elements on a cache line, or
+/// with `None` when that is larger than [`SHARED_MAX`] or in use already (a product started
+/// while this thread waits on its own pieces).
+fn with_shared<T: Gemm, R>(n: usize, f: impl FnOnce(Option<&mut [T]>) -> R) -> R {
+    let bytes = n.saturating_mul(std::mem::size_of::<T>());
+    if bytes > SHARED_MAX {
+        return f(None);
+    }
+    SHARED.with(|s| match s.try_borrow_mut() {
+        Ok(mut v) => {
+            let words = bytes.div_ceil(8) + 8;
+            if v.len() < words {
+                v.resize(words, 0);
+            }
+            let skip = v.as_ptr().align_offset(64).min(8);
+            // SAFETY: `T` is f32 or f64 (plain old data, alignment ≤ 8) and the words after
+            // `skip` cover `n` elements.
+            f(Some(unsafe {
+                std::slice::from_raw_parts_mut(v.as_mut_ptr().add(skip) as *mut T, n)
+            }))
+        }
+        Err(_) => f(None),
+    })
 }
 
 /// Run `f` with two zeroed-or-reused scratch slices of `na` and `nb` elements.
@@ -419,6 +483,7 @@ fn with_scratch<T: Gemm, R>(na: usize, nb: usize, f: impl FnOnce(&mut [T], &mut 
 #[allow(clippy::too_many_arguments)]
 unsafe fn block<T: Gemm, S: Source<T>>(
     a: &impl Source<T>,
+    a_packed: Option<Panels<'_, T>>,
     b: BOperand<'_, T, S>,
     k: usize,
     rows: std::ops::Range<usize>,
@@ -432,17 +497,15 @@ unsafe fn block<T: Gemm, S: Source<T>>(
     let kc_max = KC.min(k);
     let mc_max = MC.min(rows.len().div_ceil(mr) * mr);
     let nc_max = NC.min(cols.len().div_ceil(nr) * nr);
-    // A row-major A is read in place by the kernels: packing it would cost a fair part of using
-    // it when C is narrow (a 3×3 convolution at 7×7 ran 1.7× faster so), and no less elsewhere
-    // (measured from 256³ to 1024³). Rows a multiple of 4 KiB apart are packed all the same
-    // (the microkernel's rows would share one L1 set and evict one another), unless C is one
-    // panel wide: then each A panel is read once, and packing it would only add a pass over A
-    // (a weight gradient of `[32, 1024]·[1024, 27]` spent more time packing A than using it).
-    let one_panel = cols.len() <= nr;
-    let direct = a.strided().filter(|s| {
-        s.cs == 1 && (one_panel || !(s.rs * std::mem::size_of::<T>()).is_multiple_of(4096))
-    });
-    let a_words = if direct.is_some() { 0 } else { mc_max * kc_max };
+    let direct = match a_packed {
+        Some(_) => None,
+        None => a_in_place(a, cols.len(), nr),
+    };
+    let a_words = if direct.is_some() || a_packed.is_some() {
+        0
+    } else {
+        mc_max * kc_max
+    };
     let b_words = match b {
         BOperand::Source(_) => kc_max * nc_max,
         BOperand::Packed(_) => 0,
@@ -457,18 +520,23 @@ unsafe fn block<T: Gemm, S: Source<T>>(
                         pack::pack(b, pc, kc, jc, nc, nr, bp);
                         bp
                     }
-                    BOperand::Packed(b) => b.panels(pc, kc, jc),
+                    BOperand::Packed(b) => b.at(pc, kc, jc),
                 };
                 let acc = accumulate || pc > 0;
                 for ic in rows.clone().step_by(MC) {
                     let mc = MC.min(rows.end - ic);
-                    if direct.is_none() {
-                        pack::pack(&Transposed(a), pc, kc, ic, mc, mr, ap);
-                    }
+                    let apanels: &[T] = match (a_packed, direct) {
+                        (Some(p), _) => p.at(pc, kc, ic),
+                        (None, None) => {
+                            pack::pack(&Transposed(a), pc, kc, ic, mc, mr, ap);
+                            ap
+                        }
+                        (None, Some(_)) => &[],
+                    };
                     for ir in (0..mc).step_by(mr) {
                         let (apanel, sa) = match direct {
                             Some(s) => (&s.data[(ic + ir) * s.rs + pc..], [s.rs, 1]),
-                            None => (&ap[ir * kc..(ir + mr) * kc], [1, mr]),
+                            None => (&apanels[ir * kc..(ir + mr) * kc], [1, mr]),
                         };
                         for jr in (0..nc).step_by(nr) {
                             let bpanel = &bp[jr * kc..(jr + nr) * kc];

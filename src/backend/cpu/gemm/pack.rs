@@ -305,3 +305,74 @@ fn transpose_tiles<T: Gemm, const W: usize>(
         }
     }
 }
+
+/// A whole `k×n` operand packed as [`pack`] packs a block: `KC`-deep slice after slice, each
+/// every `width`-wide panel of the operand in order (zero-padded past column `n`).
+pub(super) struct Panels<'a, T> {
+    n: usize,
+    width: usize,
+    data: &'a [T],
+}
+
+impl<T> Clone for Panels<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for Panels<'_, T> {}
+
+impl<'a, T: Gemm> Panels<'a, T> {
+    /// The elements `pack_whole` fills for a `k×n` operand in `width`-wide panels.
+    pub fn len(k: usize, n: usize, width: usize) -> usize {
+        k * n.div_ceil(width) * width
+    }
+
+    /// Pack `src` (`k×n`) into `dst` (at least [`Panels::len`] elements), in parallel over its
+    /// `KC×NC` blocks when it is large enough to gain from it.
+    pub fn pack_whole(
+        src: &impl Source<T>,
+        k: usize,
+        n: usize,
+        width: usize,
+        dst: &'a mut [T],
+    ) -> Panels<'a, T> {
+        use super::{KC, NC};
+        use rayon::prelude::*;
+        let len = Panels::<T>::len(k, n, width);
+        let dst = &mut dst[..len];
+        // Consecutive blocks (slice by slice, `NC` columns at a time) fill consecutive runs:
+        // `NC` is a multiple of every panel width.
+        let mut blocks = Vec::new();
+        let mut rest = &mut *dst;
+        for pc in (0..k).step_by(KC) {
+            let kc = KC.min(k - pc);
+            for jc in (0..n).step_by(NC) {
+                let nc = NC.min(n - jc);
+                let (block, tail) = rest.split_at_mut(nc.div_ceil(width) * kc * width);
+                blocks.push((pc, kc, jc, nc, block));
+                rest = tail;
+            }
+        }
+        let run = |(pc, kc, jc, nc, block): (usize, usize, usize, usize, &mut [T])| {
+            pack(src, pc, kc, jc, nc, width, block)
+        };
+        if blocks.len() > 1 && len >= 1 << 16 {
+            blocks.into_par_iter().for_each(run);
+        } else {
+            blocks.into_iter().for_each(run);
+        }
+        Panels::new(n, width, dst)
+    }
+
+    /// The panels of a `?×n` operand that [`Panels::pack_whole`] filled, from `data`'s start.
+    pub fn new(n: usize, width: usize, data: &'a [T]) -> Panels<'a, T> {
+        Panels { n, width, data }
+    }
+
+    /// The panels from column `j0` (a multiple of the width) of the slice at depth `pc`, `kc`
+    /// deep.
+    pub fn at(&self, pc: usize, kc: usize, j0: usize) -> &'a [T] {
+        let w = self.width;
+        &self.data[pc * self.n.div_ceil(w) * w + (j0 / w) * kc * w..]
+    }
+}
