@@ -14,7 +14,9 @@
 //! the microkernel over every (A panel, B panel) pair, the A panel (`MR×KC`) staying in L1.
 //! A product large enough is split over the threads into pieces of C (by rows or by columns,
 //! whichever side is longer); the operand that every piece reads whole (B for rows, A for
-//! columns) is then packed once, by all threads, into a buffer the pieces share.
+//! columns, when it is to be packed at all) is then packed once, in parallel when large, into
+//! the calling thread's buffer for the pieces to share (up to [`SHARED_MAX`]; past it, or on a
+//! thread already in a product, each piece packs it for itself as before).
 //! Each element of C sums its products in the same order whatever the thread count, so results
 //! do not depend on `RAYON_NUM_THREADS`.
 
@@ -57,7 +59,8 @@ const MIN_TASK_MACS: usize = 1 << 18;
 const SPLIT_COLS: usize = 4;
 
 const _: () = assert!(KC <= pack::MAX_RUN && MC <= pack::MAX_RUN && NC <= pack::MAX_RUN);
-// Whole panels of every kernel (MR 4, 6, 8, 12; NR 8, 16, 32, 48) fit the blocks.
+// Whole panels of every kernel (MR 4, 6, 8, 12; NR 8, 16, 32, 48) fit the blocks; NC is also a
+// multiple of every MR, since an A packed whole (`Panels`) is packed `NC` rows at a time.
 const _: () = assert!(MC.is_multiple_of(24) && NC.is_multiple_of(96));
 
 /// Float types with GEMM kernels.
@@ -277,7 +280,7 @@ fn check_c(m: usize, n: usize, len: usize, ldc: usize) {
 /// A pointer to C that rayon tasks share; each task writes a disjoint block.
 #[derive(Clone, Copy)]
 struct CPtr<T>(*mut T);
-// SAFETY: tasks write disjoint blocks of C (see `gemm_src`), and nothing reads C meanwhile.
+// SAFETY: tasks write disjoint blocks of C (see `gemm_blocks`), and nothing reads C meanwhile.
 unsafe impl<T> Send for CPtr<T> {}
 unsafe impl<T> Sync for CPtr<T> {}
 
@@ -421,7 +424,9 @@ thread_local! {
 
 /// The largest operand packed whole for the pieces to share (bytes): a 1024×1024 f32. Larger
 /// ones are packed piece by piece, where the packing is a smaller part of the work, rather than
-/// kept in a buffer that lives as long as the thread.
+/// kept in a buffer that lives as long as the thread. Each thread that starts a split product
+/// keeps one such buffer (the caller's, and a rayon worker's when it runs products inside an
+/// outer parallel loop): at most this much per thread.
 const SHARED_MAX: usize = 4 << 20;
 
 /// Run `f` with the calling thread's shared packing buffer, `n` elements on a cache line, or

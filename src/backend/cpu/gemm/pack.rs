@@ -306,8 +306,9 @@ fn transpose_tiles<T: Gemm, const W: usize>(
     }
 }
 
-/// A whole `k×n` operand packed as [`pack`] packs a block: `KC`-deep slice after slice, each
-/// every `width`-wide panel of the operand in order (zero-padded past column `n`).
+/// A whole `k×n` operand packed as [`pack`] packs a block: `KC`-deep slices one after another,
+/// each holding all of the operand's `width`-wide panels in order (zero-padded past column
+/// `n`).
 pub(super) struct Panels<'a, T> {
     n: usize,
     width: usize,

@@ -314,9 +314,10 @@ fn results_do_not_depend_on_the_split() {
 }
 
 /// Products split over pieces that share an operand packed once (A when C is split by columns,
-/// B by rows): A row-major with rows 4 KiB apart or transposed, B row-major or transposed, across
-/// `KC`, `MC` and `NC`, each `beta`; the reference's values on one thread, two and three (one
-/// thread splits by columns too), and the same bits on each.
+/// B by rows): A row-major with rows 4 KiB apart or transposed, B row-major or transposed, each
+/// `beta`, and a shared operand deeper than `KC` and wider than `MC` and `NC`; the reference's
+/// values on one thread, two and three (one thread splits by columns too), and the same bits on
+/// each.
 #[test]
 fn operands_packed_once_for_all_pieces() {
     let pools: Vec<rayon::ThreadPool> = [1, 2, 3]
@@ -327,40 +328,50 @@ fn operands_packed_once_for_all_pieces() {
                 .unwrap()
         })
         .into();
-    // (m, k, n): split by columns (A shared), by rows (B shared), and both over the blocking.
-    for (m, k, n) in [
+    // (m, k, n, transposed A and B, beta): split by columns (A shared) and by rows (B shared),
+    // every layout and beta; then a shared A of 600 rows (past `MC` and `NC`: several blocks of
+    // panels) and a shared B of 600 columns.
+    let layouts = [(false, false), (true, false), (false, true), (true, true)];
+    let small = [
         (40, 1024, 700),
         (130, 800, 1000),
         (700, 900, 40),
         (500, 400, 130),
-    ] {
-        for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
-            for beta in [0.0, 0.5] {
-                let sa = if ta { [1, m] } else { [k, 1] };
-                let sb = if tb { [1, k] } else { [n, 1] };
-                let (a, b, c0) = (mat(m * k, 21), mat(k * n, 22), mat(m * n, 23));
-                let want = reference(m, k, n, &a, sa, &b, sb, beta, &c0);
-                let f = |v: &[f64]| -> Vec<f32> { v.iter().map(|&x| x as f32).collect() };
-                let (af, bf) = (f(&a), f(&b));
-                let got: Vec<Vec<f32>> = pools
-                    .iter()
-                    .map(|pool| {
-                        let mut c = f(&c0);
-                        pool.install(|| gemm(m, k, n, &af, sa, &bf, sb, beta as f32, &mut c, n));
-                        c
-                    })
-                    .collect();
-                let case = format!("{m}×{k}×{n}, transposed A {ta} B {tb}, beta {beta}");
-                for (i, (g, w)) in got[0].iter().zip(&want).enumerate() {
-                    assert!(
-                        (*g as f64 - w).abs() <= 1e-4,
-                        "{case}: [{i}] {g} against {w}"
-                    );
-                }
-                assert_eq!(got[0], got[1], "{case}: one thread against two");
-                assert_eq!(got[0], got[2], "{case}: one thread against three");
-            }
+    ];
+    let cases = small
+        .into_iter()
+        .flat_map(|(m, k, n)| {
+            layouts.map(|(ta, tb)| [0.0, 0.5].map(|beta| (m, k, n, ta, tb, beta)))
+        })
+        .flatten()
+        .chain([
+            (600, 500, 1300, true, false, 0.5),
+            (1300, 500, 600, false, false, 0.5),
+        ]);
+    for (m, k, n, ta, tb, beta) in cases {
+        let sa = if ta { [1, m] } else { [k, 1] };
+        let sb = if tb { [1, k] } else { [n, 1] };
+        let (a, b, c0) = (mat(m * k, 21), mat(k * n, 22), mat(m * n, 23));
+        let want = reference(m, k, n, &a, sa, &b, sb, beta, &c0);
+        let f = |v: &[f64]| -> Vec<f32> { v.iter().map(|&x| x as f32).collect() };
+        let (af, bf) = (f(&a), f(&b));
+        let got: Vec<Vec<f32>> = pools
+            .iter()
+            .map(|pool| {
+                let mut c = f(&c0);
+                pool.install(|| gemm(m, k, n, &af, sa, &bf, sb, beta as f32, &mut c, n));
+                c
+            })
+            .collect();
+        let case = format!("{m}×{k}×{n}, transposed A {ta} B {tb}, beta {beta}");
+        for (i, (g, w)) in got[0].iter().zip(&want).enumerate() {
+            assert!(
+                (*g as f64 - w).abs() <= 1e-4,
+                "{case}: [{i}] {g} against {w}"
+            );
         }
+        assert_eq!(got[0], got[1], "{case}: one thread against two");
+        assert_eq!(got[0], got[2], "{case}: one thread against three");
     }
 }
 
