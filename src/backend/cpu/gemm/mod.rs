@@ -438,45 +438,36 @@ fn with_shared<T: Gemm, R>(n: usize, f: impl FnOnce(Option<&mut [T]>) -> R) -> R
         return f(None);
     }
     SHARED.with(|s| match s.try_borrow_mut() {
-        Ok(mut v) => {
-            let words = bytes.div_ceil(8) + 8;
-            if v.len() < words {
-                v.resize(words, 0);
-            }
-            let skip = v.as_ptr().align_offset(64).min(8);
-            // SAFETY: `T` is f32 or f64 (plain old data, alignment ≤ 8) and the words after
-            // `skip` cover `n` elements.
-            f(Some(unsafe {
-                std::slice::from_raw_parts_mut(v.as_mut_ptr().add(skip) as *mut T, n)
-            }))
-        }
+        Ok(mut v) => f(Some(aligned(&mut v, n))),
         Err(_) => f(None),
     })
 }
 
+/// `n` elements of `v` (grown as needed, zeroed or reused) from its first cache line (64
+/// bytes): a vector load that straddles two lines costs about twice as much, and the allocator
+/// guarantees only 8 bytes.
+fn aligned<T: Gemm>(v: &mut Vec<u64>, n: usize) -> &mut [T] {
+    let words = (n * std::mem::size_of::<T>()).div_ceil(8) + 8;
+    if v.len() < words {
+        v.resize(words, 0);
+    }
+    let skip = v.as_ptr().align_offset(64).min(8);
+    // SAFETY: `T` is f32 or f64 (plain old data, alignment ≤ 8) and the words after `skip`
+    // cover `n` elements.
+    unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().add(skip) as *mut T, n) }
+}
+
 /// Run `f` with two zeroed-or-reused scratch slices of `na` and `nb` elements.
 fn with_scratch<T: Gemm, R>(na: usize, nb: usize, f: impl FnOnce(&mut [T], &mut [T]) -> R) -> R {
-    let words = |n: usize| (n * std::mem::size_of::<T>()).div_ceil(8);
-    // Panels start on a cache line (64 bytes): a vector load that straddles two lines costs
-    // about twice as much, and the allocator guarantees only 8 bytes.
-    let view = |v: &mut Vec<u64>, n: usize| -> &mut [T] {
-        if v.len() < words(n) + 8 {
-            v.resize(words(n) + 8, 0);
-        }
-        let skip = v.as_ptr().align_offset(64).min(8);
-        // SAFETY: `T` is f32 or f64 (plain old data, alignment ≤ 8) and the words after `skip`
-        // cover `n` elements.
-        unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().add(skip) as *mut T, n) }
-    };
     SCRATCH.with(|s| match s.try_borrow_mut() {
         Ok(mut s) => {
             let (va, vb) = &mut *s;
-            f(view(va, na), view(vb, nb))
+            f(aligned(va, na), aligned(vb, nb))
         }
         // Re-entered on this thread (not done today): fresh buffers.
         Err(_) => {
             let (mut va, mut vb) = (Vec::new(), Vec::new());
-            f(view(&mut va, na), view(&mut vb, nb))
+            f(aligned(&mut va, na), aligned(&mut vb, nb))
         }
     })
 }
