@@ -287,9 +287,11 @@ fn sort_timing() {
 }
 
 /// Sums over the outer dims in memory of a transposed or permuted dense tensor (attention's
-/// sequence-first bias gradients) read the storage as column sums: each equals the sum of the
-/// same view made contiguous (exactly, on integer values; on random values to f32's rounding),
-/// with keepdim, size-1 dims, an offset into the storage and an empty reduced dim.
+/// sequence-first bias gradients) or of a slice of a wider last dim (its packed q/k/v) read the
+/// storage as column sums, and a reduced dim innermost in memory (its key gradient) is reduced
+/// as rows first: each equals the sum (and the max and min) of the same view made contiguous
+/// (exactly, on integer values; on random values to f32's rounding), with keepdim, size-1 dims,
+/// an offset into the storage and an empty reduced dim.
 #[test]
 fn sums_over_permuted_dense_views_match_the_contiguous_copy() -> Result<()> {
     for dev in devices() {
@@ -316,6 +318,15 @@ fn sums_over_permuted_dense_views_match_the_contiguous_copy() -> Result<()> {
                     vec![0, 1],
                     true,
                 ),
+                (base.narrow(3, 2, 4)?, vec![0, 1], false),
+                (
+                    base.narrow(3, 1, 5)?.permute([1, 0, 2, 3])?,
+                    vec![0, 1, 2],
+                    true,
+                ),
+                (base.permute([3, 0, 1, 2])?, vec![0, 1], false),
+                (base.permute([3, 0, 1, 2])?, vec![0], true),
+                (base.permute([1, 3, 0, 2])?, vec![1, 0, 3], false),
             ];
             for (v, dims, keep) in &views {
                 let (got, want) = (
@@ -334,8 +345,39 @@ fn sums_over_permuted_dense_views_match_the_contiguous_copy() -> Result<()> {
                 } else {
                     assert_close(&what, &vals(&got), &vals(&want), 1e-6, 1e-6);
                 }
+                if v.numel() > 0 {
+                    let c = v.contiguous()?;
+                    let d = dims.as_slice();
+                    assert_eq!(
+                        v.amax(d, *keep)?.to_vec::<f32>()?,
+                        c.amax(d, *keep)?.to_vec::<f32>()?,
+                        "amax {what}"
+                    );
+                    assert_eq!(
+                        v.amin(d, *keep)?.to_vec::<f32>()?,
+                        c.amin(d, *keep)?.to_vec::<f32>()?,
+                        "amin {what}"
+                    );
+                }
             }
         }
+    }
+    // Column sums past one strip of columns, one block of columns and the cap on row chunks
+    // (CPU: its kernel), against f64 sums of the same values.
+    let cpu = Device::Cpu;
+    for (rows, cols, wide) in [(300, 70, 75), (3, 1100, 1100), (1100, 1030, 1031)] {
+        let base = Tensor::randn([rows, wide], &cpu)?;
+        let x = base.narrow(1, wide - cols, cols)?;
+        let b = vals(&base);
+        let want: Vec<f64> = (0..cols)
+            .map(|j| (0..rows).map(|i| b[i * wide + wide - cols + j]).sum())
+            .collect();
+        let what = format!("[{rows}, {cols}] of [{rows}, {wide}]");
+        assert_close(&what, &vals(&x.sum_dims([0], false)?), &want, 1e-6, 1e-5);
+        let xt = x.t()?.contiguous()?.t()?;
+        assert_close(&what, &vals(&xt.sum_dims([0], false)?), &want, 1e-6, 1e-5);
+        let xt = x.contiguous()?.t()?;
+        assert_close(&what, &vals(&xt.sum_dims([1], false)?), &want, 1e-6, 1e-5);
     }
     Ok(())
 }

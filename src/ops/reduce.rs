@@ -130,24 +130,69 @@ impl Tensor {
             let rest: Vec<usize> = dims.iter().copied().filter(|&d| d < k).collect();
             return partial.reduce_raw(op, &rest, false)?.reshape(&out_shape);
         }
-        // Sums over the outer dims in memory of a dense CPU tensor (a bias gradient, also one
-        // seen through a transpose, as attention's sequence-first projections give it): column
-        // sums over the storage, read in order, instead of a transposing copy.
-        if op == ReduceOp::Sum && n > 0 && self.layout().is_non_overlapping_and_dense() {
+        // A reduced dim that is innermost in the memory of a dense CPU tensor at offset 0 (a
+        // gradient that arrives transposed, as attention's key gradient does): its runs are rows
+        // of the storage, reduced in place first; the partial keeps the other dims' memory
+        // order (strides divided by the run's length), and the rest reduce from there.
+        if value_op
+            && matches!(self.dtype(), DType::F32 | DType::F64)
+            && !self.device().is_gpu()
+            && n > 0
+            && !self.is_contiguous()
+            && self.storage_offset() == 0
+            && self.layout().is_non_overlapping_and_dense()
+        {
+            let (shape, stride) = (self.shape(), self.stride());
+            if let Some(&d) = dims.iter().find(|&&d| stride[d] == 1 && shape[d] > 1) {
+                let run = shape[d];
+                let s = self.storage().reduce_rows(op, self.numel() / run, run)?;
+                let keep: Vec<usize> = (0..nd).filter(|&k| k != d).collect();
+                let layout = crate::shape::Layout {
+                    shape: keep.iter().map(|&k| shape[k]).collect(),
+                    strides: keep.iter().map(|&k| stride[k] / run).collect(),
+                    offset: 0,
+                };
+                let partial = Tensor::from_storage(s, &[self.numel() / run], self.device())
+                    .with_layout(layout);
+                let rest: Vec<usize> = dims
+                    .iter()
+                    .filter(|&&k| k != d)
+                    .map(|&k| if k > d { k - 1 } else { k })
+                    .collect();
+                if rest.is_empty() {
+                    return partial.reshape(&out_shape);
+                }
+                return partial.reduce_raw(op, &rest, false)?.reshape(&out_shape);
+            }
+        }
+        // Sums over dims whose kept dims are contiguous in memory (a bias gradient, also one
+        // seen through a transpose, as attention's sequence-first projections give it, or a
+        // slice of a wider one, as its packed q/k/v projection's): column sums over the
+        // storage, read row by row, instead of a transposing copy.
+        if op == ReduceOp::Sum && n > 0 && !self.device().is_gpu() {
+            let (shape, stride) = (self.shape(), self.stride());
             let kept: Vec<usize> = (0..nd)
-                .filter(|d| !dims.contains(d) && self.shape()[*d] != 1)
+                .filter(|d| !dims.contains(d) && shape[*d] != 1)
                 .collect();
-            // The kept dims are the innermost in memory, row-major among themselves.
+            // The kept dims are contiguous, row-major among themselves...
             let mut cols = 1;
             let inner = kept.iter().rev().all(|&d| {
-                let at = self.stride()[d] == cols;
-                cols *= self.shape()[d];
+                let at = stride[d] == cols;
+                cols *= shape[d];
                 at
             });
-            if inner && !kept.is_empty() {
+            // ...and the summed ones, outermost in memory first, are one run of rows
+            // `row_stride` apart (the order of the terms does not matter to a sum).
+            let mut summed: Vec<usize> = dims.iter().copied().filter(|&d| shape[d] != 1).collect();
+            summed.sort_by_key(|&d| std::cmp::Reverse(stride[d]));
+            let row_stride = summed.last().map_or(0, |&d| stride[d]);
+            let rows_uniform = summed
+                .windows(2)
+                .all(|w| stride[w[0]] == shape[w[1]] * stride[w[1]]);
+            if inner && rows_uniform && !kept.is_empty() {
                 if let crate::backend::Storage::Cpu(c) = &*self.storage() {
                     let off = self.layout().offset;
-                    if let Some(s) = crate::backend::cpu::sum_cols(c, off, n, cols) {
+                    if let Some(s) = crate::backend::cpu::sum_cols(c, off, n, cols, row_stride) {
                         let s = crate::backend::Storage::Cpu(s);
                         let t = Tensor::from_storage(s, &[cols], self.device());
                         return t.reshape(&out_shape);

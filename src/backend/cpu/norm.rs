@@ -2,6 +2,7 @@
 //! backward in one pass per row each (the composite takes about ten kernels each way).
 
 use super::pool;
+use super::reduce::{halves, sum_lanes_by, LANES};
 use super::vmath::vectorized;
 use crate::dtype::{Elem, Real};
 use rayon::prelude::*;
@@ -34,15 +35,11 @@ pub(crate) fn layer_norm_rows<T: Real + super::CpuElem>(
                     for (i, y) in y.chunks_exact_mut(n).enumerate() {
                         let r = c * per + i;
                         let x = &x[r * n..(r + 1) * n];
-                        let m = x.iter().map(|v| Elem::to_f64(*v)).sum::<f64>() / n as f64;
-                        let var = x
-                            .iter()
-                            .map(|v| {
-                                let d = Elem::to_f64(*v) - m;
-                                d * d
-                            })
-                            .sum::<f64>()
-                            / n as f64;
+                        let m = sum_lanes_by(x, |v| Elem::to_f64(v)) / n as f64;
+                        let var = sum_lanes_by(x, |v| {
+                            let d = Elem::to_f64(v) - m;
+                            d * d
+                        }) / n as f64;
                         let s = 1.0 / (var + eps).sqrt();
                         let (mt, st) = (T::of(m), T::of(s));
                         mean[i] = mt;
@@ -91,6 +88,15 @@ pub(crate) fn layer_norm_backward_rows<T: Real + super::CpuElem>(
 ) -> (Vec<T>, Vec<T>, Vec<T>) {
     let mut dx = pool::any(rows * n);
     let per = rows_per_task(n);
+    // Without a weight `gw` is `g * 1`: the same bits as `g`.
+    let ones;
+    let w = match w {
+        Some(w) => w,
+        None => {
+            ones = vec![T::one(); n];
+            &ones[..]
+        }
+    };
     let partials: Vec<(Vec<f64>, Vec<f64>)> = dx
         .par_chunks_mut(per * n)
         .enumerate()
@@ -103,26 +109,49 @@ pub(crate) fn layer_norm_backward_rows<T: Real + super::CpuElem>(
                         let r = c * per + i;
                         let (x, g) = (&x[r * n..(r + 1) * n], &g[r * n..(r + 1) * n]);
                         let (m, s) = (mean[r], rstd[r]);
-                        let (mut sum_gw, mut sum_gwx) = (0f64, 0f64);
-                        for j in 0..n {
-                            let xhat = (x[j] - m) * s;
-                            let gw = match w {
-                                Some(w) => g[j] * w[j],
-                                None => g[j],
-                            };
-                            sum_gw += Elem::to_f64(gw);
-                            sum_gwx += Elem::to_f64(gw * xhat);
-                            dw[j] += Elem::to_f64(g[j] * xhat);
-                            db[j] += Elem::to_f64(g[j]);
+                        // Per element: g·w and g·w·x̂ for this row's sums, g·x̂ and g for the
+                        // weight's and bias's column sums.
+                        let terms = |x: T, g: T, w: T| {
+                            let xhat = (x - m) * s;
+                            let gw = g * w;
+                            let gwx = Elem::to_f64(gw * xhat);
+                            (
+                                Elem::to_f64(gw),
+                                gwx,
+                                Elem::to_f64(g * xhat),
+                                Elem::to_f64(g),
+                            )
+                        };
+                        // The row's sums over LANES independent lanes (as `sum_lanes`), so the
+                        // loop vectorises instead of waiting on one running sum per element.
+                        let (mut lane_gw, mut lane_gwx) = ([0f64; LANES], [0f64; LANES]);
+                        let full = n / LANES * LANES;
+                        for k in (0..full).step_by(LANES) {
+                            let (xc, gc, wc) =
+                                (&x[k..k + LANES], &g[k..k + LANES], &w[k..k + LANES]);
+                            let (dwc, dbc) = (&mut dw[k..k + LANES], &mut db[k..k + LANES]);
+                            for l in 0..LANES {
+                                let (gw, gwx, gx, g) = terms(xc[l], gc[l], wc[l]);
+                                lane_gw[l] += gw;
+                                lane_gwx[l] += gwx;
+                                dwc[l] += gx;
+                                dbc[l] += g;
+                            }
                         }
+                        let (mut sum_gw, mut sum_gwx) = (0f64, 0f64);
+                        for j in full..n {
+                            let (gw, gwx, gx, g) = terms(x[j], g[j], w[j]);
+                            sum_gw += gw;
+                            sum_gwx += gwx;
+                            dw[j] += gx;
+                            db[j] += g;
+                        }
+                        let sum_gw = halves(&mut lane_gw, |a, b| a + b) + sum_gw;
+                        let sum_gwx = halves(&mut lane_gwx, |a, b| a + b) + sum_gwx;
                         let (a, bq) = (T::of(sum_gw / n as f64), T::of(sum_gwx / n as f64));
-                        for j in 0..n {
-                            let xhat = (x[j] - m) * s;
-                            let gw = match w {
-                                Some(w) => g[j] * w[j],
-                                None => g[j],
-                            };
-                            dx[j] = s * (gw - a - xhat * bq);
+                        for (((dx, &x), &g), &w) in dx.iter_mut().zip(x).zip(g).zip(w) {
+                            let xhat = (x - m) * s;
+                            *dx = s * (g * w - a - xhat * bq);
                         }
                     }
                 },

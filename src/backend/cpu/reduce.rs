@@ -51,41 +51,84 @@ pub(crate) fn reduce_rows(op: ReduceOp, x: &CpuStorage, rows: usize, n: usize) -
     })
 }
 
-/// Column sums of a contiguous float `[rows, cols]` starting at element `offset`:
-/// `out[j] = Σ_i x[offset + i * cols + j]`, accumulated in f64 like the row sums, over blocks of
-/// columns in parallel (rows are read in order, so the loop streams and vectorises instead of
-/// striding down each column). In [`ReduceOp::out_dtype`] of a sum, as [`reduce_rows`]: half
-/// types give f32 (the caller rounds once). None for other dtypes.
+/// Column sums of a float `[rows, cols]` with contiguous rows `row_stride` apart, starting at
+/// element `offset`: `out[j] = Σ_i x[offset + i * row_stride + j]`, accumulated in f64 like the row sums. In
+/// [`ReduceOp::out_dtype`] of a sum, as [`reduce_rows`]: half types give f32 (the caller rounds
+/// once). None for other dtypes.
+///
+/// The rows are cut into chunks of a fixed size (set by the shape alone, so the result does not
+/// depend on the thread count) and the columns into blocks; each (chunk, block) task sums its
+/// rows in order, [`STRIP`] columns at a time with the sums in registers, into a partial row;
+/// the partials are then added chunk by chunk. A bias gradient (`[2048, 128]` summed over its
+/// rows) had one task for all its rows before, and read and wrote each sum in memory per row.
 pub(crate) fn sum_cols(
     x: &CpuStorage,
     offset: usize,
     rows: usize,
     cols: usize,
+    row_stride: usize,
 ) -> Option<CpuStorage> {
-    fn go<T: Elem + Sync, D: Elem + CpuElem>(v: &[T], rows: usize, cols: usize) -> Vec<D> {
-        const BLOCK: usize = 256;
+    fn go<T: Elem + Sync, D: Elem + CpuElem>(
+        v: &[T],
+        rows: usize,
+        cols: usize,
+        rs: usize,
+    ) -> Vec<D> {
+        /// Columns per task.
+        const BLOCK: usize = 1024;
         let mut out = pool::any(cols);
-        let min_blocks = (GRAIN / (rows * BLOCK).max(1)).max(1);
-        out.par_chunks_mut(BLOCK)
-            .enumerate()
-            .with_min_len(min_blocks)
-            .for_each(|(b, o)| {
+        if rows * cols == 0 {
+            out.iter_mut().for_each(|o| *o = D::from_f64(0.0));
+            return out;
+        }
+        // About GRAIN elements a task, and at most 64 chunks of rows (the partials' size).
+        let per_chunk = (GRAIN / cols.min(BLOCK)).max(rows.div_ceil(64)).max(1);
+        let chunks = rows.div_ceil(per_chunk);
+        let mut partial = vec![0f64; chunks * cols];
+        partial.par_chunks_mut(cols).enumerate().for_each(|(c, p)| {
+            let chunk = c * per_chunk..((c + 1) * per_chunk).min(rows);
+            p.par_chunks_mut(BLOCK).enumerate().for_each(|(b, p)| {
                 let c0 = b * BLOCK;
-                let mut acc = [0f64; BLOCK];
-                let acc = &mut acc[..o.len()];
                 vectorized(
                     #[inline(always)]
                     || {
-                        for r in 0..rows {
-                            let row = &v[r * cols + c0..r * cols + c0 + acc.len()];
-                            for (a, x) in acc.iter_mut().zip(row) {
+                        let mut strips = p.chunks_exact_mut(STRIP);
+                        for (s, p) in (&mut strips).enumerate() {
+                            let at = c0 + s * STRIP;
+                            let mut acc = [0f64; STRIP];
+                            for r in chunk.clone() {
+                                let row = &v[r * rs + at..r * rs + at + STRIP];
+                                for (a, x) in acc.iter_mut().zip(row) {
+                                    *a += x.to_f64();
+                                }
+                            }
+                            p.copy_from_slice(&acc);
+                        }
+                        let p = strips.into_remainder();
+                        let at = c0 + (BLOCK.min(cols - c0) - p.len());
+                        for r in chunk.clone() {
+                            let row = &v[r * rs + at..r * rs + at + p.len()];
+                            for (a, x) in p.iter_mut().zip(row) {
                                 *a += x.to_f64();
                             }
                         }
                     },
-                );
-                for (o, a) in o.iter_mut().zip(acc.iter()) {
-                    *o = D::from_f64(*a);
+                )
+            });
+        });
+        out.par_chunks_mut(BLOCK)
+            .enumerate()
+            .with_min_len((GRAIN / (chunks * BLOCK)).max(1))
+            .for_each(|(b, o)| {
+                let c0 = b * BLOCK;
+                let mut acc = vec![0f64; o.len()];
+                for p in partial.chunks_exact(cols) {
+                    for (a, x) in acc.iter_mut().zip(&p[c0..c0 + o.len()]) {
+                        *a += x;
+                    }
+                }
+                for (o, a) in o.iter_mut().zip(acc) {
+                    *o = D::from_f64(a);
                 }
             });
         out
@@ -94,10 +137,30 @@ pub(crate) fn sum_cols(
     // slice of an empty tensor).
     let from = |len: usize| if rows * cols == 0 { len } else { offset };
     match x {
-        CpuStorage::F32(v) => Some(CpuStorage::F32(go(&v[from(v.len())..], rows, cols))),
-        CpuStorage::F64(v) => Some(CpuStorage::F64(go(&v[from(v.len())..], rows, cols))),
-        CpuStorage::F16(v) => Some(CpuStorage::F32(go(&v[from(v.len())..], rows, cols))),
-        CpuStorage::BF16(v) => Some(CpuStorage::F32(go(&v[from(v.len())..], rows, cols))),
+        CpuStorage::F32(v) => Some(CpuStorage::F32(go(
+            &v[from(v.len())..],
+            rows,
+            cols,
+            row_stride,
+        ))),
+        CpuStorage::F64(v) => Some(CpuStorage::F64(go(
+            &v[from(v.len())..],
+            rows,
+            cols,
+            row_stride,
+        ))),
+        CpuStorage::F16(v) => Some(CpuStorage::F32(go(
+            &v[from(v.len())..],
+            rows,
+            cols,
+            row_stride,
+        ))),
+        CpuStorage::BF16(v) => Some(CpuStorage::F32(go(
+            &v[from(v.len())..],
+            rows,
+            cols,
+            row_stride,
+        ))),
         _ => None,
     }
 }
@@ -144,21 +207,31 @@ fn int_row(op: ReduceOp, r: &[i32]) -> i32 {
 /// Independent running values of the row reductions: 32 f64 sums, or 64 extremes (four 512-bit
 /// vectors of f32), so that several chains hide the latency of each step (one 8-lane chain ran a
 /// 1024-wide f32 row sum at 9 GB/s per core).
-const LANES: usize = 32;
+pub(super) const LANES: usize = 32;
+
+/// Columns [`sum_cols`] sums at a time, their f64 sums held in registers (eight AVX2 vectors).
+const STRIP: usize = 32;
 
 /// Sum in f64 over [`LANES`] independent accumulators (so the loop vectorises), combined in a
 /// fixed order: deterministic, and more accurate than one running sum. Callers run it inside
 /// [`vectorized`].
 #[inline(always)]
 fn sum_lanes<T: Elem>(r: &[T]) -> f64 {
+    sum_lanes_by(r, |x| x.to_f64())
+}
+
+/// [`sum_lanes`] of `f(x)` over the elements `x` of `r` (layer_norm's variance sums squared
+/// deviations this way).
+#[inline(always)]
+pub(super) fn sum_lanes_by<T: Copy>(r: &[T], f: impl Fn(T) -> f64) -> f64 {
     let mut acc = [0f64; LANES];
     let chunks = r.chunks_exact(LANES);
-    let tail: f64 = chunks.remainder().iter().map(|x| x.to_f64()).sum();
+    let tail: f64 = chunks.remainder().iter().map(|&x| f(x)).sum();
     // LLVM vectorises these lanes 128 bits at a time (its cost model for f32 -> f64 on
     // AVX-512), so a row sum reads at about three quarters of the read stream.
     for c in chunks {
-        for (a, x) in acc.iter_mut().zip(c) {
-            *a += x.to_f64();
+        for (a, &x) in acc.iter_mut().zip(c) {
+            *a += f(x);
         }
     }
     halves(&mut acc, |a, b| a + b) + tail
@@ -167,7 +240,7 @@ fn sum_lanes<T: Elem>(r: &[T]) -> f64 {
 /// `v` (a power of two long) folded by halves with `f`: `v[i] = f(v[i], v[i + len/2])` until
 /// one is left (vector steps, in a fixed order).
 #[inline(always)]
-fn halves<A: Copy>(v: &mut [A], f: impl Fn(A, A) -> A) -> A {
+pub(super) fn halves<A: Copy>(v: &mut [A], f: impl Fn(A, A) -> A) -> A {
     let mut len = v.len();
     while len > 1 {
         len /= 2;
