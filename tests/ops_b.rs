@@ -549,6 +549,53 @@ fn rand_like_stays_below_one_in_every_float_dtype() {
     }
 }
 
+/// Copies of transposed views (a dim other than the last contiguous in the source) hold, in
+/// order, the source elements the strides name: on `arange` values each element is its own
+/// storage offset. With a middle dim, an offset into the storage, a broadcast dim, more than one
+/// parallel block, int64 and f16 too.
+#[test]
+fn transposed_copies_hold_the_elements_the_strides_name() -> Result<()> {
+    let offsets = |t: &Tensor| -> Vec<f64> {
+        let (shape, stride) = (t.shape(), t.stride());
+        (0..t.numel())
+            .map(|mut k| {
+                let mut o = t.storage_offset();
+                for d in (0..shape.len()).rev() {
+                    o += (k % shape[d]) * stride[d];
+                    k /= shape[d];
+                }
+                o as f64
+            })
+            .collect()
+    };
+    for dev in devices() {
+        for dt in [DType::F32, DType::I64, DType::F16] {
+            let base = |shape: &[usize]| arange(shape.iter().product(), shape, &dev).to_dtype(dt);
+            let views = [
+                base(&[20, 3, 37])?.permute([2, 1, 0])?,
+                base(&[5, 40, 18])?.narrow(0, 1, 4)?.permute([0, 2, 1])?,
+                base(&[17, 4, 33])?.permute([2, 1, 0])?,
+                base(&[33, 17])?.t()?.unsqueeze(1)?.expand([17, 3, 33])?,
+                base(&[300, 3, 40])?.permute([2, 1, 0])?,
+                base(&[40, 3, 300])?.permute([2, 1, 0])?,
+            ];
+            for v in &views {
+                let what = format!("{dev:?} {dt:?} {:?} {:?}", v.shape(), v.stride());
+                let c = v.contiguous()?;
+                assert!(c.is_contiguous(), "{what}");
+                // f16 holds the offsets past 2048 rounded.
+                let want = offsets(v).into_iter();
+                let want: Vec<f64> = match dt {
+                    DType::F16 => want.map(|o| half::f16::from_f64(o).to_f64()).collect(),
+                    _ => want.collect(),
+                };
+                assert_eq!(vals(&c.to_dtype(DType::F32)?), want, "{what}");
+            }
+        }
+    }
+    Ok(())
+}
+
 #[test]
 fn strided_sources_and_indices_match_contiguous_ones() {
     for dev in devices() {

@@ -436,26 +436,30 @@ pub(crate) fn softmax_rows<T: Real + CpuElem + Elem<Acc = T>>(
     if n == 0 {
         return out;
     }
-    out.par_chunks_mut(n)
-        .zip(x.par_chunks(n))
-        .with_min_len((GRAIN / n).max(1))
-        .for_each(|(o, r)| {
+    // Blocks of whole rows per task, each block inside one `vectorized` call, not one call per
+    // row (attention's rows are 64 wide).
+    let per_task = (GRAIN / n).max(1) * n;
+    out.par_chunks_mut(per_task)
+        .zip(x.par_chunks(per_task))
+        .for_each(|(o, x)| {
             vectorized(
                 #[inline(always)]
                 || {
-                    let m = extreme_lanes(r, false);
-                    if log {
-                        let lse = m + sum_map(r, |x: T| (x - m).vexp()).ln();
-                        for (o, &x) in o.iter_mut().zip(r) {
-                            *o = x - lse;
-                        }
-                    } else {
-                        for (o, &x) in o.iter_mut().zip(r) {
-                            *o = (x - m).vexp();
-                        }
-                        let inv = T::one() / sum_map(o, |e: T| e);
-                        for o in o.iter_mut() {
-                            *o = *o * inv;
+                    for (o, r) in o.chunks_exact_mut(n).zip(x.chunks_exact(n)) {
+                        let m = extreme_lanes(r, false);
+                        if log {
+                            let lse = m + sum_map(r, |x: T| (x - m).vexp()).ln();
+                            for (o, &x) in o.iter_mut().zip(r) {
+                                *o = x - lse;
+                            }
+                        } else {
+                            for (o, &x) in o.iter_mut().zip(r) {
+                                *o = (x - m).vexp();
+                            }
+                            let inv = T::one() / sum_map(o, |e: T| e);
+                            for o in o.iter_mut() {
+                                *o = *o * inv;
+                            }
                         }
                     }
                 },
@@ -478,22 +482,27 @@ pub(crate) fn softmax_backward_rows<T: Real + CpuElem + Elem<Acc = T>>(
     if n == 0 {
         return out;
     }
-    out.par_chunks_mut(n)
-        .zip(y.par_chunks(n).zip(g.par_chunks(n)))
-        .with_min_len((GRAIN / n).max(1))
+    // Blocks of whole rows per task, as in `softmax_rows` (a call per row made the gradient of
+    // softmax over [128, 64, 64] take ~1.6 times as long on Zen 3).
+    let per_task = (GRAIN / n).max(1) * n;
+    out.par_chunks_mut(per_task)
+        .zip(y.par_chunks(per_task).zip(g.par_chunks(per_task)))
         .for_each(|(o, (y, g))| {
             vectorized(
                 #[inline(always)]
                 || {
-                    if log {
-                        let s = sum_map(g, |g: T| g);
-                        for ((o, &y), &g) in o.iter_mut().zip(y).zip(g) {
-                            *o = g - y.vexp() * s;
-                        }
-                    } else {
-                        let s = dot_lanes(y, g);
-                        for ((o, &y), &g) in o.iter_mut().zip(y).zip(g) {
-                            *o = y * (g - s);
+                    let rows = o.chunks_exact_mut(n).zip(y.chunks_exact(n));
+                    for ((o, y), g) in rows.zip(g.chunks_exact(n)) {
+                        if log {
+                            let s = sum_map(g, |g: T| g);
+                            for ((o, &y), &g) in o.iter_mut().zip(y).zip(g) {
+                                *o = g - y.vexp() * s;
+                            }
+                        } else {
+                            let s = dot_lanes(y, g);
+                            for ((o, &y), &g) in o.iter_mut().zip(y).zip(g) {
+                                *o = y * (g - s);
+                            }
                         }
                     }
                 },
