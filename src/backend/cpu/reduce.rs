@@ -68,12 +68,9 @@ pub(crate) fn sum_cols(
     cols: usize,
     row_stride: usize,
 ) -> Option<CpuStorage> {
-    fn go<T: Elem + Sync, D: Elem + CpuElem>(
-        v: &[T],
-        rows: usize,
-        cols: usize,
-        rs: usize,
-    ) -> Vec<D> {
+    /// `(rows, cols, row_stride)` as [`sum_cols`] takes them.
+    type Dims = (usize, usize, usize);
+    fn go<T: Elem + Sync, D: Elem + CpuElem>(v: &[T], (rows, cols, rs): Dims) -> Vec<D> {
         /// Columns per task.
         const BLOCK: usize = 1024;
         let mut out = pool::any(cols);
@@ -136,31 +133,12 @@ pub(crate) fn sum_cols(
     // With no elements nothing is read, and the view may start past its storage's end (a
     // slice of an empty tensor).
     let from = |len: usize| if rows * cols == 0 { len } else { offset };
+    let dims = (rows, cols, row_stride);
     match x {
-        CpuStorage::F32(v) => Some(CpuStorage::F32(go(
-            &v[from(v.len())..],
-            rows,
-            cols,
-            row_stride,
-        ))),
-        CpuStorage::F64(v) => Some(CpuStorage::F64(go(
-            &v[from(v.len())..],
-            rows,
-            cols,
-            row_stride,
-        ))),
-        CpuStorage::F16(v) => Some(CpuStorage::F32(go(
-            &v[from(v.len())..],
-            rows,
-            cols,
-            row_stride,
-        ))),
-        CpuStorage::BF16(v) => Some(CpuStorage::F32(go(
-            &v[from(v.len())..],
-            rows,
-            cols,
-            row_stride,
-        ))),
+        CpuStorage::F32(v) => Some(CpuStorage::F32(go(&v[from(v.len())..], dims))),
+        CpuStorage::F64(v) => Some(CpuStorage::F64(go(&v[from(v.len())..], dims))),
+        CpuStorage::F16(v) => Some(CpuStorage::F32(go(&v[from(v.len())..], dims))),
+        CpuStorage::BF16(v) => Some(CpuStorage::F32(go(&v[from(v.len())..], dims))),
         _ => None,
     }
 }
