@@ -327,6 +327,12 @@ fn sums_over_permuted_dense_views_match_the_contiguous_copy() -> Result<()> {
                 (base.permute([3, 0, 1, 2])?, vec![0, 1], false),
                 (base.permute([3, 0, 1, 2])?, vec![0], true),
                 (base.permute([1, 3, 0, 2])?, vec![1, 0, 3], false),
+                (base.permute([3, 1, 0, 2])?, vec![0], false),
+                (
+                    base.narrow(0, 0, 3)?.permute([3, 0, 1, 2])?,
+                    vec![0, 1],
+                    false,
+                ),
             ];
             for (v, dims, keep) in &views {
                 let (got, want) = (
@@ -338,6 +344,11 @@ fn sums_over_permuted_dense_views_match_the_contiguous_copy() -> Result<()> {
                     want.shape(),
                     "{dev:?} {:?} over {dims:?}",
                     v.shape()
+                );
+                assert!(
+                    got.is_contiguous(),
+                    "{dev:?} {:?} over {dims:?}",
+                    v.stride()
                 );
                 let what = format!("{dev:?} {:?} {:?} over {dims:?}", v.shape(), v.stride());
                 if std::ptr::eq(base, &ints) {

@@ -133,7 +133,8 @@ impl Tensor {
         // A reduced dim that is innermost in the memory of a dense CPU tensor at offset 0 (a
         // gradient that arrives transposed, as attention's key gradient does): its runs are rows
         // of the storage, reduced in place first; the partial keeps the other dims' memory
-        // order (strides divided by the run's length), and the rest reduce from there.
+        // order (strides divided by the run's length), and the rest reduce from there (the
+        // partials rounded to the dtype once, as the path above does).
         if value_op
             && matches!(self.dtype(), DType::F32 | DType::F64)
             && !self.device().is_gpu()
@@ -160,7 +161,8 @@ impl Tensor {
                     .map(|&k| if k > d { k - 1 } else { k })
                     .collect();
                 if rest.is_empty() {
-                    return partial.reshape(&out_shape);
+                    // Contiguous, as every reduction's output is.
+                    return partial.dense()?.reshape(&out_shape);
                 }
                 return partial.reduce_raw(op, &rest, false)?.reshape(&out_shape);
             }

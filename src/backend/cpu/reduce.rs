@@ -52,9 +52,9 @@ pub(crate) fn reduce_rows(op: ReduceOp, x: &CpuStorage, rows: usize, n: usize) -
 }
 
 /// Column sums of a float `[rows, cols]` with contiguous rows `row_stride` apart, starting at
-/// element `offset`: `out[j] = Σ_i x[offset + i * row_stride + j]`, accumulated in f64 like the row sums. In
-/// [`ReduceOp::out_dtype`] of a sum, as [`reduce_rows`]: half types give f32 (the caller rounds
-/// once). None for other dtypes.
+/// element `offset`: `out[j] = Σ_i x[offset + i * row_stride + j]`, accumulated in f64 like the
+/// row sums. In [`ReduceOp::out_dtype`] of a sum, as [`reduce_rows`]: half types give f32 (the
+/// caller rounds once). None for other dtypes.
 ///
 /// The rows are cut into chunks of a fixed size (set by the shape alone, so the result does not
 /// depend on the thread count) and the columns into blocks; each (chunk, block) task sums its
