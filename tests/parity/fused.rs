@@ -145,6 +145,45 @@ fn zero_size_and_zero_d_programs() -> Result<()> {
     Ok(())
 }
 
+/// Views the CPU kernel reads in place (a contiguous view at an offset, rows of a column
+/// slice, a broadcast row, over blocks that start inside a row and blocks that cross rows) give
+/// the values the ops give, element by element, on every device.
+#[test]
+fn views_read_in_place_over_many_blocks() -> Result<()> {
+    let mut p = FusedProgram::new(3)?;
+    let s = p.binary(BinaryOp::Add, 0, 1)?;
+    let m = p.binary(BinaryOp::Mul, s, 2)?;
+    p.binary(BinaryOp::Sub, m, 0)?;
+    let (rows, cols) = (3usize, 680usize);
+    let vals = |n: usize, k: usize| -> Vec<f32> {
+        (0..n).map(|i| ((i * k) % 97) as f32 / 16.0 - 3.0).collect()
+    };
+    for dev in super::common::devices() {
+        // Columns 10..690 of [3, 700]: rows of stride 700, each contiguous, at offset 10.
+        let x = Tensor::from_vec(vals(rows * 700, 7), [rows, 700], &dev)?.slice(1, 10, 690, 1)?;
+        // Elements 1..681 of a vector: a row at offset 1, broadcast over the rows.
+        let b = Tensor::from_vec(vals(700, 11), [700], &dev)?.slice(0, 1, 681, 1)?;
+        // Rows 1..4 of [4, 680]: contiguous at offset 680.
+        let y = Tensor::from_vec(vals(4 * cols, 5), [4, cols], &dev)?.slice(0, 1, 4, 1)?;
+        let fused = p.run(&[&x, &b, &y])?.to_vec::<f32>()?;
+        assert_eq!(
+            bits(&p.eager(&[&x, &b, &y])?),
+            bits(&Tensor::from_vec(
+                fused.clone(),
+                [rows, cols],
+                &Device::Cpu
+            )?),
+            "{dev}"
+        );
+        let (xv, bv, yv) = (x.to_vec::<f32>()?, b.to_vec::<f32>()?, y.to_vec::<f32>()?);
+        for (i, &f) in fused.iter().enumerate() {
+            let want = (xv[i] + bv[i % cols]) * yv[i] - xv[i];
+            assert_eq!(f, want, "{dev} element {i}");
+        }
+    }
+    Ok(())
+}
+
 #[test]
 fn one_program_is_one_kernel() -> Result<()> {
     let Some(gpu) = super::common::gpu() else {

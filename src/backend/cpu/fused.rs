@@ -1,13 +1,14 @@
 //! The CPU kernel of fused elementwise programs ([`FusedProgram`]): the output in blocks of
-//! [`BLOCK`] elements, each input's block gathered once, then each instruction as one loop over
-//! the block (which vectorises, through the same per-op closures as the single-op kernels, so
-//! the values are theirs bit for bit).
+//! [`BLOCK`] elements: each input's block read in place where it is one run of its storage
+//! (else gathered once into a register), then each instruction as one loop over the block (which
+//! vectorises, through the same per-op closures as the single-op kernels, so the values are
+//! theirs bit for bit), the last one writing the output's block.
 
 use super::elementwise::{inlined, mono_binary, mono_unary};
 use super::vmath::vectorized;
 use super::{for_runs, par_fill, pool, CpuElem, CpuStorage};
 use crate::dtype::Real;
-use crate::ops::fused::{FusedInstr, FusedProgram};
+use crate::ops::fused::{FusedInstr, FusedProgram, MAX_FUSED_INPUTS};
 use crate::ops::{BinaryOp, UnaryOp};
 use crate::shape::Layout;
 
@@ -36,21 +37,61 @@ fn run<T: CpuElem + Real>(p: &FusedProgram, inputs: &[(&CpuStorage, &Layout)]) -
     }
     let k = p.inputs();
     let regs = k + p.instrs().len();
+    let last = p.instrs().len().checked_sub(1);
     par_fill(&mut out, |start, chunk| {
         let mut r = vec![[T::zero(); BLOCK]; regs];
         for (b, o) in chunk.chunks_mut(BLOCK).enumerate() {
             let (s0, len) = (start + b * BLOCK, o.len());
+            // An input whose block is one run of its storage is read in place; the others are
+            // gathered into their registers.
+            let mut direct: [Option<&[T]>; MAX_INPUTS] = [None; MAX_INPUTS];
             for (j, &(v, l)) in views.iter().enumerate() {
-                load(v, l, s0, &mut r[j][..len]);
+                direct[j] = in_place(v, l, s0, len);
+                if direct[j].is_none() {
+                    load(v, l, s0, &mut r[j][..len]);
+                }
             }
             for (m, instr) in p.instrs().iter().enumerate() {
                 let (src, dst) = r.split_at_mut(k + m);
-                step(*instr, src, &mut dst[0][..len]);
+                let operand = |i: usize| direct.get(i).copied().flatten().unwrap_or(&src[i][..len]);
+                // The last instruction writes the output block itself.
+                let dst = if Some(m) == last {
+                    &mut *o
+                } else {
+                    &mut dst[0][..len]
+                };
+                step(*instr, operand, dst);
             }
-            o.copy_from_slice(&r[regs - 1][..len]);
+            if last.is_none() {
+                let src = direct[0].unwrap_or(&r[0][..len]);
+                o.copy_from_slice(src);
+            }
         }
     });
     out
+}
+
+/// The most inputs a program reads (a gradient program reads two more than a forward one).
+const MAX_INPUTS: usize = MAX_FUSED_INPUTS + 2;
+
+/// Elements `s0..s0 + len` (row-major) of the view `l` of `v`, where they are one run of the
+/// storage: a contiguous view, or a block inside one row of a view whose rows are contiguous (a
+/// bias broadcast over the rows).
+#[inline]
+fn in_place<'a, T>(v: &'a [T], l: &Layout, s0: usize, len: usize) -> Option<&'a [T]> {
+    if l.is_contiguous() {
+        return Some(&v[l.offset + s0..l.offset + s0 + len]);
+    }
+    let (&row, &step) = (l.shape.last()?, l.strides.last()?);
+    if step != 1 || s0 % row + len > row {
+        return None;
+    }
+    let (mut rem, mut off) = (s0, l.offset);
+    for (&n, &st) in l.shape.iter().zip(&l.strides).rev() {
+        off += rem % n * st;
+        rem /= n;
+    }
+    Some(&v[off..off + len])
 }
 
 /// Elements `s0..s0 + dst.len()` (row-major) of the view `l` of `v`: by runs along the
@@ -77,11 +118,10 @@ fn load<T: Copy>(v: &[T], l: &Layout, s0: usize, dst: &mut [T]) {
 
 /// One instruction over a block: `dst = op(src[..])`.
 #[inline]
-fn step<T: Real>(instr: FusedInstr, src: &[[T; BLOCK]], dst: &mut [T]) {
-    let len = dst.len();
+fn step<'a, T: Real>(instr: FusedInstr, src: impl Fn(usize) -> &'a [T], dst: &mut [T]) {
     match instr {
         FusedInstr::Unary { op, x } => {
-            let x = &src[x][..len];
+            let x = src(x);
             mono_unary!(op, f => vectorized(
                 #[inline(always)]
                 || {
@@ -92,7 +132,7 @@ fn step<T: Real>(instr: FusedInstr, src: &[[T; BLOCK]], dst: &mut [T]) {
             ))
         }
         FusedInstr::Binary { op, a, b } => {
-            let (a, b) = (&src[a][..len], &src[b][..len]);
+            let (a, b) = (src(a), src(b));
             mono_binary!(op, f => vectorized(
                 #[inline(always)]
                 || {
