@@ -72,6 +72,8 @@ const ERFC_R: [f32; 7] = [
     5.641_895_7e-1,
 ];
 
+/// The polynomial with coefficients `c` (highest power first) at `x`, by Horner's scheme: the
+/// most accurate order where the low terms dominate (`erf` near 0), and the slowest ([`poly`]).
 #[inline(always)]
 fn horner<const N: usize>(c: &[f32; N], x: f32) -> f32 {
     let mut y = c[0];
@@ -79,6 +81,33 @@ fn horner<const N: usize>(c: &[f32; N], x: f32) -> f32 {
         y = y * x + k;
     }
     y
+}
+
+/// The polynomial with coefficients `c` (highest power first) at `x`, by Estrin's scheme: pairs
+/// `c[i] + c[i+1] x` combined with `x²`, `x⁴`, ... so that its dependency chain is `log2 N` steps
+/// deep instead of Horner's `N` (a loop over these functions is bound by that latency, not by its
+/// arithmetic). The order of operations is fixed, so every ISA rounds alike.
+#[inline(always)]
+fn poly<const N: usize>(c: &[f32; N], x: f32) -> f32 {
+    // Lowest power first.
+    let mut a = [0.0f32; N];
+    for (i, &k) in c.iter().rev().enumerate() {
+        a[i] = k;
+    }
+    let (mut n, mut p) = (N, x);
+    while n > 1 {
+        let m = n.div_ceil(2);
+        for i in 0..m {
+            a[i] = if 2 * i + 1 < n {
+                a[2 * i] + a[2 * i + 1] * p
+            } else {
+                a[2 * i]
+            };
+        }
+        n = m;
+        p = p * p;
+    }
+    a[0]
 }
 
 /// `2^n` for `n` in `[-126, 127]`, from the exponent bits.
@@ -101,7 +130,7 @@ pub fn exp(x: f32) -> f32 {
     let nf = shifted - MAGIC;
     let r = xc - nf * 0.693_359_4;
     let r = r + nf * 2.121_944_4e-4;
-    let p = horner(
+    let p = poly(
         &[
             1.987_569_1e-4,
             1.398_2e-3,
@@ -127,7 +156,7 @@ pub fn tanh(x: f32) -> f32 {
     let big = big.copysign(x);
     // Otherwise an odd polynomial.
     let s = x * x;
-    let p = horner(
+    let p = poly(
         &[
             -5.704_988_7e-3,
             2.063_908_9e-2,
@@ -170,9 +199,9 @@ fn exp_neg_sq(x: f32, s: f32) -> f32 {
 /// range).
 #[inline(always)]
 fn erfcx_tail(z: f32) -> f32 {
-    let near = horner(&ERFC_Q, z.min(4.0) - 2.25);
+    let near = poly(&ERFC_Q, z.min(4.0) - 2.25);
     let zf = z.max(4.0);
-    let far = horner(&ERFC_R, 1.0 / (zf * zf)) / zf;
+    let far = poly(&ERFC_R, 1.0 / (zf * zf)) / zf;
     if z < 4.0 {
         near
     } else {
@@ -224,7 +253,7 @@ pub fn norm_pdf(x: f32) -> f32 {
 pub fn norm_cdf_pdf(x: f32) -> (f32, f32) {
     let u = x * std::f32::consts::FRAC_1_SQRT_2;
     let z = u.abs();
-    let small = 0.5 * (u * horner(&ERF_P, u * u)) + 0.5;
+    let small = 0.5 * (u * poly(&ERF_P, u * u)) + 0.5;
     // `clamp` keeps NaN (`min` would not): a NaN density, and a NaN CDF from the selects below.
     let ax = x.abs();
     let e = exp_neg_sq(ax.clamp(0.0, 15.0), 0.5);
