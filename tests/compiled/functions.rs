@@ -46,6 +46,52 @@ fn compiled_functions_compute_and_differentiate_what_eager_does() -> Result<()> 
     Ok(())
 }
 
+/// A copy the function makes (`contiguous` of a transposed view, as self-attention makes of a
+/// batch-first input) is made once in the graph too, not once by each of its three readers.
+#[test]
+fn a_copy_of_a_view_is_made_once_for_its_readers() -> Result<()> {
+    use wgtorch::profiler::{self, ProfileOptions};
+    for dev in devices() {
+        let ws: Vec<Tensor> = (0..3)
+            .map(|_| Tensor::randn([8, 5], &dev))
+            .collect::<Result<_>>()?;
+        let f = |xs: &[Tensor]| -> Result<Vec<Tensor>> {
+            let y = xs[0].transpose(0, 1)?.contiguous()?;
+            ws.iter().map(|w| y.matmul(w)).collect()
+        };
+        let fast = compile(f);
+        let x = Tensor::randn([4, 3, 8], &dev)?;
+        fast.call(&[x.clone()])?;
+        let prof = profiler::profile(ProfileOptions::default(), |_| {
+            let _scope = profiler::record_function("replay");
+            for (g, e) in fast.call(&[x.clone()])?.iter().zip(f(&[x.clone()])?) {
+                assert_eq!(bits(g), bits(&e), "{dev}");
+            }
+            Ok(())
+        })?;
+        assert_eq!(fast.stats().cache_hits, 1, "{dev}");
+        // Other tests of this binary run ops meanwhile: only the events under this scope.
+        let ev = prof.events();
+        let scope = (0..ev.len()).find(|&i| ev[i].name == "replay").unwrap();
+        let under = |i: usize| {
+            let mut p = ev[i].parent;
+            while let Some(q) = p {
+                if q == scope {
+                    return true;
+                }
+                p = ev[q].parent;
+            }
+            false
+        };
+        let copies = (0..ev.len())
+            .filter(|&i| ev[i].name == "contiguous" && under(i))
+            .count();
+        // One in the compiled call, one in the eager call it is compared with.
+        assert_eq!(copies, 2, "{dev}");
+    }
+    Ok(())
+}
+
 /// A captured float tensor is read live: an in-place update is seen without a recompile. A
 /// captured bool mask is held as it was (folded at load): writing it recompiles. A captured
 /// tensor that an op the recorder does not know read (under no_grad) is guarded the same way.

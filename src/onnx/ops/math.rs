@@ -251,10 +251,9 @@ unary!(
         ))),
     }
 );
-unary!(IDENTITY, "Identity", infer_same, |_c, x| Ok::<
-    _,
-    crate::Error,
->(x.clone()));
+// A contiguous tensor: the recorder writes Identity for a `contiguous()` that copied, and the
+// graph keeps that copy (three projections reading one transposed input would each copy it).
+unary!(IDENTITY, "Identity", infer_same, |_c, x| x.contiguous());
 unary!(SIGN, "Sign", infer_same, |_c, x| x.sign());
 unary!(FLOOR, "Floor", infer_float, |_c, x| x.floor());
 unary!(CEIL, "Ceil", infer_float, |_c, x| x.ceil());
