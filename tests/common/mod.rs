@@ -21,6 +21,29 @@ pub fn devices() -> Vec<Device> {
     v
 }
 
+/// The names of the events nested, at any depth, under the first event named `scope` (a test's
+/// `record_function`): other tests of the binary run ops meanwhile.
+pub fn events_under(prof: &wgtorch::profiler::Profile, scope: &str) -> Vec<String> {
+    let ev = prof.events();
+    let Some(scope) = ev.iter().position(|e| e.name == scope) else {
+        return Vec::new();
+    };
+    let under = |i: usize| {
+        let mut p = ev[i].parent;
+        while let Some(q) = p {
+            if q == scope {
+                return true;
+            }
+            p = ev[q].parent;
+        }
+        false
+    };
+    (0..ev.len())
+        .filter(|&i| under(i))
+        .map(|i| ev[i].name.clone())
+        .collect()
+}
+
 /// Whether a missing GPU is a failure.
 pub fn require_gpu() -> bool {
     std::env::var("CI")

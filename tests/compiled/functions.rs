@@ -71,21 +71,9 @@ fn a_copy_of_a_view_is_made_once_for_its_readers() -> Result<()> {
             Ok(())
         })?;
         assert_eq!(fast.stats().cache_hits, 1, "{dev}");
-        // Other tests of this binary run ops meanwhile: only the events under this scope.
-        let ev = prof.events();
-        let scope = (0..ev.len()).find(|&i| ev[i].name == "replay").unwrap();
-        let under = |i: usize| {
-            let mut p = ev[i].parent;
-            while let Some(q) = p {
-                if q == scope {
-                    return true;
-                }
-                p = ev[q].parent;
-            }
-            false
-        };
-        let copies = (0..ev.len())
-            .filter(|&i| ev[i].name == "contiguous" && under(i))
+        let copies = crate::common::events_under(&prof, "replay")
+            .iter()
+            .filter(|n| *n == "contiguous")
             .count();
         // One in the compiled call, one in the eager call it is compared with.
         assert_eq!(copies, 2, "{dev}");

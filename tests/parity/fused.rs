@@ -494,28 +494,13 @@ fn program_gradients_are_one_kernel_per_input() -> Result<()> {
         b.grad().expect("a gradient").to_vec::<f32>()?;
         Ok(())
     })?;
-    let ev = prof.events();
-    let scope = (0..ev.len()).find(|&i| ev[i].name == "fused_step").unwrap();
-    let under = |i: usize| {
-        let mut p = ev[i].parent;
-        while let Some(q) = p {
-            if q == scope {
-                return true;
-            }
-            p = ev[q].parent;
-        }
-        false
-    };
-    let names: Vec<&str> = (0..ev.len())
-        .filter(|&i| under(i))
-        .map(|i| ev[i].name.as_str())
-        .collect();
-    let count = |n: &str| names.iter().filter(|&&m| m == n).count();
+    let names = super::common::events_under(&prof, "fused_step");
+    let count = |n: &str| names.iter().filter(|m| *m == n).count();
     assert_eq!(count("fused"), 3, "forward + one per input: {names:?}");
     assert!(
         !names
             .iter()
-            .any(|n| ["mul", "tanh", "tanh_backward", "mul_scalar"].contains(n)),
+            .any(|n| ["mul", "tanh", "tanh_backward", "mul_scalar"].contains(&n.as_str())),
         "{names:?}"
     );
     Ok(())
