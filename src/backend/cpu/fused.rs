@@ -63,8 +63,8 @@ fn run<T: CpuElem + Real>(p: &FusedProgram, inputs: &[(&CpuStorage, &Layout)]) -
                 step(*instr, operand, dst);
             }
             if last.is_none() {
-                let src = direct[0].unwrap_or(&r[0][..len]);
-                o.copy_from_slice(src);
+                // A program without instructions (refused by `check`) is its last input.
+                o.copy_from_slice(direct[k - 1].unwrap_or(&r[k - 1][..len]));
             }
         }
     });
