@@ -283,6 +283,27 @@ fn gradcheck_every_differentiable_op_family() -> Result<()> {
         1e-4,
     )?;
     let tgt = Tensor::from_vec(vec![2i32, 0], [2], &Device::Cpu)?;
+    // Without label smoothing, the gradient is one kernel on the CPU (f64 here), weighted and
+    // with a target ignored.
+    let (t2, w2) = (
+        tgt.clone(),
+        Tensor::from_vec(vec![0.5f64, 2.0, 1.5], [3], &Device::Cpu)?,
+    );
+    gradcheck(
+        move |v| {
+            let o = F::CrossEntropyOptions {
+                weight: Some(w2.clone()),
+                ignore_index: 0,
+                reduction: F::Reduction::Sum,
+                ..Default::default()
+            };
+            F::cross_entropy_with(&v[0], &t2, o)
+        },
+        std::slice::from_ref(&x),
+        1e-6,
+        1e-5,
+        1e-4,
+    )?;
     gradcheck(
         move |v| {
             F::cross_entropy_with(

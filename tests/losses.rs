@@ -324,3 +324,95 @@ fn gather_gradients_scatter_into_zeros() -> Result<()> {
     }
     Ok(())
 }
+
+/// cross_entropy's gradient, written in one pass over the log-probabilities where the backend
+/// has a kernel for it (`ops/loss.rs`, `log_softmax_at`), against the ops it stands for
+/// (log_softmax, then nll_loss's gather): the same bits for every option that reaches it, a
+/// transposed input, ignored targets and a per-row upstream gradient; and, under `create_graph`,
+/// the same first and second derivatives.
+#[test]
+fn cross_entropy_gradient_is_log_softmax_then_nll_loss_to_the_bit() -> Result<()> {
+    use F::Reduction::{Mean, None as Each, Sum};
+    let (n, c) = (6, 37);
+    let xv: Vec<f32> = (0..n * c)
+        .map(|i| ((i * 7919) % 103) as f32 * 0.11 - 5.0)
+        .collect();
+    let wv: Vec<f32> = (0..c).map(|i| 0.5 + (i % 5) as f32 * 0.25).collect();
+    let upv: Vec<f32> = (0..n).map(|i| i as f32 - 2.5).collect();
+    let cwv: Vec<f32> = (0..n * c).map(|i| (i % 7) as f32 - 3.0).collect();
+    for dev in common::devices() {
+        let t = Tensor::from_vec(vec![3i64, -100, 36, 0, 3, 20], [n], &dev)?;
+        let w = Tensor::from_vec(wv.clone(), [c], &dev)?;
+        let up = Tensor::from_vec(upv.clone(), [n], &dev)?;
+        let cw = Tensor::from_vec(cwv.clone(), [n, c], &dev)?;
+        let loss = |x: &Tensor, fused: bool, weight: Option<Tensor>, reduction| {
+            let l = if fused {
+                let o = F::CrossEntropyOptions {
+                    weight,
+                    reduction,
+                    ..Default::default()
+                };
+                F::cross_entropy_with(x, &t, o)?
+            } else {
+                let o = F::NllLossOptions {
+                    weight,
+                    reduction,
+                    ..Default::default()
+                };
+                F::nll_loss_with(&x.log_softmax(1)?, &t, o)?
+            };
+            match reduction {
+                Each => l.mul(&up)?.sum_all(),
+                _ => Ok(l),
+            }
+        };
+        let bits = |t: &Tensor| -> Result<Vec<u32>> {
+            Ok(t.to_vec::<f32>()?.iter().map(|v| v.to_bits()).collect())
+        };
+        for transposed in [false, true] {
+            let base = if transposed {
+                Tensor::from_vec(xv.clone(), [c, n], &dev)?.t()?
+            } else {
+                Tensor::from_vec(xv.clone(), [n, c], &dev)?
+            };
+            for (weight, reduction) in [
+                (None, Mean),
+                (Some(&w), Mean),
+                (None, Sum),
+                (Some(&w), Each),
+            ] {
+                let run = |fused: bool| -> Result<(Vec<u32>, Vec<u32>)> {
+                    let x = base.detach().requires_grad_(true);
+                    let l = loss(&x, fused, weight.cloned(), reduction)?;
+                    l.backward()?;
+                    Ok((bits(&l)?, bits(&x.grad().expect("a gradient"))?))
+                };
+                let ((l1, g1), (l2, g2)) = (run(true)?, run(false)?);
+                let differ = g1.iter().zip(&g2).position(|(a, b)| a != b);
+                let what = format!(
+                    "{dev} {reduction:?} weighted {} transposed {transposed}",
+                    weight.is_some()
+                );
+                assert_eq!(l1, l2, "{what}: the loss");
+                assert_eq!(differ, None, "{what}: first differing gradient element");
+            }
+        }
+        // Twice differentiable: the first derivative, then d/dx sum(grad * cw).
+        let twice = |fused: bool| -> Result<(Vec<f64>, Vec<f64>)> {
+            let x = Tensor::from_vec(xv.clone(), [n, c], &dev)?.requires_grad_(true);
+            loss(&x, fused, Some(w.clone()), Mean)?.backward_with(None, false, true)?;
+            let g = x.grad().expect("a gradient");
+            x.set_grad(None);
+            g.mul(&cw)?.sum_all()?.backward()?;
+            Ok((vals(&g), vals(&x.grad().expect("a second gradient"))))
+        };
+        let ((g1, s1), (g2, s2)) = (twice(true)?, twice(false)?);
+        assert_close(&format!("{dev} first"), &g1, &g2, 1e-5, 1e-6);
+        assert_close(&format!("{dev} second"), &s1, &s2, 1e-5, 1e-6);
+        assert!(
+            s1.iter().any(|v| v.abs() > 1e-3),
+            "{dev}: a second derivative"
+        );
+    }
+    Ok(())
+}

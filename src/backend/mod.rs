@@ -290,6 +290,31 @@ impl Storage {
         }
         .map(Storage::Cpu))
     }
+    /// Cross-entropy's input gradient from the log-softmax output `self` (contiguous
+    /// `[t.len(), n]`), each row's target column `t[i] < n` and its gradient `g[i]` (f32/f64 on
+    /// the CPU, `g` of `self`'s dtype); `None` elsewhere, where the caller composes it.
+    pub(crate) fn log_softmax_at_backward_rows(
+        &self,
+        t: &[usize],
+        g: &Storage,
+        n: usize,
+    ) -> Result<Option<Storage>> {
+        let (op, numel) = ("cross_entropy", t.len() * n);
+        debug_assert!(t.iter().all(|&t| t < n));
+        Ok(match (self, g) {
+            (Storage::Cpu(CpuStorage::F32(y)), Storage::Cpu(CpuStorage::F32(g))) => {
+                cpu::reserve(op, DType::F32, numel)?;
+                let o = cpu::log_softmax_at_backward_rows(&y[..numel], t, &g[..t.len()], n);
+                Some(Storage::Cpu(CpuStorage::F32(o)))
+            }
+            (Storage::Cpu(CpuStorage::F64(y)), Storage::Cpu(CpuStorage::F64(g))) => {
+                cpu::reserve(op, DType::F64, numel)?;
+                let o = cpu::log_softmax_at_backward_rows(&y[..numel], t, &g[..t.len()], n);
+                Some(Storage::Cpu(CpuStorage::F64(o)))
+            }
+            _ => None,
+        })
+    }
     /// Indices that sort each row of a contiguous `[rows, n]` input (stable; int32).
     pub(crate) fn argsort_rows(&self, rows: usize, n: usize, descending: bool) -> Result<Storage> {
         both!(self, c => cpu::argsort_rows(c, rows, n, descending)?, g => gpu::argsort_rows(g, rows, n, descending))

@@ -66,7 +66,7 @@ impl Tensor {
     /// gradient of `gather`): on the CPU the zeros are the output, written in place, not a base
     /// that is copied first (a loss over a large vocabulary scatters a few values into a
     /// `[N, C]` gradient).
-    fn zeros_scatter_add(
+    pub(super) fn zeros_scatter_add(
         op: &'static str,
         shape: &[usize],
         dim: usize,

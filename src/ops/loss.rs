@@ -1,6 +1,7 @@
 //! Class-index losses (cross_entropy, nll_loss) and the [`Reduction`] every loss shares; the
 //! elementwise losses are in `loss_pointwise.rs`.
 
+use crate::autograd::{is_grad_enabled, record, Saved};
 use crate::{DType, Error, Result, Tensor};
 
 /// How per-element losses are combined.
@@ -103,6 +104,70 @@ fn flatten_classes(input: &Tensor, target: &Tensor, op: &'static str) -> Result<
     Ok((x, target.reshape([-1])?))
 }
 
+/// What [`nll_rows`] scores: log-probabilities `[rows, C]` (nll_loss), or logits whose
+/// log-softmax it takes itself (cross_entropy), so that the log-softmax's gradient and the
+/// gather's can be one pass ([`log_softmax_at`]).
+#[derive(Clone, Copy)]
+enum Scores<'a> {
+    LogProbs(&'a Tensor),
+    Logits(&'a Tensor),
+}
+
+/// `log_softmax(x, 1)[i, t[i]]` for logits `x` `[rows, C]` and in-range targets `t` `[rows]`.
+///
+/// As ops, the gradient is a `[rows, C]` tensor of zeros with one value per row scattered in,
+/// which log-softmax's backward then reads twice (its row sums, then each element): three
+/// passes over `rows·C` and a fill, for a loss over a large vocabulary the largest cost after
+/// the decoder's products. Where the backend has a kernel for it (f32/f64 on the CPU) this is
+/// one node whose gradient is written in one pass over the log-probabilities, with the same
+/// bits as those ops; elsewhere, under a capture (which records the ops) and under
+/// `create_graph` (which differentiates them again), it is those ops.
+fn log_softmax_at(op: &'static str, x: &Tensor, t: &Tensor) -> Result<Tensor> {
+    let at = |logp: &Tensor| logp.gather_as(op, 1, &t.unsqueeze(1)?)?.reshape([-1]);
+    let fused = matches!(x.dtype(), DType::F32 | DType::F64)
+        && matches!(x.device(), crate::Device::Cpu)
+        && x.numel() > 0
+        && !crate::onnx::trace::capturing();
+    if !fused {
+        return at(&x.log_softmax(1)?);
+    }
+    let logp = x.detach().log_softmax(1)?;
+    let picked = at(&logp)?;
+    let saved = (Saved::new(x), Saved::new(&logp), Saved::new(t), op);
+    Ok(record(picked, op, &[x], saved, |s, g| {
+        let (x, logp, t, op) = s;
+        let (n, t) = (x.shape()[1], t.get()?);
+        if !is_grad_enabled() {
+            let (logp, g) = (logp.get()?.dense()?, g.dense()?);
+            let cols = t
+                .to_dtype(DType::I64)?
+                .to_vec::<i64>()?
+                .into_iter()
+                .map(|c| usize::try_from(c).ok().filter(|&c| c < n))
+                .collect::<Option<Vec<usize>>>()
+                .ok_or_else(|| Error::msg(format!("{op}: a saved target left [0, {n})")))?;
+            let s = logp
+                .storage()
+                .log_softmax_at_backward_rows(&cols, &g.storage(), n)?;
+            if let Some(s) = s {
+                return Ok(vec![Some(Tensor::from_storage(
+                    s,
+                    logp.shape(),
+                    logp.device(),
+                ))]);
+            }
+        }
+        // The ops' gradient (differentiable under `create_graph`: the log-softmax is taken again
+        // from `x` with its own node).
+        let y = x.get()?.log_softmax(1)?;
+        let scattered =
+            Tensor::zeros_scatter_add(op, y.shape(), 1, &t.unsqueeze(1)?, &g.unsqueeze(1)?)?;
+        Ok(vec![Some(super::reduce::softmax_backward(
+            &y, &scattered, true,
+        )?)])
+    }))
+}
+
 /// The loss of each row of `logp` `[rows, C]` at its target (gathered under `op`'s name, so an
 /// out-of-range target is reported as `op`'s), ignored targets contributing nothing.
 /// With class weights `w`, row `i` counts `w[t_i]` times and `mean` divides by the sum of the
@@ -111,7 +176,7 @@ fn flatten_classes(input: &Tensor, target: &Tensor, op: &'static str) -> Result<
 #[allow(clippy::too_many_arguments)]
 fn nll_rows(
     op: &'static str,
-    logp: &Tensor,
+    scores: Scores<'_>,
     target: &Tensor,
     weight: Option<&Tensor>,
     ignore_index: i64,
@@ -119,9 +184,10 @@ fn nll_rows(
     reduction: Reduction,
     out_shape: &[usize],
 ) -> Result<Tensor> {
-    let c = logp.shape()[1];
+    let (Scores::LogProbs(rows) | Scores::Logits(rows)) = scores;
+    let c = rows.shape()[1];
     if let Some(w) = weight {
-        logp.same_device(op, w)?;
+        rows.same_device(op, w)?;
         if w.shape() != [c] {
             return Err(Error::shape(
                 op,
@@ -137,24 +203,29 @@ fn nll_rows(
     }
     let keep = target.ne(&target.scalar_like(ignore_index as f64)?)?;
     let safe_t = Tensor::where_cond(&keep, target, &target.zeros_like()?)?;
-    let picked = logp
-        .gather_as(op, 1, &safe_t.unsqueeze(1)?)?
-        .reshape([-1])?
-        .neg()?;
-    let keepf = keep.to_dtype(logp.dtype())?;
+    let picked = match scores {
+        Scores::LogProbs(logp) => logp
+            .gather_as(op, 1, &safe_t.unsqueeze(1)?)?
+            .reshape([-1])?,
+        Scores::Logits(x) => log_softmax_at(op, x, &safe_t)?,
+    }
+    .neg()?;
+    let dtype = picked.dtype();
+    let keepf = keep.to_dtype(dtype)?;
     // Each row's weight: w[t] (0 where ignored).
     let wt = match weight {
-        Some(w) => w
-            .to_dtype(logp.dtype())?
-            .gather_as(op, 0, &safe_t)?
-            .mul(&keepf)?,
+        Some(w) => w.to_dtype(dtype)?.gather_as(op, 0, &safe_t)?.mul(&keepf)?,
         None => keepf.clone(),
     };
     let mut loss = picked.mul(&wt)?;
     if label_smoothing > 0.0 {
+        let logp = match scores {
+            Scores::LogProbs(logp) => logp.clone(),
+            Scores::Logits(x) => x.log_softmax(1)?,
+        };
         let lw = match weight {
-            Some(w) => logp.mul(&w.to_dtype(logp.dtype())?.unsqueeze(0)?)?,
-            None => logp.clone(),
+            Some(w) => logp.mul(&w.to_dtype(dtype)?.unsqueeze(0)?)?,
+            None => logp,
         };
         let smooth = lw
             .sum_dims([1], false)?
@@ -257,9 +328,13 @@ pub fn cross_entropy_with(
         ));
     }
     let (x, t) = flatten_classes(input, target, "cross_entropy")?;
+    // Label smoothing reads every log-probability: take them once, here.
+    let logp = (label_smoothing > 0.0)
+        .then(|| x.log_softmax(1))
+        .transpose()?;
     nll_rows(
         "cross_entropy",
-        &x.log_softmax(1)?,
+        logp.as_ref().map_or(Scores::Logits(&x), Scores::LogProbs),
         &t,
         weight.as_ref(),
         ignore_index,
@@ -287,7 +362,7 @@ pub fn nll_loss_with(input: &Tensor, target: &Tensor, options: NllLossOptions) -
     let (x, t) = flatten_classes(input, target, "nll_loss")?;
     nll_rows(
         "nll_loss",
-        &x,
+        Scores::LogProbs(&x),
         &t,
         weight.as_ref(),
         ignore_index,

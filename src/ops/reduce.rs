@@ -654,7 +654,7 @@ impl Tensor {
 /// The input gradient of softmax (log-softmax when `log`) along the last dim from its output `y`
 /// and the output gradient `g`: the backend's fused kernel when neither is recorded and it has
 /// one, else tensor ops.
-fn softmax_backward(y: &Tensor, g: &Tensor, log: bool) -> Result<Tensor> {
+pub(super) fn softmax_backward(y: &Tensor, g: &Tensor, log: bool) -> Result<Tensor> {
     let n = y.shape().last().copied().unwrap_or(1);
     let rows = y.numel() / n.max(1);
     if !is_grad_enabled()

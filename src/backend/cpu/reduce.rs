@@ -489,6 +489,45 @@ pub(crate) fn softmax_backward_rows<T: Real + CpuElem + Elem<Acc = T>>(
     out
 }
 
+/// The input gradient of log-softmax (output `y`, contiguous `[rows, n]`) when each row's output
+/// gradient is zero but at one column, `t[i]` (in range; the forward pass checked it), where it
+/// is `g[i]`: cross-entropy's gradient, `onehot(t) * s - exp(y) * s` with `s = 0 + g[i]`. The same
+/// bits as [`softmax_backward_rows`] of `zeros.scatter_add(1, t, g)` (that row's sum is `0 + g[i]`
+/// exactly, whatever the lanes), in one pass over `y` instead of a zero fill, a scatter and two
+/// reads of the scattered gradient.
+pub(crate) fn log_softmax_at_backward_rows<T: Real + CpuElem + Elem<Acc = T>>(
+    y: &[T],
+    t: &[usize],
+    g: &[T],
+    n: usize,
+) -> Vec<T> {
+    let rows = t.len();
+    let mut out = pool::any(rows * n);
+    if n == 0 {
+        return out;
+    }
+    let per_task = (GRAIN / n).max(1);
+    out.par_chunks_mut(per_task * n)
+        .zip(y.par_chunks(per_task * n))
+        .zip(t.par_chunks(per_task).zip(g.par_chunks(per_task)))
+        .for_each(|((o, y), (t, g))| {
+            vectorized(
+                #[inline(always)]
+                || {
+                    let rows = o.chunks_exact_mut(n).zip(y.chunks_exact(n));
+                    for ((o, y), (&t, &g)) in rows.zip(t.iter().zip(g)) {
+                        let s = T::zero() + g;
+                        for (o, &y) in o.iter_mut().zip(y) {
+                            *o = T::zero() - y.vexp() * s;
+                        }
+                        o[t] = s - y[t].vexp() * s;
+                    }
+                },
+            )
+        });
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
