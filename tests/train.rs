@@ -471,3 +471,69 @@ fn resume_from_checkpoint_is_bitwise_identical_on_cpu() -> Result<()> {
     }
     Ok(())
 }
+
+/// SGD's fused step (one kernel per dense f32 parameter: `optim/sgd.rs`, `shaders/sgd.wgsl`)
+/// against its tensor ops, which a transposed parameter takes: the same bits on the CPU, within
+/// f32 rounding on a GPU (whose compiler may contract `w - d·lr`), over three steps of each
+/// option, the momentum buffer's first step and two more included. 130×131 elements: more than
+/// one of the CPU's parallel chunks.
+#[test]
+fn sgd_fused_step_is_its_tensor_ops() -> Result<()> {
+    use wgtorch::optim::SgdOptions;
+    let (r, c) = (130, 131);
+    let f = |i: usize, j: usize| ((i * 131 + j) * 7919 % 1009) as f32 / 1009.0 - 0.5;
+    let rows: Vec<f32> = (0..r * c).map(|k| f(k / c, k % c)).collect();
+    let cols: Vec<f32> = (0..r * c).map(|k| f(k % r, k / r)).collect();
+    let shift: Vec<f32> = (0..r * c).map(|k| (k % 13) as f32 * 0.1 - 0.6).collect();
+    let options = [
+        (0.0, 0.0, false, 0.0, false),
+        (0.0, 0.0, false, 0.01, true),
+        (0.9, 0.0, false, 0.0, false),
+        (0.9, 0.25, false, 0.01, false),
+        (0.8, 0.0, true, 0.01, true),
+    ];
+    for dev in common::devices() {
+        let k = Tensor::from_vec(shift.clone(), [r, c], &dev)?;
+        for (momentum, dampening, nesterov, weight_decay, maximize) in options {
+            let run = |transposed: bool| -> Result<Vec<f32>> {
+                let p = if transposed {
+                    Tensor::from_vec(cols.clone(), [c, r], &dev)?.t()?
+                } else {
+                    Tensor::from_vec(rows.clone(), [r, c], &dev)?
+                }
+                .requires_grad_(true);
+                let o = SgdOptions {
+                    lr: 0.1,
+                    momentum,
+                    dampening,
+                    weight_decay,
+                    nesterov,
+                    maximize,
+                };
+                let mut opt = Sgd::with_options(vec![ParamGroup::new(vec![p.clone()])], o)?;
+                for _ in 0..3 {
+                    opt.zero_grad();
+                    // d/dp = p + k
+                    let l = p.square()?.mul_scalar(0.5)?.add(&p.mul(&k)?)?.sum_all()?;
+                    l.backward()?;
+                    opt.step()?;
+                }
+                p.contiguous()?.to_vec::<f32>()
+            };
+            let (fused, ops) = (run(false)?, run(true)?);
+            let what = format!("{dev} momentum {momentum} dampening {dampening} nesterov {nesterov} wd {weight_decay} maximize {maximize}");
+            assert_ne!(fused, rows, "{what}: the parameter moved");
+            if dev == Device::Cpu {
+                let differ = fused
+                    .iter()
+                    .zip(&ops)
+                    .position(|(a, b)| a.to_bits() != b.to_bits());
+                assert_eq!(differ, None, "{what}: first differing element");
+            } else {
+                let wide = |v: &[f32]| v.iter().map(|&x| x as f64).collect::<Vec<_>>();
+                assert_close(&what, &wide(&fused), &wide(&ops), 1e-6, 1e-6);
+            }
+        }
+    }
+    Ok(())
+}

@@ -65,6 +65,20 @@ fn gpair<'a>(a: &'a Storage, b: &'a Storage) -> (&'a GpuStorage, &'a GpuStorage)
     (on_gpu(a), on_gpu(b))
 }
 
+/// The scalars of one fused SGD step ([`Storage::sgd`]), as f32, the dtype the tensor ops
+/// convert them to.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SgdStep {
+    pub lr: f32,
+    pub momentum: f32,
+    /// `1 - dampening`.
+    pub undamped: f32,
+    pub weight_decay: f32,
+    pub nesterov: bool,
+    /// The momentum buffer's first step: it becomes the gradient.
+    pub first: bool,
+}
+
 /// What a forward convolution applies to each output element before storing it: `conv + bias`,
 /// then `+ residual` (a dense tensor of the output's shape and dtype), then `relu`. ONNX import
 /// fuses a convolution's following residual `Add` and `Relu` so: on the CPU in the output's
@@ -386,6 +400,36 @@ impl Storage {
             cpu::reserve("im2col", c.dtype(), n)?;
         }
         both!(self, c => cpu::im2col(c, g, pad), s => gpu::im2col(s, g, pad))
+    }
+    /// Fused SGD step in place on `self` (the parameter) and, with momentum, its buffer `buf`;
+    /// all f32 on one device, `n` elements.
+    pub(crate) fn sgd(
+        &mut self,
+        g: &Storage,
+        buf: Option<&mut Storage>,
+        n: usize,
+        h: SgdStep,
+    ) -> Result<()> {
+        match (self, g, buf) {
+            (Storage::Cpu(CpuStorage::F32(p)), Storage::Cpu(CpuStorage::F32(g)), b) => {
+                let b = match b {
+                    Some(Storage::Cpu(CpuStorage::F32(b))) => Some(&mut b[..n]),
+                    None => None,
+                    Some(_) => unreachable!("checked by the optimizer: one device, f32"),
+                };
+                cpu::sgd(&mut p[..n], &g[..n], b, h);
+                Ok(())
+            }
+            (Storage::Gpu(p), Storage::Gpu(g), b) => {
+                let b = match b {
+                    Some(Storage::Gpu(b)) => Some(&*b),
+                    None => None,
+                    Some(_) => unreachable!("checked by the optimizer: one device, f32"),
+                };
+                gpu::sgd(p, g, b, n, h)
+            }
+            _ => unreachable!("checked by the optimizer: one device, f32"),
+        }
     }
     /// Fused Adam/AdamW step in place on `self` (the parameter), `m` and `v`; all f32, `n` elements.
     #[allow(clippy::too_many_arguments)]

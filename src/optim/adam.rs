@@ -292,7 +292,7 @@ fn bias_corrections((b1, b2): (f64, f64), step: u64) -> (f64, f64) {
     (1.0 - b1.powf(t), 1.0 - b2.powf(t))
 }
 
-fn dense_f32(t: &Tensor) -> bool {
+pub(super) fn dense_f32(t: &Tensor) -> bool {
     t.dtype() == crate::DType::F32 && t.is_contiguous() && t.storage_offset() == 0
 }
 

@@ -103,6 +103,71 @@ impl Sgd {
     }
 }
 
+impl Sgd {
+    /// One kernel per parameter (one pass over the parameter, its gradient and the momentum
+    /// buffer) instead of up to seven tensor ops and a copy, when they are dense f32 on one
+    /// device: the same operations in the same order, so the same values (bit for bit on the
+    /// CPU). Returns false, having done nothing, otherwise.
+    fn fused_step(
+        (momentum, dampening, nesterov): (f64, f64, bool),
+        p: &Tensor,
+        d: &Tensor,
+        slot: &mut Option<Tensor>,
+        g: &ParamGroup,
+    ) -> Result<bool> {
+        use super::adam::dense_f32;
+        let buf_ok = |b: &Tensor| {
+            dense_f32(b)
+                && b.device() == p.device()
+                && b.numel() == p.numel()
+                && !b.shares_storage_with(p)
+                && !b.shares_storage_with(d)
+        };
+        if !dense_f32(p)
+            || d.dtype() != p.dtype()
+            || d.device() != p.device()
+            || d.shape() != p.shape()
+            || d.shares_storage_with(p)
+            || (momentum != 0.0 && !slot.as_ref().is_none_or(buf_ok))
+        {
+            return Ok(false);
+        }
+        // A transposed gradient (a Linear weight's, for one) is copied once rather than losing
+        // the fused kernel.
+        let d = &d.dense()?;
+        crate::onnx::trace::before_write(p, "sgd step")?;
+        let first = momentum != 0.0 && slot.is_none();
+        if first {
+            *slot = Some(Tensor::zeros(p.shape(), &p.device())?);
+        }
+        let h = crate::backend::SgdStep {
+            lr: g.lr.get() as f32,
+            momentum: momentum as f32,
+            undamped: (1.0 - dampening) as f32,
+            weight_decay: g.weight_decay as f32,
+            nesterov,
+            first,
+        };
+        let buf = slot.as_ref().filter(|_| momentum != 0.0);
+        {
+            let mut pw = p.0.storage.data.write();
+            let gr = d.storage();
+            match buf {
+                Some(b) => {
+                    let mut bw = b.0.storage.data.write();
+                    pw.sgd(&gr, Some(&mut bw), p.numel(), h)?;
+                }
+                None => pw.sgd(&gr, None, p.numel(), h)?,
+            }
+        }
+        p.0.storage.bump();
+        if let Some(b) = buf {
+            b.0.storage.bump();
+        }
+        Ok(true)
+    }
+}
+
 impl Optimizer for Sgd {
     fn step(&mut self) -> Result<()> {
         crate::onnx::trace::refuse_under_capture("an optimizer step")?;
@@ -113,6 +178,10 @@ impl Optimizer for Sgd {
                 let Some(mut d) = grad_of(p, self.maximize, false, 0.0)? else {
                     continue;
                 };
+                let hyper = (self.momentum, self.dampening, self.nesterov);
+                if Sgd::fused_step(hyper, p, &d, &mut self.slots[gi][pi][0], g)? {
+                    continue;
+                }
                 if g.weight_decay != 0.0 {
                     d = d.add(&p.mul_scalar(g.weight_decay)?)?;
                 }

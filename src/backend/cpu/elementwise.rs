@@ -463,6 +463,44 @@ pub(crate) fn copy_into(dst: &mut CpuStorage, dl: &Layout, src: &CpuStorage, sl:
     })
 }
 
+/// One SGD step in place (f32): `d = g + wd·p` (when `wd ≠ 0`); with momentum (`buf`),
+/// `b = d` on the buffer's first step, else `b = momentum·b + (1 - dampening)·d`, and `d = d +
+/// momentum·b` (Nesterov) or `d = b`; then `p = p - lr·d`. The same operations in the same
+/// order as the tensor ops of `optim/sgd.rs`, so the same bits.
+pub(crate) fn sgd(p: &mut [f32], g: &[f32], buf: Option<&mut [f32]>, h: crate::backend::SgdStep) {
+    use rayon::prelude::*;
+    let grain = super::GRAIN;
+    let update = |p: &mut [f32], g: &[f32], mut b: Option<&mut [f32]>| {
+        for i in 0..p.len() {
+            let w = p[i];
+            let mut d = g[i];
+            if h.weight_decay != 0.0 {
+                d += w * h.weight_decay;
+            }
+            if let Some(b) = b.as_deref_mut() {
+                let v = if h.first {
+                    d
+                } else {
+                    b[i] * h.momentum + d * h.undamped
+                };
+                b[i] = v;
+                d = if h.nesterov { d + v * h.momentum } else { v };
+            }
+            p[i] = w - d * h.lr;
+        }
+    };
+    match buf {
+        Some(b) => p
+            .par_chunks_mut(grain)
+            .zip(g.par_chunks(grain).zip(b.par_chunks_mut(grain)))
+            .for_each(|(p, (g, b))| update(p, g, Some(b))),
+        None => p
+            .par_chunks_mut(grain)
+            .zip(g.par_chunks(grain))
+            .for_each(|(p, g)| update(p, g, None)),
+    }
+}
+
 /// Fused Adam/AdamW step in place (f32), the same formula as `shaders/adam.wgsl`.
 pub(crate) fn adam(
     p: &mut [f32],

@@ -75,6 +75,18 @@ const INDEX_CHECK: &str = include_str!("../../../shaders/index_check.wgsl");
 const IM2COL: &str = include_str!("../../../shaders/im2col.wgsl");
 const COL2IM: &str = include_str!("../../../shaders/col2im.wgsl");
 const ADAM: &str = include_str!("../../../shaders/adam.wgsl");
+const SGD: &str = include_str!("../../../shaders/sgd.wgsl");
+/// `sgd.wgsl`'s momentum step, on the buffer `buf`.
+const SGD_MOMENTUM: &str = "    var b = d;
+    if (params.first == 0u) {
+        b = buf[i] * params.momentum + d * params.undamped;
+    }
+    buf[i] = b;
+    if (params.nesterov != 0u) {
+        d = d + b * params.momentum;
+    } else {
+        d = b;
+    }";
 const MAXPOOL: &str = include_str!("../../../shaders/maxpool.wgsl");
 const MAXPOOL_BACKWARD: &str = include_str!("../../../shaders/maxpool_backward.wgsl");
 const MAXPOOL_BACKWARD_TILES: &str = include_str!("../../../shaders/maxpool_backward_tiles.wgsl");
@@ -145,6 +157,11 @@ pub enum Kernel {
     Col2im(GpuType),
     /// Fused Adam/AdamW update, in place (f32).
     AdamF32,
+    /// Fused SGD update, in place (f32), with or without a momentum buffer.
+    SgdF32 {
+        /// Whether the kernel reads and writes a momentum buffer.
+        momentum: bool,
+    },
     /// Max pooling: values and argmax indices.
     MaxPool(GpuType),
     /// Max pooling's gradient from the argmax indices.
@@ -398,6 +415,9 @@ impl Kernel {
             Kernel::Im2col(t) => format!("im2col_{}", t.key()),
             Kernel::Col2im(t) => format!("col2im_{}", t.key()),
             Kernel::AdamF32 => "adam_f32".into(),
+            Kernel::SgdF32 { momentum } => {
+                format!("sgd_f32_{}", ["plain", "momentum"][*momentum as usize])
+            }
             Kernel::MaxPool(t) => format!("max_pool2d_{}", t.key()),
             Kernel::MaxPoolBackward(t) => format!("max_pool2d_backward_{}", t.key()),
             Kernel::MaxPoolBackwardTiles(t) => format!("max_pool2d_backward_tiles_{}", t.key()),
@@ -444,6 +464,7 @@ impl Kernel {
             | Kernel::MaxPoolBackward(_)
             | Kernel::MaxPoolBackwardTiles(_) => of::<WindowParams>(),
             Kernel::AdamF32 => of::<AdamParams>(),
+            Kernel::SgdF32 { .. } => of::<SgdParams>(),
             Kernel::SortKeys => of::<SortKeysParams>(),
             Kernel::SortStep => of::<SortStepParams>(),
             Kernel::SortLocal => of::<SortLocalParams>(),
@@ -591,6 +612,16 @@ impl Kernel {
                 &[("C", t.compute())],
             ),
             Kernel::AdamF32 => fill(ADAM, &[], &[]),
+            Kernel::SgdF32 { momentum } => {
+                let mut b = vec![("p", GpuType::F32, true), ("g", GpuType::F32, false)];
+                let step = if momentum {
+                    b.push(("buf", GpuType::F32, true));
+                    SGD_MOMENTUM
+                } else {
+                    ""
+                };
+                fill(SGD, &b, &[("MOMENTUM", step)])
+            }
             Kernel::SoftmaxRows { log } => {
                 let store = if log {
                     "let lse = log(s);\n    for (var j = 0u; j < n; j = j + 1u) {\n        st_dst(base + j, (ld_src(base + j) - m) - lse);\n    }"
@@ -658,6 +689,8 @@ impl Kernel {
         use crate::ops::Operands;
         let mut v = vec![
             Kernel::AdamF32,
+            Kernel::SgdF32 { momentum: false },
+            Kernel::SgdF32 { momentum: true },
             Kernel::SoftmaxRows { log: false },
             Kernel::SoftmaxRows { log: true },
             Kernel::SoftmaxBackwardRows { log: false },

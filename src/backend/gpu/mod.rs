@@ -654,6 +654,32 @@ pub(crate) fn test_context() -> Option<Arc<GpuContext>> {
     }
 }
 
+/// Fused SGD step in place on `p` and, with momentum, its buffer `buf` (all f32, `n` elements);
+/// `h` as [`cpu::sgd`](crate::backend::cpu::sgd) takes it.
+pub(crate) fn sgd(
+    p: &GpuStorage,
+    g: &GpuStorage,
+    buf: Option<&GpuStorage>,
+    n: usize,
+    h: crate::backend::SgdStep,
+) -> Result<()> {
+    let params = SgdParams {
+        n: u(n),
+        lr: h.lr,
+        momentum: h.momentum,
+        undamped: h.undamped,
+        weight_decay: h.weight_decay,
+        nesterov: h.nesterov as u32,
+        first: h.first as u32,
+    };
+    let mut bufs = vec![p.raw(), g.raw()];
+    bufs.extend(buf.map(|b| b.raw()));
+    let k = Kernel::SgdF32 {
+        momentum: buf.is_some(),
+    };
+    launch(p.ctx(), "sgd", k, &params, &[], &bufs, groups(n))
+}
+
 /// Fused Adam/AdamW step in place on `p`, `m`, `v` (all f32, `n` elements). `h` holds lr, beta1,
 /// beta2, eps, the two bias corrections and the weight decay; `decoupled` selects AdamW.
 pub(crate) fn adam(

@@ -428,6 +428,24 @@ kernel_params! {
         check: IndexCheck,
     }
 
+    /// `sgd.wgsl`.
+    struct SgdParams {
+        /// Elements.
+        n: u32,
+        /// Learning rate.
+        lr: f32,
+        /// Momentum (the momentum variant only).
+        momentum: f32,
+        /// `1 - dampening`.
+        undamped: f32,
+        /// Weight decay.
+        weight_decay: f32,
+        /// 1 for Nesterov momentum.
+        nesterov: u32,
+        /// 1 on the buffer's first step, which sets it to the gradient.
+        first: u32,
+    }
+
     /// `adam.wgsl`.
     struct AdamParams {
         /// Elements.
