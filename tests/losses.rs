@@ -397,6 +397,27 @@ fn cross_entropy_gradient_is_log_softmax_then_nll_loss_to_the_bit() -> Result<()
                 assert_eq!(differ, None, "{what}: first differing gradient element");
             }
         }
+        if dev == Device::Cpu {
+            // Which path each took: log-softmax's own backward (the ops), or none (one pass).
+            let backwards = |fused: bool| -> Result<usize> {
+                let scope = format!("cross_entropy_gradient_is_log_softmax_then_nll_loss {fused}");
+                let prof = wgtorch::profiler::profile(Default::default(), |_| {
+                    let _s = wgtorch::profiler::record_function(&scope);
+                    let x = Tensor::from_vec(xv.clone(), [n, c], &dev)?.requires_grad_(true);
+                    loss(&x, fused, None, Mean)?.backward()
+                })?;
+                let names = common::events_under(&prof, &scope);
+                Ok(names
+                    .iter()
+                    .filter(|n| *n == "log_softmax_backward")
+                    .count())
+            };
+            assert_eq!(
+                (backwards(true)?, backwards(false)?),
+                (0, 1),
+                "one pass, then ops"
+            );
+        }
         // Twice differentiable: the first derivative, then d/dx sum(grad * cw).
         let twice = |fused: bool| -> Result<(Vec<f64>, Vec<f64>)> {
             let x = Tensor::from_vec(xv.clone(), [n, c], &dev)?.requires_grad_(true);

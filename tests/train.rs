@@ -521,6 +521,19 @@ fn sgd_fused_step_is_its_tensor_ops() -> Result<()> {
                 p.contiguous()?.to_vec::<f32>()
             };
             let (fused, ops) = (run(false)?, run(true)?);
+            if dev == Device::Cpu {
+                // Which path each took: the ops' `sub` in each of the three steps, or none.
+                let subs = |transposed: bool| -> Result<usize> {
+                    let scope = format!("sgd_fused_step_is_its_tensor_ops {transposed}");
+                    let prof = wgtorch::profiler::profile(Default::default(), |_| {
+                        let _s = wgtorch::profiler::record_function(&scope);
+                        run(transposed).map(|_| ())
+                    })?;
+                    let names = common::events_under(&prof, &scope);
+                    Ok(names.iter().filter(|n| *n == "sub").count())
+                };
+                assert_eq!((subs(false)?, subs(true)?), (0, 3), "kernel, then ops");
+            }
             let what = format!("{dev} momentum {momentum} dampening {dampening} nesterov {nesterov} wd {weight_decay} maximize {maximize}");
             assert_ne!(fused, rows, "{what}: the parameter moved");
             if dev == Device::Cpu {
@@ -533,6 +546,72 @@ fn sgd_fused_step_is_its_tensor_ops() -> Result<()> {
                 let wide = |v: &[f32]| v.iter().map(|&x| x as f64).collect::<Vec<_>>();
                 assert_close(&what, &wide(&fused), &wide(&ops), 1e-6, 1e-6);
             }
+        }
+    }
+    Ok(())
+}
+
+/// SGD's and Adam's fused kernels write their buffers in place: a `state_dict()` taken before a
+/// step keeps its values, an optimizer that loaded it shares no buffer with the one it came from,
+/// and with no snapshot held the buffers are not copied at each step.
+#[test]
+fn fused_optimizer_buffers_are_not_shared_with_state_dicts() -> Result<()> {
+    use wgtorch::optim::{OptimState, SgdOptions};
+    for dev in common::devices() {
+        let make = |adam: bool| -> Result<(Tensor, Box<dyn Optimizer>)> {
+            let v: Vec<f32> = (0..64).map(|i| i as f32 * 0.1 - 3.0).collect();
+            let p = Tensor::from_vec(v, [8, 8], &dev)?.requires_grad_(true);
+            let o: Box<dyn Optimizer> = if adam {
+                Box::new(Adam::new(vec![p.clone()], 0.1)?)
+            } else {
+                let o = SgdOptions {
+                    lr: 0.1,
+                    momentum: 0.9,
+                    ..Default::default()
+                };
+                Box::new(Sgd::with_options(
+                    vec![ParamGroup::new(vec![p.clone()])],
+                    o,
+                )?)
+            };
+            Ok((p, o))
+        };
+        let step = |p: &Tensor, o: &mut Box<dyn Optimizer>| -> Result<()> {
+            o.zero_grad();
+            p.square()?.sum_all()?.backward()?;
+            o.step()
+        };
+        let vals = |s: &OptimState| -> Result<Vec<Vec<f32>>> {
+            s.tensors.iter().map(|(_, t)| t.to_vec::<f32>()).collect()
+        };
+        let ids = |o: &dyn Optimizer| -> Vec<u64> {
+            o.state_dict().tensors.iter().map(|(_, t)| t.id()).collect()
+        };
+        for adam in [false, true] {
+            let what = format!("{dev} {}", if adam { "Adam" } else { "SGD" });
+            let (p, mut o) = make(adam)?;
+            step(&p, &mut o)?;
+            let snap = o.state_dict();
+            let before = vals(&snap)?;
+            assert!(!before.is_empty(), "{what}: buffers");
+            let (_q, mut loaded) = make(adam)?;
+            loaded.load_state_dict(&snap)?;
+            step(&p, &mut o)?;
+            assert_eq!(vals(&snap)?, before, "{what}: the snapshot");
+            assert_eq!(
+                vals(&loaded.state_dict())?,
+                before,
+                "{what}: the loaded optimizer"
+            );
+            assert_ne!(vals(&o.state_dict())?, before, "{what}: the buffers moved");
+            drop(snap);
+            let held = ids(&*o);
+            step(&p, &mut o)?;
+            assert_eq!(
+                ids(&*o),
+                held,
+                "{what}: a step without a snapshot copies no buffer"
+            );
         }
     }
     Ok(())

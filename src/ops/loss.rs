@@ -120,8 +120,9 @@ enum Scores<'a> {
 /// passes over `rows·C` and a fill, for a loss over a large vocabulary the largest cost after
 /// the decoder's products. Where the backend has a kernel for it (f32/f64 on the CPU) this is
 /// one node whose gradient is written in one pass over the log-probabilities, with the same
-/// bits as those ops; elsewhere, under a capture (which records the ops) and under
-/// `create_graph` (which differentiates them again), it is those ops.
+/// bits as those ops; elsewhere and under a capture (which records the ops) it is those ops.
+/// Under `create_graph` the node's gradient is the same formula in differentiable ops, on a
+/// log-softmax taken again from `x` (within an ulp of the ops', not bit for bit).
 fn log_softmax_at(op: &'static str, x: &Tensor, t: &Tensor) -> Result<Tensor> {
     let at = |logp: &Tensor| logp.gather_as(op, 1, &t.unsqueeze(1)?)?.reshape([-1]);
     let fused = matches!(x.dtype(), DType::F32 | DType::F64)

@@ -321,7 +321,7 @@ fn fused_step(
             Some(t) if !dense_f32(t) || t.device() != p.device() || t.numel() != p.numel() => {
                 return Ok(false)
             }
-            Some(_) => {}
+            Some(t) => *t = private_buffer(t)?,
             None => *slot = Some(Tensor::zeros(p.shape(), &p.device())?),
         }
     }

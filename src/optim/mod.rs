@@ -486,6 +486,17 @@ pub(crate) fn grad_of(p: &Tensor, maximize: bool, l2: bool, wd: f64) -> Result<O
     Ok(Some(d))
 }
 
+/// A state buffer that a fused kernel is about to write in place: itself when no other tensor
+/// reaches its storage, else a copy, so that a `state_dict()` taken earlier keeps its values and
+/// two optimizers that loaded one state do not write one buffer.
+pub(crate) fn private_buffer(b: &Tensor) -> Result<Tensor> {
+    if Arc::strong_count(&b.0) == 1 && Arc::strong_count(&b.0.storage) == 1 {
+        Ok(b.clone())
+    } else {
+        b.detach().copy()
+    }
+}
+
 /// A buffer, or zeros like `p` on first use.
 pub(crate) fn buf_or_zeros(b: &Option<Tensor>, p: &Tensor) -> Result<Tensor> {
     match b {

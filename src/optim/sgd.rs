@@ -129,6 +129,8 @@ impl Sgd {
             || d.shape() != p.shape()
             || d.shares_storage_with(p)
             || (momentum != 0.0 && !slot.as_ref().is_none_or(buf_ok))
+            // A decay that f32 rounds to 0 still adds `p·0` in the ops (-0 becomes +0).
+            || (g.weight_decay != 0.0 && g.weight_decay as f32 == 0.0)
         {
             return Ok(false);
         }
@@ -137,9 +139,13 @@ impl Sgd {
         let d = &d.dense()?;
         crate::onnx::trace::before_write(p, "sgd step")?;
         let first = momentum != 0.0 && slot.is_none();
-        if first {
-            *slot = Some(Tensor::zeros(p.shape(), &p.device())?);
-        }
+        // The buffer the kernel writes: new on its first step (it becomes the gradient), and
+        // kept in the slot only once the step is done, so a failed step leaves no zeros there.
+        let buf = match slot {
+            _ if momentum == 0.0 => None,
+            None => Some(Tensor::zeros(p.shape(), &p.device())?),
+            Some(b) => Some(private_buffer(b)?),
+        };
         let h = crate::backend::SgdStep {
             lr: g.lr.get() as f32,
             momentum: momentum as f32,
@@ -148,11 +154,10 @@ impl Sgd {
             nesterov,
             first,
         };
-        let buf = slot.as_ref().filter(|_| momentum != 0.0);
         {
             let mut pw = p.0.storage.data.write();
             let gr = d.storage();
-            match buf {
+            match &buf {
                 Some(b) => {
                     let mut bw = b.0.storage.data.write();
                     pw.sgd(&gr, Some(&mut bw), p.numel(), h)?;
@@ -163,6 +168,7 @@ impl Sgd {
         p.0.storage.bump();
         if let Some(b) = buf {
             b.0.storage.bump();
+            *slot = Some(b);
         }
         Ok(true)
     }
