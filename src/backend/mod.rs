@@ -410,12 +410,13 @@ impl Storage {
         n: usize,
         h: SgdStep,
     ) -> Result<()> {
+        let refused = || crate::Error::msg("sgd: the fused step takes f32 storages on one device");
         match (self, g, buf) {
             (Storage::Cpu(CpuStorage::F32(p)), Storage::Cpu(CpuStorage::F32(g)), b) => {
                 let b = match b {
                     Some(Storage::Cpu(CpuStorage::F32(b))) => Some(&mut b[..n]),
                     None => None,
-                    Some(_) => unreachable!("checked by the optimizer: one device, f32"),
+                    Some(_) => return Err(refused()),
                 };
                 cpu::sgd(&mut p[..n], &g[..n], b, h);
                 Ok(())
@@ -424,11 +425,11 @@ impl Storage {
                 let b = match b {
                     Some(Storage::Gpu(b)) => Some(&*b),
                     None => None,
-                    Some(_) => unreachable!("checked by the optimizer: one device, f32"),
+                    Some(_) => return Err(refused()),
                 };
                 gpu::sgd(p, g, b, n, h)
             }
-            _ => unreachable!("checked by the optimizer: one device, f32"),
+            _ => Err(refused()),
         }
     }
     /// Fused Adam/AdamW step in place on `self` (the parameter), `m` and `v`; all f32, `n` elements.
