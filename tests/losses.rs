@@ -437,3 +437,81 @@ fn cross_entropy_gradient_is_log_softmax_then_nll_loss_to_the_bit() -> Result<()
     }
     Ok(())
 }
+
+#[test]
+fn ignored_targets_contribute_nothing_whatever_their_scores() -> Result<()> {
+    // An ignored row whose score at class 0 (where its target is parked) is -inf or NaN, and a
+    // class weight of inf there: PyTorch 2.15 skips the row (values below from it); multiplying
+    // its term by 0 gave NaN.
+    use F::Reduction::{Mean, None as Each, Sum};
+    let (inf, nan) = (f32::INFINITY, f32::NAN);
+    for dev in common::devices() {
+        let lp = t(&[-inf, 0.0, 0.0, -1.0, nan, -2.0], &[3, 2], &dev);
+        let target = Tensor::from_vec(vec![-100i64, 1, -100], [3], &dev)?;
+        let w = t(&[inf, 3.0], &[2], &dev);
+        for (weight, reduction, want) in [
+            (None, Each, vec![0.0, 1.0, 0.0]),
+            (None, Mean, vec![1.0]),
+            (None, Sum, vec![1.0]),
+            (Some(&w), Each, vec![0.0, 3.0, 0.0]),
+            (Some(&w), Mean, vec![1.0]),
+            (Some(&w), Sum, vec![3.0]),
+        ] {
+            let x = lp.detach().requires_grad_(true);
+            let o = F::NllLossOptions {
+                weight: weight.cloned(),
+                reduction,
+                ..Default::default()
+            };
+            let l = F::nll_loss_with(&x, &target, o)?;
+            let what = format!("{dev} nll_loss {reduction:?} weighted {}", weight.is_some());
+            assert_eq!(vals(&l), want, "{what}");
+            if reduction == Mean {
+                l.backward()?;
+                let g = vals(&x.grad().expect("a gradient"));
+                assert_eq!(g, [0.0, 0.0, 0.0, -1.0, 0.0, 0.0], "{what}: gradient");
+            }
+        }
+        // cross_entropy with label smoothing, whose smoothing term sums the whole row.
+        let x = t(
+            &[-inf, 0.0, 1.0, 0.0, -1.0, 2.0, 1.0, 2.0, 3.0],
+            &[3, 3],
+            &dev,
+        );
+        let x = x.requires_grad_(true);
+        let target = Tensor::from_vec(vec![-100i64, 1, 2], [3], &dev)?;
+        let ce = |reduction| {
+            let o = F::CrossEntropyOptions {
+                label_smoothing: 0.2,
+                reduction,
+                ..Default::default()
+            };
+            F::cross_entropy_with(&x, &target, o)
+        };
+        assert_close(
+            &format!("{dev} cross_entropy none"),
+            &vals(&ce(Each)?),
+            &[0.0, 2.903_179_6, 0.607_605_9],
+            1e-6,
+            1e-6,
+        );
+        let l = ce(Mean)?;
+        assert_close(
+            &format!("{dev} mean"),
+            &vals(&l),
+            &[1.755_392_7],
+            1e-6,
+            1e-6,
+        );
+        l.backward()?;
+        #[rustfmt::skip]
+        let want = [
+            0.0, 0.0, 0.0,
+            0.023_764_264, -0.412_328_3, 0.388_564_02,
+            0.011_681_955, 0.089_030_91, -0.100_712_83,
+        ];
+        let g = vals(&x.grad().expect("a gradient"));
+        assert_close(&format!("{dev} gradient"), &g, &want, 1e-5, 1e-6);
+    }
+    Ok(())
+}

@@ -202,21 +202,23 @@ fn nll_rows(
     if reduction == Reduction::BatchMean {
         return Err(Reduction::batchmean_refused(op));
     }
+    // Ignored rows contribute exactly nothing, as in PyTorch (which skips them), whatever their
+    // scores: a masked score of -inf there made `-logp · 0` NaN. Masked, not multiplied by 0.
     let keep = target.ne(&target.scalar_like(ignore_index as f64)?)?;
-    let safe_t = Tensor::where_cond(&keep, target, &target.zeros_like()?)?;
+    let kept = |v: &Tensor| Tensor::where_cond(&keep, v, &v.scalar_like(0.0)?);
+    let safe_t = kept(target)?;
     let picked = match scores {
         Scores::LogProbs(logp) => logp
             .gather_as(op, 1, &safe_t.unsqueeze(1)?)?
             .reshape([-1])?,
         Scores::Logits(x) => log_softmax_at(op, x, &safe_t)?,
-    }
-    .neg()?;
+    };
+    let picked = kept(&picked)?.neg()?;
     let dtype = picked.dtype();
-    let keepf = keep.to_dtype(dtype)?;
     // Each row's weight: w[t] (0 where ignored).
     let wt = match weight {
-        Some(w) => w.to_dtype(dtype)?.gather_as(op, 0, &safe_t)?.mul(&keepf)?,
-        None => keepf.clone(),
+        Some(w) => kept(&w.to_dtype(dtype)?.gather_as(op, 0, &safe_t)?)?,
+        None => keep.to_dtype(dtype)?,
     };
     let mut loss = picked.mul(&wt)?;
     if label_smoothing > 0.0 {
@@ -228,11 +230,8 @@ fn nll_rows(
             Some(w) => logp.mul(&w.to_dtype(dtype)?.unsqueeze(0)?)?,
             None => logp,
         };
-        let smooth = lw
-            .sum_dims([1], false)?
-            .neg()?
-            .mul(&keepf)?
-            .mul_scalar(label_smoothing / c as f64)?;
+        let smooth =
+            kept(&lw.sum_dims([1], false)?.neg()?)?.mul_scalar(label_smoothing / c as f64)?;
         loss = loss.mul_scalar(1.0 - label_smoothing)?.add(&smooth)?;
     }
     match reduction {
