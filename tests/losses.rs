@@ -515,3 +515,127 @@ fn ignored_targets_contribute_nothing_whatever_their_scores() -> Result<()> {
     }
     Ok(())
 }
+
+#[test]
+fn class_losses_on_a_gpu_are_their_ops_in_two_launches() -> Result<()> {
+    // On a GPU nll_loss's rows are one kernel forward and one backward (a cross_entropy on
+    // 64×10 logits went from 20 launches to 11): the same bits as the ops written out here
+    // (PyTorch's formulas as `ops/loss.rs` composes them).
+    use F::Reduction::{Mean, None as Each, Sum};
+    let Some(dev) = common::devices().into_iter().find(Device::is_gpu) else {
+        return Ok(());
+    };
+    let (n, c) = (7, 11);
+    let xv: Vec<f32> = (0..n * c)
+        .map(|i| ((i * 37) % 23) as f32 * 0.3 - 3.0)
+        .collect();
+    let w = Tensor::from_vec((0..c).map(|i| 0.5 + i as f32 * 0.1).collect(), [c], &dev)?;
+    let up = Tensor::from_vec(
+        (0..n).map(|i| i as f32 - 3.5).collect::<Vec<f32>>(),
+        [n],
+        &dev,
+    )?;
+    let tv = vec![3i64, -100, 10, 0, 3, -100, 5];
+    // The ops: -logp[t]·w[t] and w[t], both masked to 0 where the target is ignored.
+    let ops = |logp: &Tensor, t: &Tensor, w: Option<&Tensor>, reduction| -> Result<Tensor> {
+        let ignored = t.eq(&t.full_like(-100.0)?)?;
+        let kept = |v: &Tensor| v.masked_fill(&ignored, 0.0);
+        let safe = kept(t)?;
+        let picked = kept(&logp.gather(1, &safe.unsqueeze(1)?)?.reshape([-1])?)?.neg()?;
+        let wt = match w {
+            Some(w) => kept(&w.gather(0, &safe)?)?,
+            None => kept(&t.full_like(1.0)?.to_dtype(wgtorch::DType::F32)?)?,
+        };
+        let loss = picked.mul(&wt)?;
+        match reduction {
+            Mean => loss.sum_all()?.div(&wt.sum_all()?),
+            Sum => loss.sum_all(),
+            _ => loss.mul(&up)?.sum_all(),
+        }
+    };
+    let bits = |t: &Tensor| -> Result<Vec<u32>> {
+        Ok(t.to_vec::<f32>()?.iter().map(|v| v.to_bits()).collect())
+    };
+    for index_dtype in [wgtorch::DType::I64, wgtorch::DType::I32] {
+        let t = Tensor::from_vec(tv.clone(), [n], &dev)?.to_dtype(index_dtype)?;
+        for logits in [true, false] {
+            for (weight, reduction) in [
+                (None, Mean),
+                (Some(&w), Mean),
+                (None, Sum),
+                (Some(&w), Each),
+            ] {
+                let what = format!(
+                    "{index_dtype:?} logits {logits} {reduction:?} weighted {}",
+                    weight.is_some()
+                );
+                let run = |fused: bool| -> Result<(Vec<u32>, Vec<u32>, Vec<String>, usize)> {
+                    let x = Tensor::from_vec(xv.clone(), [n, c], &dev)?.requires_grad_(true);
+                    let scope = format!("class_losses_on_a_gpu {what} {fused}");
+                    let mut loss = None;
+                    let opts = wgtorch::profiler::ProfileOptions::default();
+                    let prof = wgtorch::profiler::profile(opts, |_| {
+                        let _s = wgtorch::profiler::record_function(&scope);
+                        let l = match (fused, logits) {
+                            (true, true) => F::cross_entropy_with(
+                                &x,
+                                &t,
+                                F::CrossEntropyOptions {
+                                    weight: weight.cloned(),
+                                    reduction,
+                                    ..Default::default()
+                                },
+                            )?,
+                            (true, false) => F::nll_loss_with(
+                                &x,
+                                &t,
+                                F::NllLossOptions {
+                                    weight: weight.cloned(),
+                                    reduction,
+                                    ..Default::default()
+                                },
+                            )?,
+                            (false, true) => ops(&x.log_softmax(1)?, &t, weight, reduction)?,
+                            (false, false) => ops(&x, &t, weight, reduction)?,
+                        };
+                        let l = match (fused, reduction) {
+                            (true, Each) => l.mul(&up)?.sum_all()?,
+                            _ => l,
+                        };
+                        l.backward()?;
+                        loss = Some(bits(&l)?);
+                        Ok(())
+                    })?;
+                    // The kernels launched by ops under the scope.
+                    let ev = prof.events();
+                    let at = ev.iter().position(|e| e.name == scope);
+                    let under = |mut p: Option<usize>| {
+                        while let Some(q) = p {
+                            if Some(q) == at {
+                                return true;
+                            }
+                            p = ev[q].parent;
+                        }
+                        false
+                    };
+                    let launches = prof.gpu_kernels().iter().filter(|k| under(k.op)).count();
+                    let names = common::events_under(&prof, &scope);
+                    let g = bits(&x.grad().expect("a gradient"))?;
+                    Ok((loss.expect("a loss"), g, names, launches))
+                };
+                let ((l1, g1, n1, k1), (l2, g2, n2, k2)) = (run(true)?, run(false)?);
+                assert_eq!(l1, l2, "{what}: the loss");
+                let differ = g1.iter().zip(&g2).position(|(a, b)| a != b);
+                assert_eq!(differ, None, "{what}: first differing gradient element");
+                // Which path each took: the rows' node, or a gather and its scatter.
+                let op = if logits { "cross_entropy" } else { "nll_loss" };
+                let has = |names: &[String], e: &str| names.iter().any(|n| n == e);
+                assert!(has(&n1, &format!("{op}_backward")), "{what}: {n1:?}");
+                let scattered = |names: &[String]| has(names, "gather_backward");
+                assert!(!scattered(&n1) && scattered(&n2), "{what}: {n1:?} {n2:?}");
+                assert!(k1 * 2 <= k2, "{what}: {k1} launches against the ops' {k2}");
+            }
+        }
+    }
+    Ok(())
+}

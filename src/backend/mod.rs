@@ -329,6 +329,60 @@ impl Storage {
             _ => None,
         })
     }
+    /// nll_loss's `(loss, weight)` of each row of contiguous f32 log-probabilities `[rows, n]`
+    /// at its target in one GPU kernel (`gpu::nll_rows`); `None` on the CPU, where the caller
+    /// composes it.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn nll_rows(
+        &self,
+        op: &'static str,
+        rows: usize,
+        n: usize,
+        target: &Storage,
+        weight: Option<&Storage>,
+        ignore_index: i64,
+    ) -> Result<Option<(Storage, Storage)>> {
+        let gpu_of = |s: &Storage| match s {
+            Storage::Gpu(g) => Ok(g.clone()),
+            Storage::Cpu(_) => Err(crate::Error::msg(format!(
+                "{op}: operands on different devices"
+            ))),
+        };
+        let Storage::Gpu(logp) = self else {
+            return Ok(None);
+        };
+        let weight = weight.map(gpu_of).transpose()?;
+        let (loss, wt) = gpu::nll_rows(
+            op,
+            logp,
+            rows,
+            n,
+            &gpu_of(target)?,
+            weight.as_ref(),
+            ignore_index,
+        )?;
+        Ok(Some((Storage::Gpu(loss), Storage::Gpu(wt))))
+    }
+    /// The gradient of [`Storage::nll_rows`]'s loss (`self`: the loss's gradient, `[rows]`) with
+    /// respect to the `[rows, n]` log-probabilities.
+    pub(crate) fn nll_rows_backward(
+        &self,
+        op: &'static str,
+        target: &Storage,
+        wt: &Storage,
+        rows: usize,
+        n: usize,
+        ignore_index: i64,
+    ) -> Result<Storage> {
+        match (self, target, wt) {
+            (Storage::Gpu(g), Storage::Gpu(t), Storage::Gpu(w)) => Ok(Storage::Gpu(
+                gpu::nll_rows_backward(op, t, w, g, rows, n, ignore_index)?,
+            )),
+            _ => Err(crate::Error::msg(format!(
+                "{op}: the gradient of the GPU's loss rows takes GPU storages"
+            ))),
+        }
+    }
     /// Indices that sort each row of a contiguous `[rows, n]` input (stable; int32).
     pub(crate) fn argsort_rows(&self, rows: usize, n: usize, descending: bool) -> Result<Storage> {
         both!(self, c => cpu::argsort_rows(c, rows, n, descending)?, g => gpu::argsort_rows(g, rows, n, descending))

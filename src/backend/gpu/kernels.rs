@@ -44,6 +44,8 @@ const REDUCE_CHUNK: &str = include_str!("../../../shaders/reduce_chunk.wgsl");
 const CUMSUM: &str = include_str!("../../../shaders/cumsum.wgsl");
 const SOFTMAX_ROWS: &str = include_str!("../../../shaders/softmax_rows.wgsl");
 const SOFTMAX_BACKWARD_ROWS: &str = include_str!("../../../shaders/softmax_backward_rows.wgsl");
+const NLL_ROWS: &str = include_str!("../../../shaders/nll_rows.wgsl");
+const NLL_ROWS_BACKWARD: &str = include_str!("../../../shaders/nll_rows_backward.wgsl");
 const MATMUL: &str = include_str!("../../../shaders/matmul.wgsl");
 const MATMUL_DIRECT: &str = include_str!("../../../shaders/matmul_direct.wgsl");
 const MATMUL_VEC4: &str = include_str!("../../../shaders/matmul_vec4.wgsl");
@@ -130,6 +132,10 @@ pub enum Kernel {
         /// Of log-softmax.
         log: bool,
     },
+    /// nll_loss's term and weight of each row of f32 log-probabilities, targets checked.
+    NllRows,
+    /// The gradient of [`Kernel::NllRows`]'s loss with respect to the log-probabilities.
+    NllRowsBackward,
     /// A GEMM over the given operands in the given tile: register-blocked without workgroup
     /// memory (a register tile, CPU adapters) or through workgroup memory (a shared tile, real
     /// GPUs).
@@ -396,6 +402,8 @@ impl Kernel {
                     if *log { "log_" } else { "" }
                 )
             }
+            Kernel::NllRows => "nll_rows_f32".into(),
+            Kernel::NllRowsBackward => "nll_rows_backward_f32".into(),
             Kernel::Matmul(t, op, tile) => {
                 let kind = if tile.is_shared() { "tiled" } else { "direct" };
                 format!("{}_{}_{kind}_{}", op.key(), t.key(), tile_key(tile))
@@ -453,6 +461,7 @@ impl Kernel {
             | Kernel::SoftmaxRows { .. }
             | Kernel::SoftmaxBackwardRows { .. } => of::<ReduceSmallParams>(),
             Kernel::Cumsum(_) => of::<CumsumParams>(),
+            Kernel::NllRows | Kernel::NllRowsBackward => of::<NllRowsParams>(),
             Kernel::Matmul(_, Gemm::Strided, _) | Kernel::MatmulVec4 { .. } => of::<MatmulParams>(),
             Kernel::Matmul(..) => of::<ConvGemmParams>(),
             Kernel::Gather(_) => of::<GatherParams>(),
@@ -653,6 +662,27 @@ impl Kernel {
                     &[("TERM", term), ("GRAD", grad)],
                 )
             }
+            Kernel::NllRows => fill(
+                NLL_ROWS,
+                &[
+                    ("logp", GpuType::F32, false),
+                    ("tgt", I32, false),
+                    ("weight", GpuType::F32, false),
+                    ("loss", GpuType::F32, true),
+                    ("wt", GpuType::F32, true),
+                ],
+                &[("INDEX_CHECK", &index_check(5))],
+            ),
+            Kernel::NllRowsBackward => fill(
+                NLL_ROWS_BACKWARD,
+                &[
+                    ("tgt", I32, false),
+                    ("wt", GpuType::F32, false),
+                    ("g", GpuType::F32, false),
+                    ("dst", GpuType::F32, true),
+                ],
+                &[],
+            ),
             Kernel::MaxPool(t) => fill(
                 MAXPOOL,
                 &[("src", t, false), ("dst", t, true), ("idx", I32, true)],
@@ -695,6 +725,8 @@ impl Kernel {
             Kernel::SoftmaxRows { log: true },
             Kernel::SoftmaxBackwardRows { log: false },
             Kernel::SoftmaxBackwardRows { log: true },
+            Kernel::NllRows,
+            Kernel::NllRowsBackward,
             Kernel::SortKeys,
             Kernel::SortStep,
             Kernel::SortLocal,

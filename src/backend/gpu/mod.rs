@@ -33,6 +33,7 @@ mod conv;
 pub(crate) mod fused;
 mod index;
 pub mod kernels;
+mod loss;
 mod matmul;
 mod oneshot;
 mod params;
@@ -54,6 +55,7 @@ pub(crate) use transfer::{download, upload};
 use transfer::{narrow_i64, via_host};
 pub(crate) use {
     index::{gather, scatter_add},
+    loss::{nll_rows, nll_rows_backward},
     matmul::matmul,
 };
 

@@ -446,6 +446,24 @@ kernel_params! {
         first: u32,
     }
 
+    /// `nll_rows.wgsl` and `nll_rows_backward.wgsl`.
+    struct NllRowsParams {
+        /// Rows (targets).
+        rows: u32,
+        /// Classes (the row length).
+        n: u32,
+        /// `rows * n` (the backward kernel's elements).
+        numel: u32,
+        /// The target value whose rows are ignored, when `ignores` is 1.
+        ignore_index: i32,
+        /// 1 when some target can equal the ignore index (it fits the i32 targets), else 0.
+        ignores: u32,
+        /// 1 when the class weights are read, else 0 (every row weighs 1).
+        weighted: u32,
+        /// The bounds check of the targets (forward).
+        check: IndexCheck,
+    }
+
     /// `adam.wgsl`.
     struct AdamParams {
         /// Elements.
