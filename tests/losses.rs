@@ -11,6 +11,13 @@ fn t(v: &[f32], shape: &[usize], dev: &Device) -> Tensor {
     Tensor::from_slice(v, shape, dev).unwrap()
 }
 
+/// Held while a test here profiles: one profiler runs in a process at a time.
+static PROFILING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn profiling() -> std::sync::MutexGuard<'static, ()> {
+    PROFILING.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn err_text<T: std::fmt::Debug>(r: Result<T>) -> String {
     r.expect_err("expected an error").to_string()
 }
@@ -401,6 +408,7 @@ fn cross_entropy_gradient_is_log_softmax_then_nll_loss_to_the_bit() -> Result<()
             // Which path each took: log-softmax's own backward (the ops), or none (one pass).
             let backwards = |fused: bool| -> Result<usize> {
                 let scope = format!("cross_entropy_gradient_is_log_softmax_then_nll_loss {fused}");
+                let _one = profiling();
                 let prof = wgtorch::profiler::profile(Default::default(), |_| {
                     let _s = wgtorch::profiler::record_function(&scope);
                     let x = Tensor::from_vec(xv.clone(), [n, c], &dev)?.requires_grad_(true);
@@ -516,6 +524,9 @@ fn ignored_targets_contribute_nothing_whatever_their_scores() -> Result<()> {
     Ok(())
 }
 
+/// A loss's bits, its input gradient's, the events under its scope and the kernels they launched.
+type Run = (Vec<u32>, Vec<u32>, Vec<String>, usize);
+
 #[test]
 fn class_losses_on_a_gpu_are_their_ops_in_two_launches() -> Result<()> {
     // On a GPU nll_loss's rows are one kernel forward and one backward (a cross_entropy on
@@ -569,11 +580,12 @@ fn class_losses_on_a_gpu_are_their_ops_in_two_launches() -> Result<()> {
                     "{index_dtype:?} logits {logits} {reduction:?} weighted {}",
                     weight.is_some()
                 );
-                let run = |fused: bool| -> Result<(Vec<u32>, Vec<u32>, Vec<String>, usize)> {
+                let run = |fused: bool| -> Result<Run> {
                     let x = Tensor::from_vec(xv.clone(), [n, c], &dev)?.requires_grad_(true);
                     let scope = format!("class_losses_on_a_gpu {what} {fused}");
                     let mut loss = None;
                     let opts = wgtorch::profiler::ProfileOptions::default();
+                    let one = profiling();
                     let prof = wgtorch::profiler::profile(opts, |_| {
                         let _s = wgtorch::profiler::record_function(&scope);
                         let l = match (fused, logits) {
@@ -606,6 +618,7 @@ fn class_losses_on_a_gpu_are_their_ops_in_two_launches() -> Result<()> {
                         loss = Some(bits(&l)?);
                         Ok(())
                     })?;
+                    drop(one);
                     // The kernels launched by ops under the scope.
                     let ev = prof.events();
                     let at = ev.iter().position(|e| e.name == scope);

@@ -329,9 +329,9 @@ impl Storage {
             _ => None,
         })
     }
-    /// nll_loss's `(loss, weight)` of each row of contiguous f32 log-probabilities `[rows, n]`
-    /// at its target in one GPU kernel (`gpu::nll_rows`); `None` on the CPU, where the caller
-    /// composes it.
+    /// nll_loss's `(loss, weight, kept target)` of each row of contiguous f32 log-probabilities
+    /// `[rows, n]` at its target in one GPU kernel (`gpu::nll_rows`); `None` on the CPU and on
+    /// adapters with too few storage bindings, where the caller composes it.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn nll_rows(
         &self,
@@ -341,7 +341,7 @@ impl Storage {
         target: &Storage,
         weight: Option<&Storage>,
         ignore_index: i64,
-    ) -> Result<Option<(Storage, Storage)>> {
+    ) -> Result<Option<(Storage, Storage, Storage)>> {
         let gpu_of = |s: &Storage| match s {
             Storage::Gpu(g) => Ok(g.clone()),
             Storage::Cpu(_) => Err(crate::Error::msg(format!(
@@ -352,7 +352,7 @@ impl Storage {
             return Ok(None);
         };
         let weight = weight.map(gpu_of).transpose()?;
-        let (loss, wt) = gpu::nll_rows(
+        let rows_of = gpu::nll_rows(
             op,
             logp,
             rows,
@@ -361,23 +361,23 @@ impl Storage {
             weight.as_ref(),
             ignore_index,
         )?;
-        Ok(Some((Storage::Gpu(loss), Storage::Gpu(wt))))
+        let gpu = Storage::Gpu;
+        Ok(rows_of.map(|(loss, wt, kept)| (gpu(loss), gpu(wt), gpu(kept))))
     }
     /// The gradient of [`Storage::nll_rows`]'s loss (`self`: the loss's gradient, `[rows]`) with
-    /// respect to the `[rows, n]` log-probabilities.
+    /// respect to the `[rows, n]` log-probabilities, from the rows' weights and kept targets.
     pub(crate) fn nll_rows_backward(
         &self,
         op: &'static str,
-        target: &Storage,
+        kept: &Storage,
         wt: &Storage,
         rows: usize,
         n: usize,
-        ignore_index: i64,
     ) -> Result<Storage> {
-        match (self, target, wt) {
-            (Storage::Gpu(g), Storage::Gpu(t), Storage::Gpu(w)) => Ok(Storage::Gpu(
-                gpu::nll_rows_backward(op, t, w, g, rows, n, ignore_index)?,
-            )),
+        match (self, kept, wt) {
+            (Storage::Gpu(g), Storage::Gpu(k), Storage::Gpu(w)) => {
+                Ok(Storage::Gpu(gpu::nll_rows_backward(op, k, w, g, rows, n)?))
+            }
             _ => Err(crate::Error::msg(format!(
                 "{op}: the gradient of the GPU's loss rows takes GPU storages"
             ))),

@@ -203,30 +203,32 @@ fn gpu_rows(
         let rows_of = logp.storage();
         rows_of.nll_rows(op, rows, n, &t.storage(), w.as_deref(), ignore_index)?
     };
-    let Some((loss, wt)) = fused else {
+    let Some((loss, wt, kept)) = fused else {
         return Ok(None);
     };
     let dev = logp.device();
-    let (loss, wt) = (
-        Tensor::from_storage(loss, &[rows], dev.clone()),
+    let (loss, wt, kept) = (
+        Tensor::from_storage(loss, &[rows], dev),
         Tensor::from_storage(wt, &[rows], dev),
+        Tensor::from_storage(kept, &[rows], dev),
     );
-    let saved = (Saved::new(&t), Saved::new(&wt), (n, ignore_index), op);
+    // The kernel's copy of the targets (-1 where skipped): the caller may change its own in place.
+    let saved = (Saved::new(&kept), Saved::new(&wt), n, op);
     let loss = record(loss, op, &[&logp], saved, |s, g| {
-        let (t, wt, (n, ignore), op) = s;
-        let (t, wt, n, ignore) = (t.get()?, wt.get()?, *n, *ignore);
-        let rows = t.numel();
+        let (kept, wt, n, op) = s;
+        let (kept, wt, n) = (kept.get()?, wt.get()?, *n);
+        let rows = kept.numel();
         if !is_grad_enabled() {
             let g = g.dense()?;
-            let d =
-                g.storage()
-                    .nll_rows_backward(op, &t.storage(), &wt.storage(), rows, n, ignore)?;
+            let d = g
+                .storage()
+                .nll_rows_backward(op, &kept.storage(), &wt.storage(), rows, n)?;
             return Ok(vec![Some(Tensor::from_storage(d, &[rows, n], g.device()))]);
         }
         // Differentiable: the ops' gradient (the product's and the negation's, masked, then
         // scattered into zeros).
-        let keep = t.ne(&t.scalar_like(ignore as f64)?)?;
-        let safe_t = Tensor::where_cond(&keep, &t, &t.scalar_like(0.0)?)?;
+        let keep = kept.ne(&kept.scalar_like(-1.0)?)?;
+        let safe_t = Tensor::where_cond(&keep, &kept, &kept.scalar_like(0.0)?)?;
         let v = g.mul(&wt)?.neg()?;
         let v = Tensor::where_cond(&keep, &v, &v.scalar_like(0.0)?)?;
         let d =

@@ -670,13 +670,14 @@ impl Kernel {
                     ("weight", GpuType::F32, false),
                     ("loss", GpuType::F32, true),
                     ("wt", GpuType::F32, true),
+                    ("kept", I32, true),
                 ],
-                &[("INDEX_CHECK", &index_check(5))],
+                &[("INDEX_CHECK", &index_check(6))],
             ),
             Kernel::NllRowsBackward => fill(
                 NLL_ROWS_BACKWARD,
                 &[
-                    ("tgt", I32, false),
+                    ("kept", I32, false),
                     ("wt", GpuType::F32, false),
                     ("g", GpuType::F32, false),
                     ("dst", GpuType::F32, true),

@@ -7,6 +7,10 @@ use super::params::NllRowsParams;
 use super::{groups, launch, output, u, GpuStorage};
 use crate::{DType, Error, Result};
 
+/// Storage buffers `nll_rows.wgsl` binds: its parameters, six tensors and the index-check flag
+/// (WebGPU's default; an adapter with fewer takes the ops, whose kernels bind at most six).
+const BINDINGS: u32 = 8;
+
 /// The targets' i32 words as the kernels read them, the ignore index among them if it can be one.
 fn ignore_words(ignore_index: i64) -> (i32, u32) {
     match i32::try_from(ignore_index) {
@@ -16,10 +20,11 @@ fn ignore_words(ignore_index: i64) -> (i32, u32) {
     }
 }
 
-/// `(loss, wt)` of each of the `rows` rows of contiguous f32 log-probabilities `logp`
-/// (`[rows, n]`) at its `target` (int32 or int64 words, contiguous): `-logp[t] · w[t]` and
-/// `w[t]` (1 without class `weight`s), both 0 where the target is `ignore_index`. A target
-/// outside `[0, n)` is reported under `op` at the next readback.
+/// `(loss, wt, kept)` of each of the `rows` rows of contiguous f32 log-probabilities `logp`
+/// (`[rows, n]`) at its `target` (int32 or int64 words, contiguous): `-logp[t] · w[t]`, `w[t]`
+/// (1 without class `weight`s), both 0 where the target is `ignore_index`, and the int32 target
+/// the gradient reads (-1 there). A target outside `[0, n)` is reported under `op` at the next
+/// readback. `None` on an adapter with fewer than [`BINDINGS`] storage buffers a shader.
 pub(crate) fn nll_rows(
     op: &'static str,
     logp: &GpuStorage,
@@ -28,15 +33,17 @@ pub(crate) fn nll_rows(
     target: &GpuStorage,
     weight: Option<&GpuStorage>,
     ignore_index: i64,
-) -> Result<(GpuStorage, GpuStorage)> {
+) -> Result<Option<(GpuStorage, GpuStorage, GpuStorage)>> {
     check_dtypes(op, logp, target, weight)?;
     let ctx = logp.ctx();
-    let (loss, wt) = (
-        output(ctx, op, rows, DType::F32)?,
-        output(ctx, op, rows, DType::F32)?,
-    );
+    if ctx.limits.max_storage_buffers_per_shader_stage < BINDINGS {
+        return Ok(None);
+    }
+    let loss = output(ctx, op, rows, DType::F32)?;
+    let wt = output(ctx, op, rows, DType::F32)?;
+    let kept = output(ctx, op, rows, DType::I32)?;
     if rows == 0 {
-        return Ok((loss, wt));
+        return Ok(Some((loss, wt, kept)));
     }
     let (ignore_index, ignores) = ignore_words(ignore_index);
     ctx.checks.checked(op, |flag, check| {
@@ -51,24 +58,31 @@ pub(crate) fn nll_rows(
         };
         // Unweighted, the kernel never reads its weight binding: the log-probabilities fill it.
         let w = weight.unwrap_or(logp).raw();
-        let bufs = [logp.raw(), target.raw(), w, loss.raw(), wt.raw(), flag];
+        let bufs = [
+            logp.raw(),
+            target.raw(),
+            w,
+            loss.raw(),
+            wt.raw(),
+            kept.raw(),
+            flag,
+        ];
         launch(ctx, op, Kernel::NllRows, &p, &[], &bufs, groups(rows))
     })?;
-    Ok((loss, wt))
+    Ok(Some((loss, wt, kept)))
 }
 
 /// The gradient of [`nll_rows`]'s loss with respect to `[rows, n]` log-probabilities, from the
-/// loss's gradient `g` and the rows' weights `wt` (contiguous f32 `[rows]`).
+/// loss's gradient `g` and the rows' `wt` and `kept` that it wrote.
 pub(crate) fn nll_rows_backward(
     op: &'static str,
-    target: &GpuStorage,
+    kept: &GpuStorage,
     wt: &GpuStorage,
     g: &GpuStorage,
     rows: usize,
     n: usize,
-    ignore_index: i64,
 ) -> Result<GpuStorage> {
-    check_dtypes(op, g, target, Some(wt))?;
+    check_dtypes(op, g, kept, Some(wt))?;
     let ctx = g.ctx();
     let numel = rows
         .checked_mul(n)
@@ -77,17 +91,16 @@ pub(crate) fn nll_rows_backward(
     if numel == 0 {
         return Ok(out);
     }
-    let (ignore_index, ignores) = ignore_words(ignore_index);
     let p = NllRowsParams {
         rows: u(rows),
         n: u(n),
         numel: u(numel),
-        ignore_index,
-        ignores,
+        ignore_index: 0,
+        ignores: 0,
         weighted: 0,
         check: Default::default(),
     };
-    let bufs = [target.raw(), wt.raw(), g.raw(), out.raw()];
+    let bufs = [kept.raw(), wt.raw(), g.raw(), out.raw()];
     launch(
         ctx,
         op,

@@ -454,11 +454,11 @@ kernel_params! {
         n: u32,
         /// `rows * n` (the backward kernel's elements).
         numel: u32,
-        /// The target value whose rows are ignored, when `ignores` is 1.
+        /// The target value whose rows are ignored, when `ignores` is 1 (forward).
         ignore_index: i32,
         /// 1 when some target can equal the ignore index (it fits the i32 targets), else 0.
         ignores: u32,
-        /// 1 when the class weights are read, else 0 (every row weighs 1).
+        /// 1 when the class weights are read, else 0 (every row weighs 1; forward).
         weighted: u32,
         /// The bounds check of the targets (forward).
         check: IndexCheck,
