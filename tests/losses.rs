@@ -480,6 +480,29 @@ fn ignored_targets_contribute_nothing_whatever_their_scores() -> Result<()> {
                 assert_eq!(g, [0.0, 0.0, 0.0, -1.0, 0.0, 0.0], "{what}: gradient");
             }
         }
+        // The ignored rows' losses are +0, as PyTorch writes them.
+        let o = F::NllLossOptions {
+            reduction: Each,
+            ..Default::default()
+        };
+        let each = F::nll_loss_with(&lp, &target, o)?.to_vec::<f32>()?;
+        let each: Vec<u32> = each.iter().map(|v| v.to_bits()).collect();
+        assert_eq!(each, [0, 1f32.to_bits(), 0], "{dev}: +0 for ignored rows");
+        // An ignore index no int32 holds ignores nothing, with or without label smoothing.
+        let xs = t(&[0.5, -1.0, 2.0, 0.25, 1.0, -0.5], &[3, 2], &dev);
+        let ts = Tensor::from_vec(vec![0i64, 1, 1], [3], &dev)?;
+        for label_smoothing in [0.0, 0.1] {
+            let ce = |ignore_index| {
+                let o = F::CrossEntropyOptions {
+                    ignore_index,
+                    label_smoothing,
+                    ..Default::default()
+                };
+                F::cross_entropy_with(&xs, &ts, o)
+            };
+            let what = format!("{dev}: ignore_index 2^40, smoothing {label_smoothing}");
+            assert_eq!(vals(&ce(1 << 40)?), vals(&ce(-100)?), "{what}");
+        }
         // cross_entropy with label smoothing, whose smoothing term sums the whole row.
         let x = t(
             &[-inf, 0.0, 1.0, 0.0, -1.0, 2.0, 1.0, 2.0, 3.0],
@@ -552,7 +575,7 @@ fn class_losses_on_a_gpu_are_their_ops_in_two_launches() -> Result<()> {
         let ignored = t.eq(&t.full_like(-100.0)?)?;
         let kept = |v: &Tensor| v.masked_fill(&ignored, 0.0);
         let safe = kept(t)?;
-        let picked = kept(&logp.gather(1, &safe.unsqueeze(1)?)?.reshape([-1])?)?.neg()?;
+        let picked = kept(&logp.gather(1, &safe.unsqueeze(1)?)?.reshape([-1])?.neg()?)?;
         let wt = match w {
             Some(w) => kept(&w.gather(0, &safe)?)?,
             None => kept(&t.full_like(1.0)?.to_dtype(wgtorch::DType::F32)?)?,
@@ -561,7 +584,7 @@ fn class_losses_on_a_gpu_are_their_ops_in_two_launches() -> Result<()> {
         match reduction {
             Mean => loss.sum_all()?.div(&wt.sum_all()?),
             Sum => loss.sum_all(),
-            _ => loss.mul(&up)?.sum_all(),
+            _ => Ok(loss),
         }
     };
     let bits = |t: &Tensor| -> Result<Vec<u32>> {
@@ -610,12 +633,16 @@ fn class_losses_on_a_gpu_are_their_ops_in_two_launches() -> Result<()> {
                             (false, true) => ops(&x.log_softmax(1)?, &t, weight, reduction)?,
                             (false, false) => ops(&x, &t, weight, reduction)?,
                         };
-                        let l = match (fused, reduction) {
-                            (true, Each) => l.mul(&up)?.sum_all()?,
+                        // Each row's loss (+0 where ignored, as PyTorch), then a sum to
+                        // differentiate with a per-row upstream gradient.
+                        let mut b = bits(&l)?;
+                        let l = match reduction {
+                            Each => l.mul(&up)?.sum_all()?,
                             _ => l,
                         };
                         l.backward()?;
-                        loss = Some(bits(&l)?);
+                        b.extend(bits(&l)?);
+                        loss = Some(b);
                         Ok(())
                     })?;
                     drop(one);
@@ -644,8 +671,8 @@ fn class_losses_on_a_gpu_are_their_ops_in_two_launches() -> Result<()> {
                 let op = if logits { "cross_entropy" } else { "nll_loss" };
                 let has = |names: &[String], e: &str| names.iter().any(|n| n == e);
                 assert!(has(&n1, &format!("{op}_backward")), "{what}: {n1:?}");
-                let scattered = |names: &[String]| has(names, "gather_backward");
-                assert!(!scattered(&n1) && scattered(&n2), "{what}: {n1:?} {n2:?}");
+                let masked = |names: &[String]| has(names, "where_backward");
+                assert!(!masked(&n1) && masked(&n2), "{what}: {n1:?} {n2:?}");
                 assert!(k1 * 2 <= k2, "{what}: {k1} launches against the ops' {k2}");
             }
         }

@@ -187,7 +187,8 @@ fn gpu_rows(
         && x.dtype() == DType::F32
         && x.numel() > 0
         && matches!(target.dtype(), DType::I32 | DType::I64)
-        && weight.is_none_or(|w| w.dtype() == DType::F32)
+        // (A weight that requires a gradient takes the ops, which differentiate it.)
+        && weight.is_none_or(|w| w.dtype() == DType::F32 && !w.requires_grad())
         && !crate::onnx::trace::capturing();
     if !takes {
         return Ok(None);
@@ -283,7 +284,12 @@ fn nll_rows(
     }
     // Ignored rows contribute exactly nothing, as in PyTorch (which skips them), whatever their
     // scores: a masked score of -inf there made `-logp · 0` NaN. Masked, not multiplied by 0.
-    let keep = target.ne(&target.scalar_like(ignore_index as f64)?)?;
+    // An ignore index no int32 holds matches no target here (PyTorch's targets are class
+    // indices, so in range), as in the GPU kernel; a scalar of it would saturate.
+    let keep = match i32::try_from(ignore_index) {
+        Ok(i) => target.ne(&target.scalar_like(i as f64)?)?,
+        Err(_) => target.eq(target)?,
+    };
     let kept = |v: &Tensor| Tensor::where_cond(&keep, v, &v.scalar_like(0.0)?);
     let safe_t = kept(target)?;
     let picked = match scores {
@@ -292,7 +298,8 @@ fn nll_rows(
             .reshape([-1])?,
         Scores::Logits(x) => log_softmax_at(op, x, &safe_t)?,
     };
-    let picked = kept(&picked)?.neg()?;
+    // Negated, then masked: an ignored row's loss is +0, as PyTorch writes it.
+    let picked = kept(&picked.neg()?)?;
     let dtype = picked.dtype();
     // Each row's weight: w[t] (0 where ignored).
     let wt = match weight {
