@@ -309,6 +309,47 @@ fn silent_start_without_xdg_runtime_dir() {
     assert!(stderr.is_empty(), "a normal start printed: {stderr}");
 }
 
+/// Set in the child process of `opengl_adapters_are_not_opened`.
+const GL_CHILD: &str = "WGTORCH_GL_ONLY_CHILD";
+
+#[test]
+fn opengl_only_child() {
+    if std::env::var(GL_CHILD).is_ok() {
+        match Device::gpu() {
+            Ok(d) => panic!("opened {}", d.describe()),
+            Err(e) => println!("refused: {e}"),
+        }
+    }
+}
+
+#[test]
+fn opengl_adapters_are_not_opened() {
+    // Through wgpu's GL backend, llvmpipe gave relu(NaN) = 0 and wrong integer remainders.
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "gpu_limits::opengl_only_child",
+            "--test-threads=1",
+            "--nocapture",
+        ])
+        .env(GL_CHILD, "1")
+        .env("WGPU_BACKEND", "gl")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        stdout.contains("refused: ") && stdout.contains("Vulkan"),
+        "{stdout}"
+    );
+    if stdout.contains("passed over") {
+        assert!(
+            stdout.contains("(Gl)") && stdout.contains("OpenGL"),
+            "{stdout}"
+        );
+    }
+}
+
 #[test]
 fn matmul_inner_dimension_past_u32_is_refused() {
     let Some(g) = common::gpu() else { return };

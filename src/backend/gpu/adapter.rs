@@ -41,9 +41,25 @@ impl Drop for QuietDeviceSelect {
     }
 }
 
-/// Adapters that can run compute shaders, best first: native APIs before GL, discrete before
-/// integrated before software.
-async fn adapters(instance: &wgpu::Instance) -> Vec<wgpu::Adapter> {
+/// Whether wgtorch runs its kernels through this backend. wgpu's GL backend translates WGSL to
+/// GLSL, where NaN comparisons and the remainder of negative integers are left to the driver: on
+/// Mesa's llvmpipe through GL, relu(NaN) was 0 and integer remainder/fmod with negative operands
+/// were wrong (14 of PyTorch's golden cases), where the same adapter through Vulkan passes them
+/// all. A wrong number is worse than the CPU device, so GL adapters are passed over and named in
+/// the error when no other adapter is found.
+fn runs_kernels(backend: wgpu::Backend) -> bool {
+    matches!(
+        backend,
+        wgpu::Backend::Vulkan
+            | wgpu::Backend::Metal
+            | wgpu::Backend::Dx12
+            | wgpu::Backend::BrowserWebGpu
+    )
+}
+
+/// Adapters wgtorch can run on, best first (discrete before integrated before software), and
+/// the descriptions of those with compute shaders that it passed over for their backend.
+async fn adapters(instance: &wgpu::Instance) -> (Vec<wgpu::Adapter>, Vec<String>) {
     #[cfg(target_arch = "wasm32")]
     let mut list: Vec<wgpu::Adapter> = instance
         .request_adapter(&Default::default())
@@ -52,31 +68,50 @@ async fn adapters(instance: &wgpu::Instance) -> Vec<wgpu::Adapter> {
         .collect();
     #[cfg(not(target_arch = "wasm32"))]
     let mut list = instance.enumerate_adapters(wgpu::Backends::all()).await;
-    let rank = |a: &wgpu::Adapter| {
-        let i = a.get_info();
-        let b = match i.backend {
-            wgpu::Backend::Vulkan
-            | wgpu::Backend::Metal
-            | wgpu::Backend::Dx12
-            | wgpu::Backend::BrowserWebGpu => 0,
-            _ => 1,
-        };
-        let t = match i.device_type {
-            wgpu::DeviceType::DiscreteGpu => 0,
-            wgpu::DeviceType::IntegratedGpu => 1,
-            wgpu::DeviceType::VirtualGpu => 2,
-            wgpu::DeviceType::Cpu => 3,
-            wgpu::DeviceType::Other => 4,
-        };
-        (b, t)
-    };
-    list.sort_by_key(rank);
     list.retain(|a| {
         a.get_downlevel_capabilities()
             .flags
             .contains(wgpu::DownlevelFlags::COMPUTE_SHADERS)
     });
-    list
+    let (list, passed): (Vec<_>, Vec<_>) = list
+        .into_iter()
+        .partition(|a| runs_kernels(a.get_info().backend));
+    let mut list = list;
+    list.sort_by_key(|a| match a.get_info().device_type {
+        wgpu::DeviceType::DiscreteGpu => 0,
+        wgpu::DeviceType::IntegratedGpu => 1,
+        wgpu::DeviceType::VirtualGpu => 2,
+        wgpu::DeviceType::Cpu => 3,
+        wgpu::DeviceType::Other => 4,
+    });
+    let passed = passed
+        .iter()
+        .map(|a| {
+            let i = a.get_info();
+            format!("\"{}\" ({:?})", i.name, i.backend)
+        })
+        .collect();
+    (list, passed)
+}
+
+/// The error for a missing `gpu:{ordinal}` when `found` adapters can run the kernels and the
+/// adapters in `passed` were passed over for their backend.
+fn missing_adapter(ordinal: usize, found: usize, passed: &[String]) -> String {
+    let mut e = format!(
+        "wgpu found {found} adapter(s) wgtorch can run on, so gpu:{ordinal} does not exist"
+    );
+    if !passed.is_empty() {
+        e.push_str(&format!(
+            "; passed over: {} (through OpenGL, NaN and negative integer remainders are left \
+             to the driver and gave wrong numbers; wgtorch needs Vulkan, Metal, DX12 or WebGPU)",
+            passed.join(", ")
+        ));
+    }
+    e.push_str(
+        " (on Linux, install a Vulkan driver such as Mesa's lavapipe: apt-get install \
+         mesa-vulkan-drivers libvulkan1; or use the CPU device)",
+    );
+    e
 }
 
 /// The kernels' fixed needs: 256-invocation workgroups (elementwise, reductions, 16x16 GEMM tiles),
@@ -123,7 +158,7 @@ fn check_limits(name: &str, l: &wgpu::Limits) -> std::result::Result<(), String>
 /// Open adapter `ordinal` with its real limits, and SHADER_F16 and TIMESTAMP_QUERY when it has
 /// them.
 pub(crate) async fn create(ordinal: usize) -> std::result::Result<GpuContext, String> {
-    let list = {
+    let (list, passed) = {
         let _quiet = QuietDeviceSelect::new();
         adapters(&instance()).await
     };
@@ -131,10 +166,7 @@ pub(crate) async fn create(ordinal: usize) -> std::result::Result<GpuContext, St
         if cfg!(target_arch = "wasm32") {
             "this browser offers no WebGPU adapter".to_string()
         } else {
-            format!(
-                "wgpu found {} adapter(s) with compute support, so gpu:{ordinal} does not exist (on Linux, install a Vulkan driver such as Mesa's lavapipe: apt-get install mesa-vulkan-drivers libvulkan1)",
-                list.len()
-            )
+            missing_adapter(ordinal, list.len(), &passed)
         }
     })?;
     let info = adapter.get_info();
@@ -186,5 +218,26 @@ mod tests {
             e.contains("\"tiny\"") && e.contains("max_compute_workgroup_storage_size = 4096"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn gl_adapters_are_passed_over_and_named() {
+        use wgpu::Backend::*;
+        for b in [Vulkan, Metal, Dx12, BrowserWebGpu] {
+            assert!(super::runs_kernels(b), "{b:?}");
+        }
+        for b in [Gl, Noop] {
+            assert!(!super::runs_kernels(b), "{b:?}");
+        }
+        let gl = ["\"llvmpipe (LLVM 15.0.6, 256 bits)\" (Gl)".to_string()];
+        let e = super::missing_adapter(0, 0, &gl);
+        assert!(
+            e.contains("gpu:0 does not exist")
+                && e.contains("passed over: \"llvmpipe (LLVM 15.0.6, 256 bits)\" (Gl)")
+                && e.contains("OpenGL")
+                && e.contains("mesa-vulkan-drivers"),
+            "{e}"
+        );
+        assert!(!super::missing_adapter(1, 1, &[]).contains("passed over"));
     }
 }
