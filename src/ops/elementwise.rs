@@ -138,7 +138,9 @@ impl UnaryOp {
             Cos => "cos(x)",
             Tanh => "tanh_f(x)",
             Sigmoid => "1.0 / (1.0 + exp(-x))",
-            Relu => "select(x, 0.0, x < 0.0)",
+            // NaN tested on the bits: compilers that assume no NaN turn `x < 0 ? 0 : x` into
+            // max(x, 0), which gives 0 for NaN (llvmpipe through GL did).
+            Relu => "select(x, 0.0, x < 0.0 && !is_nan_f(x))",
             Gelu => "0.5 * x * (1.0 + erf_f(x * 0.70710678118654752))",
             GeluTanh => {
                 "0.5 * x * (1.0 + tanh_f(0.79788456080286536 * (x + 0.044715 * x * x * x)))"
