@@ -140,6 +140,7 @@ fn run_op(op: &str, kw: &Value, x: &[Tensor]) -> Result<Option<Vec<Tensor>>> {
     match op {
         "torch.neg" => one(x[0].neg()?),
         "torch.abs" => one(x[0].abs()?),
+        "torch.sign" => one(x[0].sign()?),
         "torch.exp" => one(x[0].exp()?),
         "torch.log" => one(x[0].log()?),
         "torch.sqrt" => one(x[0].sqrt()?),

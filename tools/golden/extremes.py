@@ -55,6 +55,14 @@ for name, op, fn, xs, kw in [
     ("reciprocal", "torch.reciprocal", torch.reciprocal, EVERY, {}),
     ("erf", "torch.erf", torch.erf, EVERY, {}),
     ("abs", "torch.abs", torch.abs, EVERY, {}),
+    # NaN gives 0 and -0 gives +0 (PyTorch's `(0 < x) - (x < 0)`); WGSL's sign leaves both to the
+    # driver.
+    ("sign", "torch.sign", torch.sign, EVERY + [1e-45, -1e-45], {}),
+    ("floor", "torch.floor", torch.floor, EVERY + [2.5, -2.5, -0.5], {}),
+    ("ceil", "torch.ceil", torch.ceil, EVERY + [2.5, -2.5, -0.5], {}),
+    ("round", "torch.round", torch.round, EVERY + [2.5, -2.5, 0.5, -0.5, 3.5], {}),
+    ("trunc", "torch.trunc", torch.trunc, EVERY + [2.5, -2.5, -0.5], {}),
+    ("clamp", "torch.clamp", lambda x: x.clamp(-1.0, 1.0), EVERY, {"min": -1.0, "max": 1.0}),
 ]:
     # Relative to PyTorch's value; atol below f32's smallest normal, so only subnormal-sized
     # differences pass absolutely.
