@@ -537,6 +537,9 @@ fn run_op(op: &str, kw: &Value, x: &[Tensor]) -> Result<Option<Vec<Tensor>>> {
                 (None, false) => x[0].any()?,
             })
         }
+        "torch.Tensor.bool" => one(x[0].to_dtype(DType::Bool)?),
+        "torch.logical_and" => one(x[0].logical_and(&x[1])?),
+        "torch.logical_or" => one(x[0].logical_or(&x[1])?),
         "torch.isnan" => one(x[0].isnan()?),
         "torch.isinf" => one(x[0].isinf()?),
         "torch.isfinite" => one(x[0].isfinite()?),

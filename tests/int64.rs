@@ -211,6 +211,23 @@ fn casts_both_ways_at_the_int32_boundary() {
             vec![-2, 2, 0, 2_000_000_000],
             "{dev}: float -> int64 truncates toward zero"
         );
+        // Past int32 and NaN (PyTorch leaves them undefined; x86 gives i32::MIN for all): Rust's
+        // `as` on every device, saturating, NaN 0 (a GPU clamped to 2147483520 and gave i32::MIN
+        // for NaN).
+        let wide = [
+            f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            3e9,
+            -3e9,
+            2147483520.0,
+        ];
+        let f = Tensor::from_vec(wide.to_vec(), [6], &dev).unwrap();
+        assert_eq!(
+            f.to_dtype(DType::I32).unwrap().to_vec::<i32>().unwrap(),
+            wide.map(|x| x as i32),
+            "{dev}"
+        );
         let back = long(&[-5, 16_777_217], &dev).to_dtype(DType::F32).unwrap();
         assert_eq!(back.to_vec::<f32>().unwrap(), vec![-5.0, 16_777_216.0]);
         let b = Tensor::from_vec(vec![true, false], [2], &dev).unwrap();

@@ -70,4 +70,21 @@ for name, op, fn, xs, kw in [
              rtol=2e-5, atol=1e-38)
     cases.append(c)
 
+# NaN and zeros as truth values and in comparisons: NaN != x is true and NaN is true as a bool
+# (SPIR-V's `!=` is ordered, false for NaN), ±0 is false, a subnormal true (a GPU may flush it).
+A = T([nan, 1.0, nan, 0.0, -0.0, 1e-45, inf, -inf, 2.0], dtype=torch.float64)
+B = T([1.0, nan, nan, -0.0, 0.0, 0.0, inf, 1.0, 2.0], dtype=torch.float64)
+for name, op, fn, xs, kw in [
+    ("ne_nan", "torch.ne", torch.ne, [A, B], {}),
+    ("eq_nan", "torch.eq", torch.eq, [A, B], {}),
+    ("ne_scalar_nan", "torch.ne", lambda x, other: torch.ne(x, other), [A], {"other": 1.0}),
+    ("bool_nan", "torch.Tensor.bool", torch.Tensor.bool, [A], {}),
+    ("logical_and_nan", "torch.logical_and", torch.logical_and, [A, B], {}),
+    ("logical_or_nan", "torch.logical_or", torch.logical_or, [A, B], {}),
+    ("all_nan", "torch.all", torch.all, [T([nan, 1e-45, -1.0], dtype=torch.float64)], {}),
+    ("any_nan", "torch.any", torch.any, [T([0.0, nan, -0.0], dtype=torch.float64)], {}),
+    ("any_zeros", "torch.any", torch.any, [T([0.0, -0.0], dtype=torch.float64)], {}),
+]:
+    cases.append(case(f"truth_{name}", op, lambda *x, fn=fn, **k: fn(*x, **k), xs, kw))
+
 write("extremes", cases, "tools/golden/extremes.py")

@@ -275,12 +275,7 @@ pub fn fused_source(p: &FusedProgram) -> String {
                 );
             }
             FusedInstr::Binary { op, a, b } => {
-                // As the f32 binary kernels: max and min propagate NaN.
-                let expr = match op {
-                    BinaryOp::Maximum => "max_nan(a, b)",
-                    BinaryOp::Minimum => "min_nan(a, b)",
-                    _ => op.wgsl(),
-                };
+                let expr = op.wgsl_f32();
                 let _ = writeln!(
                     funcs,
                     "fn op{m}(a: f32, b: f32) -> f32 {{\n    return {expr};\n}}"
@@ -361,7 +356,15 @@ fn one(t: GpuType) -> &'static str {
 fn convert(from: GpuType, to: GpuType) -> String {
     match (from.compute(), to.compute()) {
         (a, b) if a == b => "x".into(),
+        // A float is true unless ±0, tested on the bits: NaN is true (`x != 0.0` is ordered in
+        // SPIR-V, so false), and a subnormal stays true where the driver flushes it.
+        ("f32", "u32") => "select(0u, 1u, (bitcast<u32>(x) & 0x7fffffffu) != 0u)".into(),
         (_, "u32") => format!("select(0u, 1u, x != {})", zero(from)),
+        // As the CPU's `as`: NaN is 0, out-of-range values saturate (naga clamps to the largest
+        // f32 below 2^31, 2147483520).
+        ("f32", "i32") => {
+            "select(select(i32(x), 2147483647i, x >= 2147483648.0), 0i, is_nan_f(x))".into()
+        }
         ("u32", _) => format!("select({}, {}, x != 0u)", zero(to), one(to)),
         (_, c) => format!("{c}(x)"),
     }
@@ -492,21 +495,16 @@ impl Kernel {
             ),
             Kernel::UnaryVec4(op) => fill(UNARY_VEC4, &[], &[("EXPR", op.wgsl())]),
             Kernel::BinaryVec4(op) => {
-                let (out, expr) = match op {
-                    BinaryOp::Maximum => ("f32", "max_nan(a, b)"),
-                    BinaryOp::Minimum => ("f32", "min_nan(a, b)"),
-                    _ if op.is_comparison() => ("u32", op.wgsl()),
-                    _ => ("f32", op.wgsl()),
-                };
+                let out = if op.is_comparison() { "u32" } else { "f32" };
+                let expr = op.wgsl_f32();
                 fill(BINARY_VEC4, &[], &[("OUT", out), ("EXPR", expr)])
             }
             Kernel::Binary(op, t) => {
                 let out = if op.is_comparison() { U32 } else { t };
-                // Float max/min propagate NaN (WGSL's builtins need not); integer division ops
-                // check their divisor (the index-check words are `params.check`).
+                // Floats handle NaN on the bits; integer division ops check their divisor (the
+                // index-check words are `params.check`).
                 let expr = match (op, t.compute()) {
-                    (BinaryOp::Maximum, "f32") => "max_nan(a, b)",
-                    (BinaryOp::Minimum, "f32") => "min_nan(a, b)",
+                    (_, "f32") => op.wgsl_f32(),
                     (BinaryOp::Remainder, "i32") => "remainder_i(a, checked_divisor(b))",
                     (BinaryOp::Fmod, "i32") => "fmod_i(a, checked_divisor(b))",
                     _ => op.wgsl(),
