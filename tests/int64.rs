@@ -221,13 +221,34 @@ fn casts_both_ways_at_the_int32_boundary() {
             3e9,
             -3e9,
             2147483520.0,
+            2147483648.0,
+            -2147483648.0,
+            -2147483904.0,
         ];
-        let f = Tensor::from_vec(wide.to_vec(), [6], &dev).unwrap();
+        let f = Tensor::from_vec(wide.to_vec(), [9], &dev).unwrap();
         assert_eq!(
             f.to_dtype(DType::I32).unwrap().to_vec::<i32>().unwrap(),
             wide.map(|x| x as i32),
             "{dev}"
         );
+        // From halves too (the same conversion after widening): NaN, ±inf, 65504.
+        let half = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 65504.0];
+        for dt in [DType::F16, DType::BF16] {
+            let h = Tensor::from_vec(half.to_vec(), [4], &dev).unwrap();
+            let h = h.to_dtype(dt).unwrap();
+            let want = h.to(&Device::Cpu).unwrap().to_dtype(DType::F32).unwrap();
+            let want: Vec<i32> = want
+                .to_vec::<f32>()
+                .unwrap()
+                .iter()
+                .map(|&x| x as i32)
+                .collect();
+            assert_eq!(
+                h.to_dtype(DType::I32).unwrap().to_vec::<i32>().unwrap(),
+                want,
+                "{dev} {dt:?}"
+            );
+        }
         let back = long(&[-5, 16_777_217], &dev).to_dtype(DType::F32).unwrap();
         assert_eq!(back.to_vec::<f32>().unwrap(), vec![-5.0, 16_777_216.0]);
         let b = Tensor::from_vec(vec![true, false], [2], &dev).unwrap();

@@ -143,7 +143,8 @@ impl BinaryOp {
             TanhBackward => "a * (1.0 - b * b)",
             GeluBackward => "a * gelu_grad_f(b)",
             Eq => "select(0u, 1u, a == b)",
-            // Not `a != b`: SPIR-V's is ordered, false when either is NaN (PyTorch: true).
+            // Not `a != b`: naga emits SPIR-V's ordered OpFOrdNotEqual, false for NaN (PyTorch:
+            // true).
             Ne => "select(0u, 1u, !(a == b))",
             Lt => "select(0u, 1u, a < b)",
             Le => "select(0u, 1u, a <= b)",
@@ -156,12 +157,19 @@ impl BinaryOp {
         }
     }
     /// The WGSL expression for f32 operands: NaN handled on the bits, since WGSL lets compilers
-    /// assume there is none — max and min propagate it, and `ne` is true for it, as PyTorch's.
+    /// assume there is none — max and min propagate it, `ne` is true for it and the other
+    /// comparisons false, as PyTorch's.
     pub fn wgsl_f32(&self) -> &'static str {
+        use BinaryOp::*;
         match self {
-            BinaryOp::Maximum => "max_nan(a, b)",
-            BinaryOp::Minimum => "min_nan(a, b)",
-            BinaryOp::Ne => "select(0u, 1u, !(a == b) || is_nan_f(a) || is_nan_f(b))",
+            Maximum => "max_nan(a, b)",
+            Minimum => "min_nan(a, b)",
+            Ne => "select(0u, 1u, !(a == b) || is_nan_f(a) || is_nan_f(b))",
+            Eq => "select(0u, 1u, a == b && !is_nan_f(a) && !is_nan_f(b))",
+            Lt => "select(0u, 1u, a < b && !is_nan_f(a) && !is_nan_f(b))",
+            Le => "select(0u, 1u, a <= b && !is_nan_f(a) && !is_nan_f(b))",
+            Gt => "select(0u, 1u, a > b && !is_nan_f(a) && !is_nan_f(b))",
+            Ge => "select(0u, 1u, a >= b && !is_nan_f(a) && !is_nan_f(b))",
             _ => self.wgsl(),
         }
     }

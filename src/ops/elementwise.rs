@@ -159,9 +159,9 @@ impl UnaryOp {
             MulScalar(_) => "x * p0",
             DivScalar(_) => "x / p0",
             Step => "select(0.0, 1.0, x > 0.0)",
-            // PyTorch's `(0 < x) - (x < 0)`: 0 for NaN and +0 for -0, which WGSL's sign leaves to
-            // the driver.
-            Sign => "select(select(0.0, -1.0, x < 0.0), 1.0, x > 0.0)",
+            // PyTorch's `(0 < x) - (x < 0)`: 0 for NaN (tested on the bits) and +0 for -0, which
+            // WGSL's sign leaves to the driver.
+            Sign => "select(select(select(0.0, -1.0, x < 0.0), 1.0, x > 0.0), 0.0, is_nan_f(x))",
             Floor => "floor(x)",
             Ceil => "ceil(x)",
             // WGSL's round takes halves to even, as torch.round.

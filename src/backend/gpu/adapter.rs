@@ -2,11 +2,16 @@
 
 use super::GpuContext;
 
-fn instance() -> wgpu::Instance {
+/// The backends to look on: WebGPU in the browser, natively those `WGPU_BACKEND` names, or all.
+fn wanted() -> wgpu::Backends {
     #[cfg(target_arch = "wasm32")]
     let backends = wgpu::Backends::BROWSER_WEBGPU;
     #[cfg(not(target_arch = "wasm32"))]
     let backends = wgpu::Backends::from_env().unwrap_or(wgpu::Backends::all());
+    backends
+}
+
+fn instance(backends: wgpu::Backends) -> wgpu::Instance {
     wgpu::Instance::new(wgpu::InstanceDescriptor {
         backends,
         ..wgpu::InstanceDescriptor::new_without_display_handle()
@@ -57,9 +62,10 @@ fn runs_kernels(backend: wgpu::Backend) -> bool {
     )
 }
 
-/// Adapters wgtorch can run on, best first (discrete before integrated before software), and
-/// the descriptions of those with compute shaders that it passed over for their backend.
-async fn adapters(instance: &wgpu::Instance) -> (Vec<wgpu::Adapter>, Vec<String>) {
+/// Adapters with compute shaders on `backends`, best first (discrete before integrated before
+/// software).
+async fn adapters(backends: wgpu::Backends) -> Vec<wgpu::Adapter> {
+    let instance = instance(backends);
     #[cfg(target_arch = "wasm32")]
     let mut list: Vec<wgpu::Adapter> = instance
         .request_adapter(&Default::default())
@@ -73,10 +79,6 @@ async fn adapters(instance: &wgpu::Instance) -> (Vec<wgpu::Adapter>, Vec<String>
             .flags
             .contains(wgpu::DownlevelFlags::COMPUTE_SHADERS)
     });
-    let (list, passed): (Vec<_>, Vec<_>) = list
-        .into_iter()
-        .partition(|a| runs_kernels(a.get_info().backend));
-    let mut list = list;
     list.sort_by_key(|a| match a.get_info().device_type {
         wgpu::DeviceType::DiscreteGpu => 0,
         wgpu::DeviceType::IntegratedGpu => 1,
@@ -84,13 +86,27 @@ async fn adapters(instance: &wgpu::Instance) -> (Vec<wgpu::Adapter>, Vec<String>
         wgpu::DeviceType::Cpu => 3,
         wgpu::DeviceType::Other => 4,
     });
-    let passed = passed
-        .iter()
-        .map(|a| {
-            let i = a.get_info();
-            format!("\"{}\" ({:?})", i.name, i.backend)
-        })
-        .collect();
+    list
+}
+
+/// The adapters wgtorch runs on, and when there are none, the descriptions of those it passed
+/// over for their backend (GL is opened only then: starting it costs EGL's start-up).
+async fn usable_adapters() -> (Vec<wgpu::Adapter>, Vec<String>) {
+    let _quiet = QuietDeviceSelect::new();
+    let wanted = wanted();
+    let mut list = adapters(wanted.difference(wgpu::Backends::GL)).await;
+    list.retain(|a| runs_kernels(a.get_info().backend));
+    let passed = if list.is_empty() && wanted.contains(wgpu::Backends::GL) {
+        let gl = adapters(wgpu::Backends::GL).await;
+        gl.iter()
+            .map(|a| {
+                let i = a.get_info();
+                format!("\"{}\" ({:?})", i.name, i.backend)
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
     (list, passed)
 }
 
@@ -107,10 +123,12 @@ fn missing_adapter(ordinal: usize, found: usize, passed: &[String]) -> String {
             passed.join(", ")
         ));
     }
-    e.push_str(
-        " (on Linux, install a Vulkan driver such as Mesa's lavapipe: apt-get install \
-         mesa-vulkan-drivers libvulkan1; or use the CPU device)",
-    );
+    if found == 0 {
+        e.push_str(
+            " (on Linux, install a Vulkan driver such as Mesa's lavapipe: apt-get install \
+             mesa-vulkan-drivers libvulkan1; or use the CPU device)",
+        );
+    }
     e
 }
 
@@ -158,10 +176,7 @@ fn check_limits(name: &str, l: &wgpu::Limits) -> std::result::Result<(), String>
 /// Open adapter `ordinal` with its real limits, and SHADER_F16 and TIMESTAMP_QUERY when it has
 /// them.
 pub(crate) async fn create(ordinal: usize) -> std::result::Result<GpuContext, String> {
-    let (list, passed) = {
-        let _quiet = QuietDeviceSelect::new();
-        adapters(&instance()).await
-    };
+    let (list, passed) = usable_adapters().await;
     let adapter = list.get(ordinal).ok_or_else(|| {
         if cfg!(target_arch = "wasm32") {
             "this browser offers no WebGPU adapter".to_string()
@@ -238,6 +253,12 @@ mod tests {
                 && e.contains("mesa-vulkan-drivers"),
             "{e}"
         );
-        assert!(!super::missing_adapter(1, 1, &[]).contains("passed over"));
+        let e = super::missing_adapter(1, 1, &[]);
+        assert!(
+            e.contains("gpu:1 does not exist")
+                && !e.contains("passed over")
+                && !e.contains("install"),
+            "{e}"
+        );
     }
 }
