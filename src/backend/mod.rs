@@ -340,7 +340,7 @@ impl Storage {
         n: usize,
         target: &Storage,
         weight: Option<&Storage>,
-        ignore_index: i64,
+        ignore: Option<i32>,
     ) -> Result<Option<(Storage, Storage, Storage)>> {
         let gpu_of = |s: &Storage| match s {
             Storage::Gpu(g) => Ok(g.clone()),
@@ -352,15 +352,7 @@ impl Storage {
             return Ok(None);
         };
         let weight = weight.map(gpu_of).transpose()?;
-        let rows_of = gpu::nll_rows(
-            op,
-            logp,
-            rows,
-            n,
-            &gpu_of(target)?,
-            weight.as_ref(),
-            ignore_index,
-        )?;
+        let rows_of = gpu::nll_rows(op, logp, rows, n, &gpu_of(target)?, weight.as_ref(), ignore)?;
         let gpu = Storage::Gpu;
         Ok(rows_of.map(|(loss, wt, kept)| (gpu(loss), gpu(wt), gpu(kept))))
     }

@@ -180,7 +180,7 @@ fn gpu_rows(
     scores: Scores<'_>,
     target: &Tensor,
     weight: Option<&Tensor>,
-    ignore_index: i64,
+    ignore: Option<i32>,
 ) -> Result<Option<(Tensor, Tensor)>> {
     let (Scores::LogProbs(x) | Scores::Logits(x)) = scores;
     let takes = x.device().is_gpu()
@@ -202,7 +202,7 @@ fn gpu_rows(
     let fused = {
         let w = w.as_ref().map(|w| w.storage());
         let rows_of = logp.storage();
-        rows_of.nll_rows(op, rows, n, &t.storage(), w.as_deref(), ignore_index)?
+        rows_of.nll_rows(op, rows, n, &t.storage(), w.as_deref(), ignore)?
     };
     let Some((loss, wt, kept)) = fused else {
         return Ok(None);
@@ -272,8 +272,12 @@ fn nll_rows(
     if reduction == Reduction::BatchMean {
         return Err(Reduction::batchmean_refused(op));
     }
+    // The ignore index as a target: `None` when no int32 holds it, so that it matches no target
+    // (PyTorch's targets are class indices, so in range) on every path; a scalar of it would
+    // saturate.
+    let ignore = i32::try_from(ignore_index).ok();
     let fused = match label_smoothing {
-        0.0 => gpu_rows(op, scores, target, weight, ignore_index)?,
+        0.0 => gpu_rows(op, scores, target, weight, ignore)?,
         _ => None,
     };
     if let Some((loss, wt)) = fused {
@@ -284,11 +288,9 @@ fn nll_rows(
     }
     // Ignored rows contribute exactly nothing, as in PyTorch (which skips them), whatever their
     // scores: a masked score of -inf there made `-logp · 0` NaN. Masked, not multiplied by 0.
-    // An ignore index no int32 holds matches no target here (PyTorch's targets are class
-    // indices, so in range), as in the GPU kernel; a scalar of it would saturate.
-    let keep = match i32::try_from(ignore_index) {
-        Ok(i) => target.ne(&target.scalar_like(i as f64)?)?,
-        Err(_) => target.eq(target)?,
+    let keep = match ignore {
+        Some(i) => target.ne(&target.scalar_like(i as f64)?)?,
+        None => target.eq(target)?,
     };
     let kept = |v: &Tensor| Tensor::where_cond(&keep, v, &v.scalar_like(0.0)?);
     let safe_t = kept(target)?;

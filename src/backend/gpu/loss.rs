@@ -11,18 +11,9 @@ use crate::{DType, Error, Result};
 /// (WebGPU's default; an adapter with fewer takes the ops, whose kernels bind at most six).
 const BINDINGS: u32 = 8;
 
-/// The targets' i32 words as the kernels read them, the ignore index among them if it can be one.
-fn ignore_words(ignore_index: i64) -> (i32, u32) {
-    match i32::try_from(ignore_index) {
-        Ok(i) => (i, 1),
-        // No int32 target equals it.
-        Err(_) => (0, 0),
-    }
-}
-
 /// `(loss, wt, kept)` of each of the `rows` rows of contiguous f32 log-probabilities `logp`
 /// (`[rows, n]`) at its `target` (int32 or int64 words, contiguous): `-logp[t] · w[t]`, `w[t]`
-/// (1 without class `weight`s), both 0 where the target is `ignore_index`, and the int32 target
+/// (1 without class `weight`s), both 0 where the target is `ignore` (none: `None`), and the target
 /// the gradient reads (-1 there). A target outside `[0, n)` is reported under `op` at the next
 /// readback. `None` on an adapter with fewer than [`BINDINGS`] storage buffers a shader.
 pub(crate) fn nll_rows(
@@ -32,7 +23,7 @@ pub(crate) fn nll_rows(
     n: usize,
     target: &GpuStorage,
     weight: Option<&GpuStorage>,
-    ignore_index: i64,
+    ignore: Option<i32>,
 ) -> Result<Option<(GpuStorage, GpuStorage, GpuStorage)>> {
     check_dtypes(op, logp, target, weight)?;
     let ctx = logp.ctx();
@@ -45,14 +36,13 @@ pub(crate) fn nll_rows(
     if rows == 0 {
         return Ok(Some((loss, wt, kept)));
     }
-    let (ignore_index, ignores) = ignore_words(ignore_index);
     ctx.checks.checked(op, |flag, check| {
         let p = NllRowsParams {
             rows: u(rows),
             n: u(n),
             numel: u(rows * n),
-            ignore_index,
-            ignores,
+            ignore_index: ignore.unwrap_or(0),
+            ignores: ignore.is_some() as u32,
             weighted: weight.is_some() as u32,
             check: check.into(),
         };
