@@ -163,7 +163,8 @@ fn pow_scalar_f(x: f32, e: f32) -> f32 {
 // llvmpipe's gets wrong (pow(NaN, 2) = 0, pow(0, -1) = 0, pow(1, inf) = NaN): pow(x, ±0) = 1
 // and pow(1, e) = 1, NaN included; else NaN for a NaN operand; the limits at infinite
 // exponents, zero and infinite bases with the sign of an odd integral exponent; NaN for a
-// negative base and a non-integral exponent; else `pow(|x|, e)` with that sign.
+// negative base and a non-integral exponent; else `|x|^e` with that sign (`pow_int_f` for an
+// integral exponent below 2^31 in magnitude, WGSL's `pow` for the others).
 fn pow_f(x: f32, e: f32) -> f32 {
     let nx = is_nan_f(x);
     let ne = is_nan_f(e);
@@ -195,9 +196,94 @@ fn pow_f(x: f32, e: f32) -> f32 {
         if (negative && !integral) {
             return nan_f32();
         }
-        m = pow(ax, e);
+        if (integral && abs(e) < 2147483648.0) {
+            m = pow_int_f(ax, e);
+        } else {
+            m = pow(ax, e);
+        }
     }
     return select(m, -m, flip);
+}
+
+// `x^e` for a finite x > 0 and an integral |e| < 2^31, by repeated squaring in double-f32 (a
+// value is hi + lo, each product's rounding error recovered exactly by `prod_err`): correctly
+// rounded but within about 2^-16 of an ulp's half, so exact powers stay exact. WGSL's `pow` is
+// exp2(e·log2(x)), and llvmpipe's gave 3^13 = 1594323.8, 10^5 = 99999.984, 7^3 = 343.00003
+// (plain f32 squaring would be worse: each squaring doubles the error, 5e-4 at e = 10^4). A
+// negative e takes the powers of 1/x (in double-f32), so no partial product overflows or
+// underflows where the result does not: each lies between 1 and the result.
+fn pow_int_f(x: f32, e: f32) -> f32 {
+    var b = vec2<f32>(x, 0.0);
+    if (e < 0.0) {
+        let q = 1.0 / x;
+        let p = keep_f(q * x);
+        b = vec2<f32>(q, select(((1.0 - p) - prod_err(q, x, p)) * q, 0.0, is_inf_f(q)));
+    }
+    var n = u32(abs(e));
+    var r = vec2<f32>(1.0, 0.0);
+    loop {
+        if ((n & 1u) == 1u) {
+            r = dd_mul(r, b);
+        }
+        n = n >> 1u;
+        if (n == 0u) {
+            break;
+        }
+        b = dd_mul(b, b);
+    }
+    return r.x + r.y;
+}
+
+// The product of double-f32 values (hi, lo), normalised so that hi is the sum rounded; an
+// infinite product stays infinite (its error term would be NaN). `p` is kept apart so that no
+// compiler contracts `p + err` into an fma that would count the product's error twice.
+fn dd_mul(a: vec2<f32>, b: vec2<f32>) -> vec2<f32> {
+    let p = keep_f(a.x * b.x);
+    if (is_inf_f(p)) {
+        return vec2<f32>(p, 0.0);
+    }
+    let err = prod_err(a.x, b.x, p) + (a.x * b.y + a.y * b.x);
+    let s = keep_f(p + err);
+    return vec2<f32>(s, err - (s - p));
+}
+
+// a·b - p exactly, for p = a·b rounded and finite (and no product of subnormals): by `fma`
+// where it rounds once (GPUs with a fused multiply-add), else by Dekker's splitting into 12-bit
+// halves, whose products are exact (llvmpipe rounds `fma`'s product first, so its error term
+// was 0).
+fn prod_err(a: f32, b: f32, p: f32) -> f32 {
+    if (fma_fused()) {
+        return fma(a, b, -keep_f(p));
+    }
+    let sa = split_f(a);
+    let sb = split_f(b);
+    return ((sa.x * sb.x - p) + sa.x * sb.y + sa.y * sb.x) + sa.y * sb.y;
+}
+
+// True where `fma` rounds once: tested at run time on (1 + 2^-12)², which needs 25 bits (built
+// with `keep_f`, so that no compiler folds the test with its own rounding).
+fn fma_fused() -> bool {
+    let s = keep_f(1.0002441);
+    return fma(s, s, -(s * s)) != 0.0;
+}
+
+// x, through an integer operation that compilers cannot see through (an OR with the params'
+// length past 2^28 words, always 0). It keeps the rounding steps of the error-free
+// transformations above, and their products out of contracted fmas: Mesa's compilers simplify inexact float algebra (a - (a - b) to b,
+// (a + b) - a to b), which made every error term 0 on lavapipe.
+fn keep_f(x: f32) -> f32 {
+    return bitcast<f32>(bitcast<u32>(x) | (arrayLength(&params.tail) >> 28u));
+}
+
+// Veltkamp's split of a into hi + lo, 12 significant bits each (a past 2^100 scaled by 2^-13
+// first, so that 4097·a cannot overflow).
+fn split_f(a: f32) -> vec2<f32> {
+    let big = abs(a) > 1.2676506e30;
+    let v = select(a, a * 1.2207031e-4, big);
+    let c = keep_f(4097.0 * v);
+    let hi = c - keep_f(c - v);
+    let k = select(1.0, 8192.0, big);
+    return vec2<f32>(hi * k, (v - hi) * k);
 }
 
 // Exact GELU's derivative: Φ(x) + x φ(x).

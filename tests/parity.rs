@@ -242,6 +242,65 @@ fn pow_of_special_values_matches_the_cpu() -> Result<()> {
     Ok(())
 }
 
+/// Integral exponents give the correctly rounded power on the GPU: exact where the power is
+/// exact (3^13, 10^5, 2^-10; llvmpipe's `pow`, exp2(e·log2(x)), gave 1594323.8, 99999.984 and
+/// 343.00003 for 7^3), within one ulp of the f64 power at large exponents (|e| up to 2^24 - 1,
+/// where plain f32 squaring is off by 5e-4 at e = 10^4), through `pow` and `pow_scalar`.
+#[test]
+fn integral_powers_are_correctly_rounded() -> Result<()> {
+    let Some(gpu) = common::gpu() else {
+        return Ok(());
+    };
+    let ulps = |g: f32, w: f64| (g.to_bits() as i64 - (w as f32).to_bits() as i64).abs();
+    // Exact powers: every |x^e| below 2^24 with an integral x, or a power of two.
+    let mut pairs = Vec::new();
+    for x in [-3.0f32, -2.0, 2.0, 3.0, 5.0, 7.0, 10.0, 11.0, 0.5, 0.25] {
+        for e in -12..=24 {
+            let p = (x as f64).powi(e);
+            let pow2 = x.abs().log2().fract() == 0.0;
+            if (pow2 || (e >= 0 && p.abs() < 16_777_216.0)) && p.abs() > 1e-30 {
+                pairs.push((x, e as f32));
+            }
+        }
+    }
+    // Large exponents on bases near 1.
+    for (i, e) in [1e4f32, 1e5, 1_048_577.0, -3e6, 16_777_215.0]
+        .iter()
+        .enumerate()
+    {
+        for k in 0..8 {
+            pairs.push((1.0 + (k as f32 - 4.0 + i as f32 * 0.3) * 1e-7, *e));
+        }
+    }
+    let (xs, es): (Vec<f32>, Vec<f32>) = pairs.iter().copied().unzip();
+    let n = xs.len();
+    let x = Tensor::from_vec(xs.clone(), [n], &gpu)?;
+    let got = x
+        .pow(&Tensor::from_vec(es.clone(), [n], &gpu)?)?
+        .to_vec::<f32>()?;
+    for (i, (&x, &e)) in xs.iter().zip(&es).enumerate() {
+        let want = (x as f64).powf(e as f64);
+        let exact = want == want as f32 as f64;
+        let tol = if exact { 0 } else { 1 };
+        assert!(
+            ulps(got[i], want) <= tol,
+            "pow({x:?}, {e:?}) = {:?} on the GPU, want {want:?} ({} ulps)",
+            got[i],
+            ulps(got[i], want)
+        );
+    }
+    for e in [4.0, 5.0, 7.0, 13.0] {
+        let got = x.pow_scalar(e)?.to_vec::<f32>()?;
+        for (i, &x) in xs.iter().enumerate() {
+            let want = (x as f64).powf(e);
+            if want.is_finite() && want as f32 as f64 == want {
+                assert_eq!(got[i], want as f32, "pow_scalar({x:?}, {e:?}) on the GPU");
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Row reductions on subgroup operations (where the adapter has them: lavapipe does) and on
 /// workgroup memory alone, each against the CPU: every op, rows of one workgroup and of several
 /// chunks, ties (the first extreme's index wins) and NaN (it wins, the first one) for the arg
