@@ -286,6 +286,148 @@ fn split_f(a: f32) -> vec2<f32> {
     return vec2<f32>(hi * k, (v - hi) * k);
 }
 
+// sin and cos to about an ulp at every finite argument, as the CPU's (and PyTorch's): the
+// argument reduced exactly (`reduce_pio2`), then polynomials on [-π/4, π/4] (Cephes' sinf and
+// cosf). WGSL's builtins bound only the absolute error inside [-π, π]; llvmpipe's were off by 7e-4
+// at 1e8 and gave sin(1e10) = -1 (PyTorch: -0.4875), and GPUs reduce in f32.
+fn sin_f(x: f32) -> f32 {
+    return trig_f(x, 0u);
+}
+fn cos_f(x: f32) -> f32 {
+    return trig_f(x, 1u);
+}
+
+// sin(x) for `shift` 0, cos(x) (sin of the next quadrant) for 1. NaN for ±inf and NaN; x itself
+// below 2^-12 for sin (so -0 stays -0).
+fn trig_f(x: f32, shift: u32) -> f32 {
+    let ax = abs(x);
+    if ((bitcast<u32>(x) & 0x7f800000u) == 0x7f800000u) {
+        return nan_f32();
+    }
+    if (shift == 0u && ax < 2.4414062e-4) {
+        return x;
+    }
+    var r = ax;
+    var q = 0u;
+    if (ax > 0.78539819) {
+        let red = reduce_pio2(bitcast<u32>(ax));
+        r = red.r;
+        q = red.q;
+    }
+    q = (q + shift) & 3u;
+    let z = r * r;
+    let s = r + r * z * (-1.6666654611e-1 + z * (8.3321608736e-3 + z * -1.9515295891e-4));
+    let c = 1.0 - 0.5 * z + z * z * (4.166664568298827e-2 + z * (-1.388731625493765e-3
+        + z * 2.443315711809948e-5));
+    var y = select(s, c, (q & 1u) == 1u);
+    y = select(y, -y, q >= 2u);
+    // sin is odd, cos even.
+    return select(y, -y, shift == 0u && x < 0.0);
+}
+
+// x = r + (q + 4k)·π/2 for some integer k, |r| <= π/4.
+struct Reduced {
+    r: f32,
+    q: u32,
+}
+
+// Payne and Hanek's reduction of a finite x > π/4 (its bits). x = m·2^e with m an integer
+// below 2^24; x·2/π mod 4 is m times a 96-bit window of 2/π's bits (the earlier ones add
+// multiples of 4, the later ones under 2^-70), exactly, in integers; the fraction's top 64 bits
+// give r.
+fn reduce_pio2(bits: u32) -> Reduced {
+    let m = (bits & 0x7fffffu) | 0x800000u;
+    let e = i32(bits >> 23u) - 150;
+    // The window starts at 2/π's bit i0 (1-based): i0 = max(1, e - 1).
+    let i0 = u32(max(1, e - 1));
+    let o = i0 - 1u;
+    let w0 = bits_at(o);
+    let w1 = bits_at(o + 32u);
+    let w2 = bits_at(o + 64u);
+    // P = m·(w0 w1 w2), 120 bits in four words, least significant first.
+    let a2 = mul_wide(m, w2);
+    let a1 = mul_wide(m, w1);
+    let a0 = mul_wide(m, w0);
+    let p1 = a2.x + a1.y;
+    let c1 = select(0u, 1u, p1 < a1.y);
+    let t = a1.x + a0.y;
+    let p2 = t + c1;
+    let c2 = select(0u, 1u, t < a0.y) + select(0u, 1u, p2 < c1);
+    let p = vec4<u32>(a2.y, p1, p2, a0.x + c2);
+    // x·2/π mod 4 = P·2^-s.
+    let s = u32(i32(i0) + 95 - e);
+    var q = word_at(p, s) & 3u;
+    var hi = word_at(p, s - 32u);
+    var lo = word_at(p, s - 64u);
+    // A fraction past 1/2 is the next quadrant less (1 - fraction).
+    let up = hi >= 0x80000000u;
+    if (up) {
+        lo = ~lo + 1u;
+        hi = ~hi + select(0u, 1u, lo == 0u);
+        q = q + 1u;
+    }
+    if (hi == 0u && lo == 0u) {
+        return Reduced(0.0, q & 3u);
+    }
+    // Normalise the 64-bit fraction (shifted left by lz) and take it as hi24·2^-24 +
+    // mid24·2^-48, times 2^-lz.
+    var lz = 0u;
+    if (hi == 0u) {
+        hi = lo;
+        lo = 0u;
+        lz = 32u;
+    }
+    let k = countLeadingZeros(hi);
+    if (k > 0u) {
+        hi = (hi << k) | (lo >> (32u - k));
+        lo = lo << k;
+    }
+    lz = lz + k;
+    let f_hi = ldexp(f32(hi >> 8u), -24 - i32(lz));
+    let f_lo = ldexp(f32(((hi & 0xffu) << 16u) | (lo >> 16u)), -48 - i32(lz));
+    // r = f·π/2, π/2 = 1.5707964 - 4.371139e-8.
+    var r = f_hi * 1.5707964 + (f_hi * -4.3711388e-8 + f_lo * 1.5707964);
+    return Reduced(select(r, -r, up), q & 3u);
+}
+
+// The 32 bits of 2/π from bit `o` (0-based) on: its first 320 bits (0.A2F9836E...), enough for
+// any f32.
+fn bits_at(o: u32) -> u32 {
+    var t = array<u32, 10>(0xa2f9836eu, 0x4e441529u, 0xfc2757d1u, 0xf534ddc0u, 0xdb629599u,
+        0x3c439041u, 0xfe5163abu, 0xdebbc561u, 0xb7246e3au, 0x424dd2e0u);
+    let i = min(o / 32u, 8u);
+    let k = o % 32u;
+    if (k == 0u) {
+        return t[i];
+    }
+    return (t[i] << k) | (t[i + 1u] >> (32u - k));
+}
+
+// The 32 bits of the 128-bit `p` (least significant word first) from bit `k` up (0 past its top).
+fn word_at(p: vec4<u32>, k: u32) -> u32 {
+    let i = k / 32u;
+    let b = k % 32u;
+    let w = p[min(i, 3u)];
+    let next = select(0u, p[min(i + 1u, 3u)], i + 1u <= 3u);
+    if (b == 0u) {
+        return w;
+    }
+    return (w >> b) | (next << (32u - b));
+}
+
+// a·b as 64 bits: (high word, low word), from 16-bit halves.
+fn mul_wide(a: u32, b: u32) -> vec2<u32> {
+    let al = a & 0xffffu;
+    let ah = a >> 16u;
+    let bl = b & 0xffffu;
+    let bh = b >> 16u;
+    let ll = al * bl;
+    let lh = al * bh;
+    let hl = ah * bl;
+    let mid = (ll >> 16u) + (lh & 0xffffu) + (hl & 0xffffu);
+    return vec2<u32>(ah * bh + (lh >> 16u) + (hl >> 16u) + (mid >> 16u), (ll & 0xffffu) | (mid << 16u));
+}
+
 // Exact GELU's derivative: Φ(x) + x φ(x).
 fn gelu_grad_f(x: f32) -> f32 {
     return 0.5 * (1.0 + erf_f(x * 0.70710678118654752)) + x * 0.39894228040143268 * exp(-0.5 * x * x);

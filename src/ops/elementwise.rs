@@ -134,8 +134,8 @@ impl UnaryOp {
             Log => "log(x)",
             Sqrt => "sqrt(x)",
             Rsqrt => "inverseSqrt(x)",
-            Sin => "sin(x)",
-            Cos => "cos(x)",
+            Sin => "sin_f(x)",
+            Cos => "cos_f(x)",
             Tanh => "tanh_f(x)",
             Sigmoid => "1.0 / (1.0 + exp(-x))",
             // NaN tested on the bits: compilers that assume no NaN turn `x < 0 ? 0 : x` into

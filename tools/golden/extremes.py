@@ -5,9 +5,8 @@ infinities and NaN, forward and gradient, each compared relative to PyTorch's va
 
     python tools/golden/extremes.py
 
-sin and cos stop at |x| = 1e6 (far past a positional encoding's arguments): from about 1e8 WGSL's
-builtins on a GPU (lavapipe's) no longer reduce the argument exactly (the CPU's do;
-ARCHITECTURE.md names the gap).
+sin and cos run to the largest f32 and near multiples of π/2: WGSL's builtins on a GPU (lavapipe's)
+did not reduce such arguments exactly (sin(1e10) was -1), so the prelude's `sin_f`/`cos_f` do.
 """
 import os
 import sys
@@ -24,7 +23,8 @@ TINY = [-1e-30, -1e-8, -1e-5, -0.0, 0.0, 1e-30, 1e-8, 1e-5, 0.3]
 TAILS = [-1e30, -3e19, -1e10, -100.0, -20.0, 20.0, 100.0, 1e10, 3e19, 1e30]
 SPECIAL = [inf, -inf, nan]
 EVERY = TINY + TAILS + SPECIAL
-TRIG = [-1e6, -5000.0, -100.0, -20.0, 20.0, 100.0, 5000.0, 1e6]
+TRIG = [-3.4e38, -1e10, -1e6, -5000.0, -100.0, -20.0, 20.0, 100.0, 5000.0, 1e6, 1e8, 1e10, 1e20,
+        1e30, 3.4e38, 0.7853982, 1.5707964, 3.1415927, 4.712389, 6.2831855]
 POSITIVE = [1e-30, 1e-8, 1e-5, 0.3, 20.0, 1e10, 1e30, 0.0, inf, nan]
 cases = []
 
