@@ -22,6 +22,48 @@ fn err_text<T: std::fmt::Debug>(r: Result<T>) -> String {
     r.expect_err("expected an error").to_string()
 }
 
+/// A confident prediction keeps its small loss: log_softmax is `(x - m) - log(sum)`, as PyTorch
+/// computes it, not `x - (m + log(sum))`, which rounded log(sum) to m's ulp (the CPU's fused
+/// kernel gave a loss of 0 for logits [16, 0, 0, 0], PyTorch 3.6e-7). Each loss is within the
+/// rounding of the f32 sum (three additions, half an ulp of 1 each) of the true log(1 + 3e^-s).
+/// And `log` near 1, as in the BCE of a probability near 1: lavapipe's builtin was 73% off at
+/// 0.99999994.
+#[test]
+fn confident_predictions_keep_their_small_losses() -> Result<()> {
+    for dev in common::devices() {
+        let scores = [8.0f32, 10.0, 12.0, 14.0, 16.0];
+        let mut logits = Vec::new();
+        for s in scores {
+            logits.extend([s, 0.0, 0.0, 0.0]);
+        }
+        let x = t(&logits, &[5, 4], &dev);
+        let target = Tensor::from_vec(vec![0i64; 5], [5], &dev)?;
+        let opts = F::CrossEntropyOptions {
+            reduction: F::Reduction::None,
+            ..Default::default()
+        };
+        let got = vals(&F::cross_entropy_with(&x, &target, opts)?);
+        for (s, g) in scores.iter().zip(&got) {
+            let want = (3.0 * (-*s as f64).exp()).ln_1p();
+            let tol = 1.5 * f64::from(f32::EPSILON) + 1e-6 * want;
+            assert!(
+                (g - want).abs() <= tol,
+                "[{dev}] cross_entropy of [{s}, 0, 0, 0]: {g:e}, want {want:e}"
+            );
+        }
+        let p: [f32; 4] = [1.0 - f32::EPSILON / 2.0, 1.0 - f32::EPSILON, 0.99999, 0.999];
+        let got = vals(&t(&p, &[4], &dev).log()?);
+        for (p, g) in p.iter().zip(&got) {
+            let want = f64::from(*p).ln();
+            assert!(
+                (g - want).abs() <= 4e-7 * want.abs(),
+                "[{dev}] log({p:e}) = {g:e}, want {want:e}"
+            );
+        }
+    }
+    Ok(())
+}
+
 #[test]
 fn bce_clamps_logs_at_minus_100_and_keeps_gradients_finite() -> Result<()> {
     for dev in common::devices() {

@@ -131,7 +131,7 @@ impl UnaryOp {
             Neg => "-x",
             Abs => "abs(x)",
             Exp => "exp(x)",
-            Log => "log(x)",
+            Log => "log_f(x)",
             Sqrt => "sqrt(x)",
             Rsqrt => "inverseSqrt(x)",
             Sin => "sin_f(x)",

@@ -30,7 +30,9 @@ cases = []
 
 for name, op, fn, xs, kw in [
     ("exp", "torch.exp", torch.exp, EVERY, {}),
-    ("log", "torch.log", torch.log, POSITIVE, {}),
+    # And near 1, where WGSL bounds only the absolute error (lavapipe's was 73% off at 1 - 2^-24).
+    ("log", "torch.log", torch.log,
+     POSITIVE + [1 - 2**-24, 1 - 2**-23, 0.99999, 0.999, 0.9, 1 + 2**-23, 1.001], {}),
     ("sqrt", "torch.sqrt", torch.sqrt, POSITIVE, {}),
     ("rsqrt", "torch.rsqrt", torch.rsqrt, POSITIVE, {}),
     ("sin", "torch.sin", torch.sin, TINY + TRIG + SPECIAL, {}),

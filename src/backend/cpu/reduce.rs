@@ -426,9 +426,11 @@ pub(crate) fn softmax_rows<T: Real + CpuElem + Elem<Acc = T>>(
                     for (o, r) in o.chunks_exact_mut(n).zip(x.chunks_exact(n)) {
                         let m = extreme_lanes(r, false);
                         if log {
-                            let lse = m + sum_map(r, |x: T| (x - m).vexp()).ln();
+                            // (x - m) - log(sum), as PyTorch and the GPU: x - (m + log(sum))
+                            // rounds log(sum) to m's ulp (-3.6e-7 came out 0 for [16, 0, 0, 0]).
+                            let ls = sum_map(r, |x: T| (x - m).vexp()).ln();
                             for (o, &x) in o.iter_mut().zip(r) {
-                                *o = x - lse;
+                                *o = (x - m) - ls;
                             }
                         } else {
                             for (o, &x) in o.iter_mut().zip(r) {

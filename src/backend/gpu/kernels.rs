@@ -631,7 +631,7 @@ impl Kernel {
             }
             Kernel::SoftmaxRows { log } => {
                 let store = if log {
-                    "let lse = log(s);\n    for (var j = 0u; j < n; j = j + 1u) {\n        st_dst(base + j, (ld_src(base + j) - m) - lse);\n    }"
+                    "let lse = log_f(s);\n    for (var j = 0u; j < n; j = j + 1u) {\n        st_dst(base + j, (ld_src(base + j) - m) - lse);\n    }"
                 } else {
                     "for (var j = 0u; j < n; j = j + 1u) {\n        st_dst(base + j, exp(ld_src(base + j) - m) / s);\n    }"
                 };
