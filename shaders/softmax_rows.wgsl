@@ -20,7 +20,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     }
     var s = 0.0;
     for (var j = 0u; j < n; j = j + 1u) {
-        s = s + exp(ld_src(base + j) - m);
+        s = s + exp_f(ld_src(base + j) - m);
     }
     {{STORE}}
 }

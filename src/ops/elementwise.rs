@@ -130,25 +130,25 @@ impl UnaryOp {
         match self {
             Neg => "-x",
             Abs => "abs(x)",
-            Exp => "exp(x)",
+            Exp => "exp_f(x)",
             Log => "log_f(x)",
             Sqrt => "sqrt(x)",
             Rsqrt => "inverseSqrt(x)",
             Sin => "sin_f(x)",
             Cos => "cos_f(x)",
             Tanh => "tanh_f(x)",
-            Sigmoid => "1.0 / (1.0 + exp(-x))",
+            Sigmoid => "sigmoid_f(x)",
             // NaN tested on the bits: compilers that assume no NaN turn `x < 0 ? 0 : x` into
             // max(x, 0), which gives 0 for NaN (llvmpipe through GL did).
             Relu => "select(x, 0.0, x < 0.0 && !is_nan_f(x))",
-            Gelu => "0.5 * x * (1.0 + erf_f(x * 0.70710678118654752))",
+            Gelu => "x * norm_cdf_f(x)",
             GeluTanh => {
                 "0.5 * x * (1.0 + tanh_f(0.79788456080286536 * (x + 0.044715 * x * x * x)))"
             }
-            Silu => "x / (1.0 + exp(-x))",
+            Silu => "x * sigmoid_f(x)",
             Elu(_) => "select(p0 * expm1_f(x), x, x > 0.0)",
             LeakyRelu(_) => "select(p0 * x, x, x > 0.0)",
-            Softplus(..) => "select(log1p_f(exp(p0 * x)) / p0, x, x * p0 > p1)",
+            Softplus(..) => "select(log1p_f(exp_f(p0 * x)) / p0, x, x * p0 > p1)",
             Square => "x * x",
             Reciprocal => "1.0 / x",
             // NaN in the input or either bound propagates (WGSL's min/max need not).

@@ -633,7 +633,7 @@ impl Kernel {
                 let store = if log {
                     "let lse = log_f(s);\n    for (var j = 0u; j < n; j = j + 1u) {\n        st_dst(base + j, (ld_src(base + j) - m) - lse);\n    }"
                 } else {
-                    "for (var j = 0u; j < n; j = j + 1u) {\n        st_dst(base + j, exp(ld_src(base + j) - m) / s);\n    }"
+                    "for (var j = 0u; j < n; j = j + 1u) {\n        st_dst(base + j, exp_f(ld_src(base + j) - m) / s);\n    }"
                 };
                 fill(
                     SOFTMAX_ROWS,
@@ -643,7 +643,10 @@ impl Kernel {
             }
             Kernel::SoftmaxBackwardRows { log } => {
                 let (term, grad) = if log {
-                    ("ld_g(base + j)", "ld_g(base + j) - exp(ld_y(base + j)) * s")
+                    (
+                        "ld_g(base + j)",
+                        "ld_g(base + j) - exp_f(ld_y(base + j)) * s",
+                    )
                 } else {
                     (
                         "ld_g(base + j) * ld_y(base + j)",
