@@ -102,10 +102,14 @@ fn tanh_f(x: f32) -> f32 {
 fn erf_f(x: f32) -> f32 {
     let z = abs(x);
     let r = erfc_pos_f(z);
+    return select(sign(x) * (1.0 - r), erf_series_f(x), z < 0.5);
+}
+
+// erf(x) for |x| < 0.5: x·P(x²) (vmath::erf's ERF_P).
+fn erf_series_f(x: f32) -> f32 {
     let s = x * x;
-    let series = x * ((((((8.007011e-5 * s - 8.053787e-4) * s + 5.1929613e-3) * s
-        - 2.6856071e-2) * s + 1.1283635e-1) * s - 3.761263e-1) * s + 1.1283792);
-    return select(sign(x) * (1.0 - r), series, z < 0.5);
+    return x * ((((((8.007011e-5 * s - 8.053787e-4) * s + 5.1929613e-3) * s - 2.6856071e-2) * s
+        + 1.1283635e-1) * s - 3.761263e-1) * s + 1.1283792);
 }
 
 // erfc(z) for z >= 0 with fractional error < 1.2e-7 (Numerical Recipes' Chebyshev fit) where z
@@ -121,11 +125,9 @@ fn erfc_pos_f(z: f32) -> f32 {
 // 1 + erf cancels: GELU(-5.5) was -0 (PyTorch's f32 too; -8.3e-8 exactly) and 0.16% off at -4,
 // now within 4e-6 of the CPU's (vmath::norm_cdf).
 fn norm_cdf_f(x: f32) -> f32 {
-    let z = -x * 0.70710678118654752;
-    if (z > 0.5) {
-        return 0.5 * erfc_pos_f(z);
-    }
-    return 0.5 * (1.0 + erf_f(-z));
+    let z = x * 0.70710678118654752;
+    let r = 0.5 * erfc_pos_f(abs(z));
+    return select(select(1.0 - r, r, z < 0.0), 0.5 * (1.0 + erf_series_f(z)), abs(z) < 0.5);
 }
 
 // e^x to about an ulp (the CPU's vmath::exp, Cephes' expf): n = round(x / ln 2), r = x - n ln 2
@@ -372,8 +374,8 @@ fn split_f(a: f32) -> vec2<f32> {
 }
 
 // sin and cos to about an ulp at every finite argument, as the CPU's (and PyTorch's): the
-// argument reduced exactly (`reduce_pio2`), then polynomials on [-π/4, π/4] (Cephes' sinf and
-// cosf). WGSL's builtins bound only the absolute error inside [-π, π]; llvmpipe's were off by 7e-4
+// argument reduced (Cody and Waite below 3000, exactly by `reduce_pio2` past it: 14 times slower
+// on lavapipe), then polynomials on [-π/4, π/4] (Cephes' sinf and cosf). WGSL's builtins bound only the absolute error inside [-π, π]; llvmpipe's were off by 7e-4
 // at 1e8 and gave sin(1e10) = -1 (PyTorch: -0.4875), and GPUs reduce in f32.
 fn sin_f(x: f32) -> f32 {
     return trig_f(x, 0u);
@@ -394,7 +396,13 @@ fn trig_f(x: f32, shift: u32) -> f32 {
     }
     var r = ax;
     var q = 0u;
-    if (ax > 0.78539819) {
+    if (ax > 0.78539819 && ax < 3000.0) {
+        // Cody and Waite: π/2 in four parts, the first three short enough that j times each is
+        // exact (j < 2^11), the rest under 1e-19.
+        let j = round(ax * 0.63661975);
+        r = (((ax - j * 1.5703125) - j * 4.838109e-4) - j * 1.5890691e-8) - j * 2.563344e-12;
+        q = u32(j) & 3u;
+    } else if (ax > 0.78539819) {
         let red = reduce_pio2(bitcast<u32>(ax));
         r = red.r;
         q = red.q;
@@ -478,14 +486,27 @@ fn reduce_pio2(bits: u32) -> Reduced {
 // The 32 bits of 2/π from bit `o` (0-based) on: its first 320 bits (0.A2F9836E...), enough for
 // any f32.
 fn bits_at(o: u32) -> u32 {
-    var t = array<u32, 10>(0xa2f9836eu, 0x4e441529u, 0xfc2757d1u, 0xf534ddc0u, 0xdb629599u,
-        0x3c439041u, 0xfe5163abu, 0xdebbc561u, 0xb7246e3au, 0x424dd2e0u);
     let i = min(o / 32u, 8u);
     let k = o % 32u;
+    let a = two_over_pi_word(i);
     if (k == 0u) {
-        return t[i];
+        return a;
     }
-    return (t[i] << k) | (t[i + 1u] >> (32u - k));
+    return (a << k) | (two_over_pi_word(i + 1u) >> (32u - k));
+}
+
+// Word i of 2/π's bits (by selects: a local array cost lavapipe's sin a third of its time even
+// where no lane reduced this way).
+fn two_over_pi_word(i: u32) -> u32 {
+    var w = select(0x424dd2e0u, 0xb7246e3au, i == 8u);
+    w = select(w, 0xdebbc561u, i == 7u);
+    w = select(w, 0xfe5163abu, i == 6u);
+    w = select(w, 0x3c439041u, i == 5u);
+    w = select(w, 0xdb629599u, i == 4u);
+    w = select(w, 0xf534ddc0u, i == 3u);
+    w = select(w, 0xfc2757d1u, i == 2u);
+    w = select(w, 0x4e441529u, i == 1u);
+    return select(w, 0xa2f9836eu, i == 0u);
 }
 
 // The 32 bits of the 128-bit `p` (least significant word first) from bit `k` up (0 past its top).

@@ -301,9 +301,9 @@ fn integral_powers_are_correctly_rounded() -> Result<()> {
     Ok(())
 }
 
-/// sin and cos on the GPU at arguments of every magnitude (random bits, all finite exponents, and
-/// the largest f32) within a few ulps of the CPU's: the argument is reduced exactly (lavapipe's
-/// builtins gave sin(1e10) = -1 and sin(-3.4e38) = 1).
+/// sin and cos on the GPU at arguments of every magnitude (random bits, all finite exponents, the
+/// largest f32, and as many uniform in ±4000) within a few ulps of the CPU's: the argument is
+/// reduced exactly (lavapipe's builtins gave sin(1e10) = -1 and sin(-3.4e38) = 1).
 #[test]
 fn sin_and_cos_reduce_any_argument() -> Result<()> {
     let Some(gpu) = common::gpu() else {
@@ -325,6 +325,8 @@ fn sin_and_cos_reduce_any_argument() -> Result<()> {
         let x = f32::from_bits((seed >> 32) as u32);
         if x.is_finite() {
             xs.push(x);
+            // And as many below 4000 in magnitude, where the reduction takes its fast path.
+            xs.push((seed >> 40) as f32 / (1u64 << 24) as f32 * 8000.0 - 4000.0);
         }
     }
     let x = Tensor::from_vec(xs.clone(), [xs.len()], &Device::Cpu)?;
