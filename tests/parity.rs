@@ -315,8 +315,8 @@ fn sin_and_cos_reduce_any_argument() -> Result<()> {
         -1e10,
         f32::MAX,
         f32::MIN,
-        3.141_592_7,
-        1.570_796_4,
+        std::f32::consts::PI,
+        std::f32::consts::FRAC_PI_2,
         1e-30,
         -0.0,
     ];
