@@ -122,7 +122,7 @@ fn erfc_pos_f(z: f32) -> f32 {
 }
 
 // The standard normal CDF Φ(x) = (1 + erf(x/√2)) / 2, as erfc(-x/√2) / 2 in the left tail, where
-// 1 + erf cancels: GELU(-5.5) was -0 (PyTorch's f32 too; -8.3e-8 exactly) and 0.16% off at -4,
+// 1 + erf cancels: GELU(-5.5) was -0 (PyTorch's f32 too; -1.04e-7 exactly) and 0.16% off at -4,
 // now within 4e-6 of the CPU's (vmath::norm_cdf).
 fn norm_cdf_f(x: f32) -> f32 {
     let z = x * 0.70710678118654752;
@@ -130,7 +130,8 @@ fn norm_cdf_f(x: f32) -> f32 {
     return select(select(1.0 - r, r, z < 0.0), 0.5 * (1.0 + erf_series_f(z)), abs(z) < 0.5);
 }
 
-// e^x to about an ulp (the CPU's vmath::exp, Cephes' expf): n = round(x / ln 2), r = x - n ln 2
+// e^x to about an ulp (Cephes' expf, as the CPU's vmath::exp, which evaluates the polynomial in
+// another order, so an ulp may differ): n = round(x / ln 2), r = x - n ln 2
 // in two parts, a polynomial for e^r, scaled by 2^n in two steps (so that subnormal results and
 // overflow come out right). WGSL's `exp` may be 3 + 2|x| ulps off, and lavapipe's was 62 at -73.5.
 fn exp_f(x: f32) -> f32 {
@@ -337,8 +338,12 @@ fn dd_mul(a: vec2<f32>, b: vec2<f32>) -> vec2<f32> {
 // a·b - p exactly, for p = a·b rounded and finite (and no product of subnormals): by `fma`
 // where it rounds once (GPUs with a fused multiply-add), else by Dekker's splitting into 12-bit
 // halves, whose products are exact (llvmpipe rounds `fma`'s product first, so its error term
-// was 0).
+// was 0). 0 past 1e30 in magnitude, where the split's halves could overflow (pow(FLT_MAX, 1)
+// came out NaN): a power that large loses its last products' error terms, an ulp or two.
 fn prod_err(a: f32, b: f32, p: f32) -> f32 {
+    if (max(abs(p), max(abs(a), abs(b))) > 1e30) {
+        return 0.0;
+    }
     if (fma_fused()) {
         return fma(a, b, -keep_f(p));
     }
@@ -356,27 +361,25 @@ fn fma_fused() -> bool {
 
 // x, through an integer operation that compilers cannot see through (an OR with the params'
 // length past 2^28 words, always 0). It keeps the rounding steps of the error-free
-// transformations above, and their products out of contracted fmas: Mesa's compilers simplify inexact float algebra (a - (a - b) to b,
-// (a + b) - a to b), which made every error term 0 on lavapipe.
+// transformations above, and their products out of contracted fmas: Mesa's compilers simplify
+// inexact float algebra (a - (a - b) to b, (a + b) - a to b), which made every error term 0 on
+// lavapipe.
 fn keep_f(x: f32) -> f32 {
     return bitcast<f32>(bitcast<u32>(x) | (arrayLength(&params.tail) >> 28u));
 }
 
-// Veltkamp's split of a into hi + lo, 12 significant bits each (a past 2^100 scaled by 2^-13
-// first, so that 4097·a cannot overflow).
+// Veltkamp's split of a (at most 1e30 in magnitude) into hi + lo, 12 significant bits each.
 fn split_f(a: f32) -> vec2<f32> {
-    let big = abs(a) > 1.2676506e30;
-    let v = select(a, a * 1.2207031e-4, big);
-    let c = keep_f(4097.0 * v);
-    let hi = c - keep_f(c - v);
-    let k = select(1.0, 8192.0, big);
-    return vec2<f32>(hi * k, (v - hi) * k);
+    let c = keep_f(4097.0 * a);
+    let hi = c - keep_f(c - a);
+    return vec2<f32>(hi, a - hi);
 }
 
 // sin and cos to about an ulp at every finite argument, as the CPU's (and PyTorch's): the
 // argument reduced (Cody and Waite below 3000, exactly by `reduce_pio2` past it: 14 times slower
-// on lavapipe), then polynomials on [-π/4, π/4] (Cephes' sinf and cosf). WGSL's builtins bound only the absolute error inside [-π, π]; llvmpipe's were off by 7e-4
-// at 1e8 and gave sin(1e10) = -1 (PyTorch: -0.4875), and GPUs reduce in f32.
+// on lavapipe), then polynomials on [-π/4, π/4] (Cephes' sinf and cosf). WGSL's builtins bound
+// only the absolute error inside [-π, π]; llvmpipe's were off by 7e-4 at 1e8 and gave
+// sin(1e10) = -1 (PyTorch: -0.4875), and GPUs reduce in f32.
 fn sin_f(x: f32) -> f32 {
     return trig_f(x, 0u);
 }
@@ -509,7 +512,8 @@ fn two_over_pi_word(i: u32) -> u32 {
     return select(w, 0xa2f9836eu, i == 0u);
 }
 
-// The 32 bits of the 128-bit `p` (least significant word first) from bit `k` up (0 past its top).
+// The 32 bits of the 128-bit `p` (least significant word first) from bit `k` < 128 up (0s past
+// its top).
 fn word_at(p: vec4<u32>, k: u32) -> u32 {
     let i = k / 32u;
     let b = k % 32u;
@@ -531,7 +535,8 @@ fn mul_wide(a: u32, b: u32) -> vec2<u32> {
     let lh = al * bh;
     let hl = ah * bl;
     let mid = (ll >> 16u) + (lh & 0xffffu) + (hl & 0xffffu);
-    return vec2<u32>(ah * bh + (lh >> 16u) + (hl >> 16u) + (mid >> 16u), (ll & 0xffffu) | (mid << 16u));
+    let hi = ah * bh + (lh >> 16u) + (hl >> 16u) + (mid >> 16u);
+    return vec2<u32>(hi, (ll & 0xffffu) | (mid << 16u));
 }
 
 // Exact GELU's derivative: Φ(x) + x φ(x).

@@ -263,15 +263,34 @@ fn integral_powers_are_correctly_rounded() -> Result<()> {
             }
         }
     }
-    // Large exponents on bases near 1.
+    // Large exponents on bases near 1 (never 1 itself, which returns early).
     for (i, e) in [1e4f32, 1e5, 1_048_577.0, -3e6, 16_777_215.0]
         .iter()
         .enumerate()
     {
         for k in 0..8 {
-            pairs.push((1.0 + (k as f32 - 4.0 + i as f32 * 0.3) * 1e-7, *e));
+            pairs.push((1.0 + (k as f32 - 4.5 + i as f32 * 0.3) * 1e-7, *e));
         }
     }
+    // Negative exponents of other bases, and powers at the ends of f32's range, where the
+    // error terms' halves could overflow (pow(FLT_MAX, 1) was NaN, 65535.992^8 inf).
+    pairs.extend([
+        (3.0, -5.0),
+        (7.0, -3.0),
+        (10.0, -5.0),
+        (1.7, -9.0),
+        (-2.3, -7.0),
+    ]);
+    pairs.extend([
+        (f32::MAX, 1.0),
+        (f32::MAX, -2.0),
+        (370.500_85, 15.0),
+        (65_535.992, 8.0),
+        (3.4025e38, -3.0),
+        (1e-20, 2.0),
+        (1e-38, -1.0),
+        (2.5e-3, 14.0),
+    ]);
     let (xs, es): (Vec<f32>, Vec<f32>) = pairs.iter().copied().unzip();
     let n = xs.len();
     let x = Tensor::from_vec(xs.clone(), [n], &gpu)?;

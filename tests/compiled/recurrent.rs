@@ -157,9 +157,10 @@ fn compiled_lstm_steps_dispatch_what_eager_steps_do() -> Result<()> {
             lstm.visit(&mut |_, p, _| p.set_grad(None));
             Ok(ctx.stats().dispatches - d0)
         };
-        count(true)?; // the first call traces and checks
-                      // The fewest of three calls: other tests share the context's count and can only add to
-                      // it (a concurrent test's kernels once landed in eager's window, 228 against 212).
+        // The first call traces and checks. Then the fewest of three calls: other tests share
+        // the context's count and can only add to it (a concurrent test's kernels once landed in
+        // eager's window, 228 against 212).
+        count(true)?;
         let fewest = |compiled: bool| -> Result<u64> {
             Ok(count(compiled)?.min(count(compiled)?).min(count(compiled)?))
         };
