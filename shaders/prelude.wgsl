@@ -131,9 +131,9 @@ fn norm_cdf_f(x: f32) -> f32 {
 }
 
 // e^x to about an ulp (Cephes' expf, as the CPU's vmath::exp, which evaluates the polynomial in
-// another order, so an ulp may differ): n = round(x / ln 2), r = x - n ln 2
-// in two parts, a polynomial for e^r, scaled by 2^n in two steps (so that subnormal results and
-// overflow come out right). WGSL's `exp` may be 3 + 2|x| ulps off, and lavapipe's was 62 at -73.5.
+// another order, so an ulp may differ): n = round(x / ln 2), r = x - n ln 2 in two parts, a
+// polynomial for e^r, scaled by 2^n in two steps (so that subnormal results and overflow come
+// out right). WGSL's `exp` may be 3 + 2|x| ulps off, and lavapipe's was 62 at -73.5.
 fn exp_f(x: f32) -> f32 {
     if (is_nan_f(x)) {
         return x;
